@@ -1,0 +1,31 @@
+"""synthinfer: differentially private synthetic data that supports valid statistical inference.
+
+Data holder: :mod:`synthinfer.generate`, :mod:`synthinfer.weights`, :mod:`synthinfer.release`.
+Analyst: :mod:`synthinfer.analysis`, :mod:`synthinfer.bayes`.
+Shared core: :mod:`synthinfer.privacy`, :mod:`synthinfer.data`, :mod:`synthinfer.models`.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("synthinfer")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0+unknown"
+
+from synthinfer.data import Domain, Marginal, QuerySet, decode, encode
+from synthinfer.errors import BudgetExceededError, SynthinferError
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_sigma
+
+__all__ = [
+    "BudgetExceededError",
+    "Domain",
+    "Marginal",
+    "PrivacyBudget",
+    "PrivacyLedger",
+    "QuerySet",
+    "SynthinferError",
+    "__version__",
+    "decode",
+    "encode",
+    "gaussian_sigma",
+]

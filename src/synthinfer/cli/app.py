@@ -1,0 +1,26 @@
+"""Root typer application; command modules register themselves on import below."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="synthinfer",
+    help="Differentially private synthetic data that supports valid statistical inference.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _main() -> None:
+    """Differentially private synthetic data with valid statistical inference."""
+
+
+def _register() -> None:
+    # Import for side effects: each module adds its commands to `app`.
+    from synthinfer.cli import data_cmds  # noqa: F401
+
+
+_register()

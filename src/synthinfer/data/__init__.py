@@ -1,0 +1,31 @@
+"""Discrete data layer: the public Domain, encoding, discretisation and marginal counting."""
+
+from synthinfer.data.discretize import binned_column, clip_to_bounds
+from synthinfer.data.domain import Binning, Column, Domain
+from synthinfer.data.encoding import MISSING, decode, encode, with_missing_category
+from synthinfer.data.marginals import (
+    Marginal,
+    QuerySet,
+    as_marginals,
+    count_codes,
+    count_dataframe,
+    count_file,
+)
+
+__all__ = [
+    "Binning",
+    "Column",
+    "Domain",
+    "MISSING",
+    "Marginal",
+    "QuerySet",
+    "as_marginals",
+    "binned_column",
+    "clip_to_bounds",
+    "count_codes",
+    "count_dataframe",
+    "count_file",
+    "decode",
+    "encode",
+    "with_missing_category",
+]

@@ -1,0 +1,271 @@
+"""Marginal queries and their counts.
+
+A *full set of marginal queries* on a tuple of columns ``c`` (a "marginal" for short) counts
+the rows in every cell of the sub-table on ``c``: it is the vector of indicator queries
+``a_v(x) = 1[x_c = v]`` for all ``v`` in the product of the columns' category sets,
+summed over rows (NAPSU-MQ, Räisä et al. 2023, Section 3.1). Cells are ordered row-major
+(C order) over the columns as given, i.e. by the mixed-radix code
+``sum_k v_k * prod_{l>k} |c_l|``.
+
+Counting works on a pandas DataFrame (vectorised ``bincount`` on mixed-radix codes) and on
+CSV/Parquet files via DuckDB, without loading the file into pandas. Both give identical counts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.data.domain import Domain
+from synthinfer.data.encoding import MissingPolicy, encode
+from synthinfer.errors import DomainError, EmptyDataError, OutOfDomainError, UnknownColumnError
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """The full set of marginal queries on ``columns`` (a tuple of Domain column names)."""
+
+    columns: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        cols = (self.columns,) if isinstance(self.columns, str) else tuple(self.columns)
+        if not cols:
+            raise DomainError("a marginal needs at least one column")
+        dup = sorted({c for c in cols if cols.count(c) > 1})
+        if dup:
+            raise DomainError(f"marginal {cols} repeats column(s) {dup}")
+        object.__setattr__(self, "columns", cols)
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return tuple(domain[c].size for c in self.columns)
+
+    def size(self, domain: Domain) -> int:
+        return int(math.prod(self.shape(domain)))
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(self.columns) + ")"
+
+
+def as_marginals(marginals: Iterable[Sequence[str] | str | Marginal]) -> tuple[Marginal, ...]:
+    """Normalise user input (``[("a", "b"), "c", Marginal(...)]``) to a tuple of Marginals."""
+    out = []
+    for m in marginals:
+        if isinstance(m, Marginal):
+            out.append(m)
+        elif isinstance(m, str):
+            out.append(Marginal(tuple(s.strip() for s in m.split(",") if s.strip())))
+        else:
+            out.append(Marginal(tuple(m)))
+    return tuple(out)
+
+
+class QuerySet:
+    """An ordered list of full marginal sets over one Domain; its answer is their concatenation.
+
+    The L2 sensitivity of the concatenated count vector under substitution of one row is
+    ``sqrt(2 * n_marginals)`` (NAPSU-MQ Theorem 3.5): each marginal moves one unit of count
+    from one cell to another.
+    """
+
+    def __init__(self, domain: Domain, marginals: Iterable[Sequence[str] | str | Marginal]):
+        self.domain = domain
+        self.marginals = as_marginals(marginals)
+        if not self.marginals:
+            raise DomainError("a QuerySet needs at least one marginal")
+        for m in self.marginals:
+            domain.check_columns(m.columns)
+        seen = set()
+        for m in self.marginals:
+            key = frozenset(m.columns)
+            if key in seen:
+                raise DomainError(f"marginal {m} is listed twice (up to column order)")
+            seen.add(key)
+
+    def __len__(self) -> int:
+        return len(self.marginals)
+
+    def __iter__(self):
+        return iter(self.marginals)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [m.size(self.domain) for m in self.marginals]
+
+    @property
+    def dimension(self) -> int:
+        """Total number of queries (cells over all marginals)."""
+        return int(sum(self.sizes))
+
+    @property
+    def l2_sensitivity(self) -> float:
+        """``sqrt(2 n_s)`` for ``n_s`` full marginal sets (NAPSU-MQ Theorem 3.5)."""
+        return math.sqrt(2 * len(self.marginals))
+
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+
+    def count(self, data: pd.DataFrame | np.ndarray, missing: MissingPolicy = "error") -> np.ndarray:
+        """Concatenated counts for a DataFrame (encoded against the Domain) or a code array."""
+        codes = data if isinstance(data, np.ndarray) else encode(data, self.domain, missing=missing)
+        return np.concatenate([count_codes(codes, self.domain, m.columns) for m in self.marginals])
+
+    def count_file(self, path: str | os.PathLike, missing: MissingPolicy = "error") -> np.ndarray:
+        """Concatenated counts for a CSV or Parquet file, via DuckDB (see :func:`count_file`)."""
+        return np.concatenate(
+            [count_file(path, self.domain, m.columns, missing=missing) for m in self.marginals]
+        )
+
+    def split(self, vector: np.ndarray) -> list[np.ndarray]:
+        """Split a concatenated vector into per-marginal arrays shaped like their tables."""
+        off = self.offsets()
+        return [
+            np.asarray(vector[off[i] : off[i + 1]]).reshape(m.shape(self.domain))
+            for i, m in enumerate(self.marginals)
+        ]
+
+
+def _radix(shape: Sequence[int]) -> np.ndarray:
+    """Row-major strides: ``radix[k] = prod(shape[k+1:])``."""
+    r = np.ones(len(shape), dtype=np.int64)
+    for k in range(len(shape) - 2, -1, -1):
+        r[k] = r[k + 1] * shape[k + 1]
+    return r
+
+
+def count_codes(codes: np.ndarray, domain: Domain, columns: Sequence[str]) -> np.ndarray:
+    """Counts of the marginal on ``columns`` for an ``(n, d)`` code array (flat, row-major)."""
+    idx = [domain.index(c) for c in columns]
+    shape = [domain.shape[i] for i in idx]
+    flat = codes[:, idx] @ _radix(shape)
+    return np.bincount(flat, minlength=int(math.prod(shape))).astype(np.float64)
+
+
+def count_dataframe(
+    df: pd.DataFrame, domain: Domain, columns: Sequence[str], missing: MissingPolicy = "error"
+) -> np.ndarray:
+    """Counts of the marginal on ``columns`` for a DataFrame (validated against the Domain)."""
+    columns = domain.check_columns(columns)
+    sub = domain.project(columns)
+    return count_codes(encode(df[list(columns)], sub, missing=missing), sub, columns)
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _sql_ident(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def count_file(
+    path: str | os.PathLike,
+    domain: Domain,
+    columns: Sequence[str],
+    missing: MissingPolicy = "error",
+) -> np.ndarray:
+    """Counts of the marginal on ``columns`` for a CSV or Parquet file, computed by DuckDB.
+
+    The file is scanned by DuckDB (``GROUP BY`` on the mapped category codes); it is never
+    loaded into pandas, so files larger than memory work. Values are matched to categories by
+    their text form for categorical columns (CSV has no types), and by the public bin edges
+    for discretised columns. Errors mirror :func:`encode`.
+    """
+    import duckdb
+
+    columns = domain.check_columns(columns)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(path)
+    suffix = "".join(path.suffixes).lower()
+    if ".parquet" in suffix or suffix.endswith(".pq"):
+        src = f"read_parquet({_sql_str(str(path))})"
+    else:
+        src = f"read_csv({_sql_str(str(path))}, header=true, all_varchar=true)"
+    con = duckdb.connect()
+    try:
+        have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+        for c in columns:
+            if c not in have:
+                raise UnknownColumnError(f"the file {path.name} lacks column {c!r} (has {have})")
+        exprs = []
+        nulls = []
+        for c in columns:
+            col = domain[c]
+            ident = _sql_ident(c)
+            if col.binning is not None:
+                e = list(col.binning.edges)
+                num = f"TRY_CAST({ident} AS DOUBLE)"
+                bad = (
+                    f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
+                    f"({num} IS NULL OR NOT isfinite({num}) OR {num} < {e[0]!r} OR {num} > {e[-1]!r}))"
+                )
+                case = " ".join(
+                    f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2)
+                )
+                expr = f"CASE {case} ELSE {len(e) - 2} END" if case else "0"
+            else:
+                text = f"CAST({ident} AS VARCHAR)"
+                cats = ", ".join(_sql_str(_text(v)) for v in col.categories)
+                expr = f"list_position([{cats}], {text}) - 1"
+                bad = f"({ident} IS NOT NULL AND TRIM({text}) <> '' AND list_position([{cats}], {text}) IS NULL)"
+            isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
+            exprs.append((c, expr, bad, isnull))
+            nulls.append(isnull)
+        # 1. Validation: values outside the Domain, then missing values.
+        for c, _, bad, _ in exprs:
+            nbad, example = con.execute(
+                f"SELECT COUNT(*), ANY_VALUE(CAST({_sql_ident(c)} AS VARCHAR)) FROM {src} WHERE {bad}"
+            ).fetchone()
+            if nbad:
+                raise OutOfDomainError(
+                    f"column {c!r} of {path.name}: {nbad} row(s) have values outside the Domain, "
+                    f"e.g. {example!r}"
+                )
+        any_null = " OR ".join(nulls)
+        n_null_rows = con.execute(f"SELECT COUNT(*) FROM {src} WHERE {any_null}").fetchone()[0]
+        where = ""
+        if n_null_rows:
+            if missing == "error":
+                per = {
+                    c: con.execute(f"SELECT COUNT(*) FROM {src} WHERE {isnull}").fetchone()[0]
+                    for c, _, _, isnull in exprs
+                }
+                from synthinfer.errors import MissingValueError
+
+                raise MissingValueError(
+                    f"missing values in {path.name}: { {k: v for k, v in per.items() if v} } "
+                    "(column: rows); pass missing='drop' or missing='category'"
+                )
+            if missing == "drop":
+                where = f"WHERE NOT ({any_null})"
+            else:
+                raise ValueError("count_file supports missing='error' or 'drop'")
+        shape = [domain[c].size for c in columns]
+        radix = _radix(shape)
+        code = " + ".join(f"({e}) * {int(r)}" for (_, e, _, _), r in zip(exprs, radix))
+        rows = con.execute(
+            f"SELECT {code} AS cell, COUNT(*) FROM {src} {where} GROUP BY cell"
+        ).fetchall()
+    finally:
+        con.close()
+    out = np.zeros(int(math.prod(shape)), dtype=np.float64)
+    if not rows:
+        raise EmptyDataError(f"the file {path.name} has no rows to count")
+    for cell, k in rows:
+        out[int(cell)] = k
+    return out
+
+
+def _text(v) -> str:
+    """Text form of a category as it appears in a CSV file (ints without '.0')."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)

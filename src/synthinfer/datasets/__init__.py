@@ -1,0 +1,32 @@
+"""Bundled real datasets and toy generators.
+
+The CSV files in ``datasets/data/`` are vendored copies of public datasets; their origin and
+licence are in ``datasets/data/ATTRIBUTION.md`` (kept next to the files, as their licences ask).
+"""
+
+from synthinfer.datasets.loaders import (
+    ADULT_PAPER_COLUMNS,
+    Dataset,
+    adult_paper_domain,
+    load_adult,
+    load_boston,
+    load_breast_cancer,
+    load_framingham,
+    load_heart_cleveland,
+    load_iris,
+)
+from synthinfer.datasets.toy import make_toy_logistic, make_triangle_square
+
+__all__ = [
+    "ADULT_PAPER_COLUMNS",
+    "Dataset",
+    "adult_paper_domain",
+    "load_adult",
+    "load_boston",
+    "load_breast_cancer",
+    "load_framingham",
+    "load_heart_cleveland",
+    "load_iris",
+    "make_toy_logistic",
+    "make_triangle_square",
+]

@@ -1,0 +1,75 @@
+"""Exception and warning hierarchy of synthinfer.
+
+Every error synthinfer raises on bad input derives from :class:`SynthinferError`, so callers
+can catch the library's failures in one place. Errors that are also classic ``ValueError`` /
+``KeyError`` situations inherit from those too, so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class SynthinferError(Exception):
+    """Root of every exception raised by synthinfer."""
+
+
+class DomainError(SynthinferError, ValueError):
+    """A Domain is malformed, or data does not fit the public Domain."""
+
+
+class UnknownColumnError(DomainError, KeyError):
+    """A column is named that the Domain or the table does not have."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateColumnError(DomainError):
+    """A column name appears more than once."""
+
+
+class OutOfDomainError(DomainError):
+    """Values of a column lie outside its public category set or bounds."""
+
+
+class MissingValueError(DomainError):
+    """A column has missing values and the missing-value policy is ``"error"``."""
+
+
+class EmptyDataError(DomainError):
+    """A table has no rows (or no columns) where data are required."""
+
+
+class NonFiniteError(DomainError):
+    """A numeric column has NaN or infinite values where finite numbers are required."""
+
+
+class PrivacyError(SynthinferError, ValueError):
+    """Invalid privacy parameters (epsilon, delta, sensitivity, ...)."""
+
+
+class BudgetExceededError(PrivacyError):
+    """A mechanism asked the ledger for more budget than remains. No noise was drawn."""
+
+
+class ReleaseError(SynthinferError):
+    """A release bundle is missing, corrupted, of an unknown format, or would be overwritten."""
+
+
+class NotFittedError(SynthinferError, AttributeError):
+    """An estimator was used before ``fit``."""
+
+
+class ConvergenceError(SynthinferError, RuntimeError):
+    """A numerical procedure failed to converge and could not recover."""
+
+
+class SynthinferWarning(UserWarning):
+    """Root of warnings issued by synthinfer."""
+
+
+class NonPrivateWarning(SynthinferWarning):
+    """An operation looked at private data in a way that is not differentially private."""
+
+
+class ConvergenceWarning(SynthinferWarning):
+    """A sampler or optimiser finished, but its diagnostics indicate a problem."""

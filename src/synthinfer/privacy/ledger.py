@@ -1,0 +1,118 @@
+"""The privacy ledger: the one place where budget is spent.
+
+Every mechanism in synthinfer calls :meth:`PrivacyLedger.spend` *before* drawing noise. A
+request that would exceed the total raises :class:`BudgetExceededError` and changes nothing.
+The ledger composes charges by basic sequential composition (epsilons and deltas add), and its
+record (:meth:`PrivacyLedger.to_dict`) goes into every release.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from synthinfer.errors import BudgetExceededError, PrivacyError
+from synthinfer.privacy.budget import PrivacyBudget
+
+# Float slack when the parts of a budget are spent exactly (e.g. 0.9 + 0.1 of epsilon).
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One entry of the ledger: a mechanism's (epsilon, delta) spend and its settings."""
+
+    name: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    details: dict[str, Any] = field(default_factory=dict)
+    time: str = ""
+
+
+class PrivacyLedger:
+    """Tracks spending against a total (epsilon, delta) budget; refuses to overspend.
+
+    Parameters
+    ----------
+    total : the total budget, a :class:`PrivacyBudget` or an ``(epsilon, delta)`` pair.
+
+    Examples
+    --------
+    >>> ledger = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    >>> _ = ledger.spend("marginals", 0.9, 1e-6, mechanism="gaussian")
+    >>> ledger.remaining.epsilon  # doctest: +ELLIPSIS
+    0.09999...
+    """
+
+    def __init__(self, total: PrivacyBudget | tuple[float, float]):
+        self.total = total if isinstance(total, PrivacyBudget) else PrivacyBudget(*total)
+        self._charges: list[Charge] = []
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return tuple(self._charges)
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """(epsilon, delta) spent so far."""
+        return (math.fsum(c.epsilon for c in self._charges), math.fsum(c.delta for c in self._charges))
+
+    @property
+    def remaining(self) -> PrivacyBudget | None:
+        """The budget left, or None when (up to float slack) nothing is left."""
+        eps = self.total.epsilon - self.spent[0]
+        delta = max(self.total.delta - self.spent[1], 0.0)
+        return PrivacyBudget(eps, delta) if eps > _TOL else None
+
+    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+        e, d = self.spent
+        return e + epsilon <= self.total.epsilon * (1 + _TOL) and d + delta <= self.total.delta * (1 + _TOL) + 1e-300
+
+    def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str, **details: Any) -> Charge:
+        """Record a charge of ``(epsilon, delta)``; raise before anything is spent if it does not fit."""
+        if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
+            raise PrivacyError(f"{name}: epsilon must be finite and >= 0, got {epsilon!r}")
+        if not isinstance(delta, (int, float)) or not (0 <= delta < 1):
+            raise PrivacyError(f"{name}: delta must be in [0, 1), got {delta!r}")
+        if not self.can_spend(epsilon, delta):
+            e, d = self.spent
+            raise BudgetExceededError(
+                f"{name} ({mechanism}) asks for epsilon={epsilon:g}, delta={delta:g}, but only "
+                f"epsilon={self.total.epsilon - e:g}, delta={max(self.total.delta - d, 0):g} of the "
+                f"total ({self.total.epsilon:g}, {self.total.delta:g}) remain"
+            )
+        charge = Charge(
+            name=name,
+            mechanism=mechanism,
+            epsilon=float(epsilon),
+            delta=float(delta),
+            details=dict(details),
+            time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        )
+        self._charges.append(charge)
+        return charge
+
+    def to_dict(self) -> dict[str, Any]:
+        e, d = self.spent
+        return {
+            "composition": "basic (epsilons and deltas add)",
+            "total": self.total.to_dict(),
+            "spent": {"epsilon": e, "delta": d},
+            "charges": [asdict(c) for c in self._charges],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PrivacyLedger:
+        led = cls(PrivacyBudget(**d["total"]))
+        led._charges = [Charge(**c) for c in d.get("charges", [])]
+        return led
+
+    def __repr__(self) -> str:
+        e, d = self.spent
+        return (
+            f"PrivacyLedger(total=({self.total.epsilon:g}, {self.total.delta:g}), "
+            f"spent=({e:g}, {d:g}), charges={len(self._charges)})"
+        )

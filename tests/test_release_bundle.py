@@ -79,6 +79,10 @@ def test_round_trip(tmp_path, as_zip):
     assert set(man["files"]) == set(man["datasets"]) | {"posterior.nc"}
     assert all(len(v["sha256"]) == 64 for v in man["files"].values())
     assert _leftovers(tmp_path) == []
+    from synthinfer.release.manifest import sha256_bytes
+
+    manifest_bytes = (path / "manifest.json").read_bytes() if not as_zip else zipfile.ZipFile(path).read("manifest.json")
+    assert rel.fingerprint == sha256_bytes(manifest_bytes)
 
 
 def test_tampered_file_is_detected(tmp_path):

@@ -83,6 +83,9 @@ def test_round_trip(tmp_path, as_zip):
 
     manifest_bytes = (path / "manifest.json").read_bytes() if not as_zip else zipfile.ZipFile(path).read("manifest.json")
     assert rel.fingerprint == sha256_bytes(manifest_bytes)
+    assert open_release(path, fingerprint=rel.fingerprint.upper()).m == 3
+    with pytest.raises(ReleaseError, match="published"):
+        open_release(path, fingerprint="0" * 64)
 
 
 def test_tampered_file_is_detected(tmp_path):

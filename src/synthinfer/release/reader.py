@@ -122,18 +122,22 @@ def _bundle(path: Path) -> Iterator[tuple[list[str], Callable[[str], bytes]]]:
         raise ReleaseError(f"{path} is neither a release directory nor a zip file")
 
 
-def open_release(path: str | os.PathLike) -> Release:
+def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> Release:
     """Open the release at ``path`` (directory or zip), verifying it before loading anything.
 
     Raises :class:`ReleaseError` when the manifest is missing or of a newer format version, when
-    a listed file is missing or its SHA-256 differs from the manifest (a changed file), or when
-    the bundle holds files the manifest does not list.
+    a listed file is missing or its SHA-256 differs from the manifest (a changed file), when
+    the bundle holds files the manifest does not list, or, if ``fingerprint`` (the SHA-256 of
+    ``manifest.json`` published by the data holder) is given, when the manifest differs from it.
     """
     path = Path(path)
     if not path.exists():
         raise ReleaseError(f"no release at {path}")
     with _bundle(path) as (names, read):
         manifest, contents = _verified_contents(path, names, read)
+    actual = sha256_bytes(contents.pop(MANIFEST_NAME))
+    if fingerprint is not None and fingerprint.lower() != actual:
+        raise ReleaseError(f"{path}: manifest.json has SHA-256 {actual}, not the published {fingerprint}")
 
     weight_col = manifest.get("weight_column")
     datasets, weights = [], [] if weight_col else None
@@ -152,7 +156,7 @@ def open_release(path: str | os.PathLike) -> Release:
     posterior = None
     if manifest.get("posterior"):
         posterior = _load_posterior(contents[manifest["posterior"]])
-    return Release(path, manifest, datasets, weights, posterior, sha256_bytes(contents[MANIFEST_NAME]))
+    return Release(path, manifest, datasets, weights, posterior, actual)
 
 
 def _verified_contents(

@@ -100,7 +100,13 @@ class MarkovNetwork:
             flat = np.ravel_multi_index(tuple(grid[a] for a in axes), mshape)
             index[row[c], offsets[c] : offsets[c + 1]] = qpos[i][flat]
             row[c] += 1
-        self._index = index
+        # Dense cell-to-parameter incidence B (cells x d): potentials = B theta, mu = B^T P.
+        # Dense matmuls beat gather/scatter on CPU and transpose cleanly under autodiff; B has
+        # the size of the (cells x d) tables the covariance needs anyway.
+        incidence = np.zeros((int(offsets[-1]), d + 1))
+        for r in range(n_rows):
+            incidence[np.arange(incidence.shape[0]), index[r]] += 1.0
+        self._incidence = incidence[:, :d]
         self._offsets = offsets
         self._shapes = shapes
         self._marginal_home = home
@@ -133,8 +139,7 @@ class MarkovNetwork:
     def _potentials(self, theta: jax.Array) -> list[jax.Array]:
         """Clique log-potentials: sum of the parameters of the queries true in each cell."""
         theta = jnp.asarray(theta, dtype=jnp.float64)
-        ext = jnp.concatenate([theta, jnp.zeros((1,), theta.dtype)])
-        flat = ext[self._index].sum(axis=0)
+        flat = self._incidence @ theta
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
 
@@ -148,7 +153,7 @@ class MarkovNetwork:
             if p < 0:
                 continue
             out_axes, to_parent, _, _ = self._plan[c]
-            m = jax.nn.logsumexp(up[c], axis=out_axes) if out_axes else up[c]
+            m = _lse(up[c], axis=out_axes) if out_axes else up[c]
             msgs[c] = m.reshape(to_parent)
             up[p] = up[p] + msgs[c]
         return up, msgs
@@ -157,7 +162,7 @@ class MarkovNetwork:
         """``theta_0(theta) = log sum_x exp(theta · a(x))`` (NAPSU-MQ eq. 3), exact."""
         up, _ = self._collect(theta)
         roots = [c for c, p in enumerate(self.junction_tree.parent) if p < 0]
-        return sum(jax.nn.logsumexp(up[r]) for r in roots)
+        return sum(_lse(up[r]) for r in roots)
 
     def _log_beliefs(self, theta: jax.Array) -> list[jax.Array]:
         """Normalised log clique marginals after collect + distribute (Hugin) passes."""
@@ -166,12 +171,12 @@ class MarkovNetwork:
         belief: list[jax.Array] = list(up)
         for c, p in enumerate(jt.parent):
             if p < 0:
-                belief[c] = up[c] - jax.nn.logsumexp(up[c])
+                belief[c] = up[c] - _lse(up[c])
                 continue
             _, _, parent_out, to_child = self._plan[c]
             # message parent -> c: parent's belief without c's own message, summed to the separator
             t = belief[p] - msgs[c]
-            m = jax.nn.logsumexp(t, axis=parent_out) if parent_out else t
+            m = _lse(t, axis=parent_out) if parent_out else t
             belief[c] = up[c] + m.reshape(to_child)
         return belief
 
@@ -182,13 +187,60 @@ class MarkovNetwork:
     def _mean(self, theta: jax.Array) -> jax.Array:
         """``mu(theta) = E[a(x)] = grad theta_0(theta)`` (NAPSU-MQ eq. 7)."""
         flat = jnp.concatenate([p.ravel() for p in self._clique_marginals(theta)])
-        rows = jnp.broadcast_to(flat, self._index.shape).ravel()
-        return jnp.zeros(self.dimension + 1, flat.dtype).at[self._index.ravel()].add(rows)[:-1]
+        return flat @ self._incidence
 
     def _mean_and_cov(self, theta: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``mu`` and ``Sigma(theta) = Cov[a(x)] = d mu / d theta`` (NAPSU-MQ eq. 7)."""
-        mu, jvp = jax.linearize(self._mean, theta)
-        cov = jax.vmap(jvp, out_axes=1)(jnp.eye(self.dimension, dtype=mu.dtype))
+        """``mu`` and ``Sigma(theta) = Cov[a(x)] = Hessian theta_0`` (NAPSU-MQ eq. 7), exactly.
+
+        Rather than differentiating twice, ``Sigma`` comes from one more pair of passes over
+        the tree with a trailing axis of length ``d``: ``G_c[x_c, j] = E[a_j(x) | x_c]`` for
+        every clique ``c`` and query ``j``. Then for the queries ``k`` of clique ``c``,
+        ``E[a_k a_j] = sum_{x_c} P(x_c) a_k(x_c) G_c[x_c, j]``, i.e.
+        ``Sigma = B^T (P * G) - mu mu^T`` with ``B`` the cell-to-query incidence.
+
+        * up: ``U_c = B_c + sum_{children h} E[U_h | x_{S_h}]`` holds ``E[a_j | x_c]`` for the
+          queries of c's subtree (conditioning on the separator suffices by the junction
+          tree's Markov property); ``E[. | x_S]`` uses ``P(x_h | x_S)`` from the log beliefs;
+        * down: ``G_c = U_c + E[G_p - U_c's message | x_S]`` adds the queries outside c's
+          subtree; a root adds ``mu`` of the other components (independent of it).
+
+        Cost ``O(d * sum_c |table_c|)`` with ``O(#cliques)`` operations, all plain forward
+        arithmetic, so the gradient of a likelihood in ``Sigma`` is cheap reverse mode.
+        """
+        jt = self.junction_tree
+        d = self.dimension
+        lb = self._log_beliefs(theta)
+        p_flat = jnp.concatenate([jnp.exp(b).ravel() for b in lb])
+        mu = p_flat @ self._incidence
+        o = self._offsets
+        inc = [
+            jnp.asarray(self._incidence[o[c] : o[c + 1]]).reshape(self._shapes[c] + (d,))
+            for c in range(len(lb))
+        ]
+        up: list[jax.Array] = list(inc)
+        msgs: list[jax.Array | None] = [None] * len(lb)
+        for c in reversed(range(len(lb))):
+            p = jt.parent[c]
+            if p < 0:
+                continue
+            out_axes, to_parent, _, _ = self._plan[c]
+            cond = jnp.exp(lb[c] - _lse(lb[c], axis=out_axes, keepdims=True))
+            msgs[c] = jnp.sum(cond[..., None] * up[c], axis=out_axes).reshape(to_parent + (d,))
+            up[p] = up[p] + msgs[c]
+        g: list[jax.Array] = list(up)
+        for c, p in enumerate(jt.parent):
+            if p < 0:
+                axes = tuple(range(lb[c].ndim))
+                inside = jnp.sum(jnp.exp(lb[c])[..., None] * up[c], axis=axes)
+                g[c] = up[c] + (mu - inside)
+                continue
+            _, _, parent_out, to_child = self._plan[c]
+            cond = jnp.exp(lb[p] - _lse(lb[p], axis=parent_out, keepdims=True))
+            down = jnp.sum(cond[..., None] * (g[p] - msgs[c]), axis=parent_out)
+            g[c] = up[c] + down.reshape(to_child + (d,))
+        g_flat = jnp.concatenate([x.reshape(-1, d) for x in g])
+        second = self._incidence.T @ (p_flat[:, None] * g_flat)
+        cov = second - jnp.outer(mu, mu)
         return mu, 0.5 * (cov + cov.T)
 
     def _query_marginals(self, theta: jax.Array) -> list[jax.Array]:
@@ -211,7 +263,8 @@ class MarkovNetwork:
         jt = self.junction_tree
         shape = self.queries.domain.shape
         tables = self._clique_marginals(theta)
-        keys = jax.random.split(key, len(tables))
+        # one uniform per row and clique, drawn in a single call (one RNG kernel to compile)
+        u = jax.random.uniform(key, (len(tables), n), dtype=jnp.float64)
         codes: list[jax.Array | None] = [None] * len(shape)
         for c, table in enumerate(tables):
             cl, sep = jt.cliques[c], jt.separators[c]
@@ -227,7 +280,7 @@ class MarkovNetwork:
                     r = r * shape[v] + codes[v]
             else:
                 r = jnp.zeros((n,), jnp.int32)
-            cell = _sample_rows(t, r, keys[c])
+            cell = _sample_rows(t, r, u[c])
             for v in reversed(new):
                 codes[v] = (cell % shape[v]).astype(jnp.int32)
                 cell = cell // shape[v]
@@ -246,8 +299,19 @@ class MarkovNetwork:
         )
 
 
-def _sample_rows(table: jax.Array, rows: jax.Array, key: jax.Array) -> jax.Array:
-    """Draw one column index per entry of ``rows`` from the normalised row ``table[rows]``.
+def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:
+    """Log-sum-exp for finite tables (all entries here are finite for finite theta).
+
+    Leaner than ``jax.nn.logsumexp``, which adds infinity handling we do not need; fewer
+    operations keep XLA compile time down for the unrolled passes.
+    """
+    m = jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else jnp.squeeze(out, axis=axis)
+
+
+def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
+    """Draw a column index per entry of ``rows`` from the normalised ``table[rows]``, given U(0,1) ``u``.
 
     Inverse-CDF sampling against the row-offset cumulative table ``r + F_r(k)``, which is
     increasing over the flattened table, so one ``searchsorted`` serves all rows without
@@ -259,6 +323,5 @@ def _sample_rows(table: jax.Array, rows: jax.Array, key: jax.Array) -> jax.Array
     cond = jnp.where(total > 0, table / jnp.where(total > 0, total, 1.0), 1.0 / k)
     cdf = jnp.cumsum(cond, axis=1).at[:, -1].set(1.0)
     offset_cdf = (cdf + jnp.arange(s, dtype=cdf.dtype)[:, None]).ravel()
-    u = jax.random.uniform(key, rows.shape, dtype=cdf.dtype)
     pos = jnp.searchsorted(offset_cdf, rows + u, side="right")
     return jnp.clip(pos - rows * k, 0, k - 1).astype(jnp.int32)

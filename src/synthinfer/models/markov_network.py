@@ -126,6 +126,21 @@ class MarkovNetwork:
             to_child = tuple(domain.shape[v] if v in sep else 1 for v in cl)
             self._plan.append((out_axes, to_parent, parent_out, to_child))
 
+        # 0/1 projections of flat clique cells onto their separator's cells (row-major over the
+        # separator's columns), from the child's side and from the parent's side.
+        def projection(clique: tuple[int, ...], sep: tuple[int, ...]) -> np.ndarray:
+            grid = np.indices([domain.shape[v] for v in clique]).reshape(len(clique), -1)
+            sep_shape = [domain.shape[v] for v in sep]
+            cells = np.ravel_multi_index(tuple(grid[clique.index(v)] for v in sep), sep_shape)
+            proj = np.zeros((grid.shape[1], math.prod(sep_shape)))
+            proj[np.arange(grid.shape[1]), cells] = 1.0
+            return proj
+
+        self._sep_proj = [
+            (projection(cl, sep), projection(jt.cliques[par], sep)) if par >= 0 else None
+            for cl, sep, par in zip(jt.cliques, jt.separators, jt.parent)
+        ]
+
         self.log_partition = jax.jit(self._log_partition)
         self.clique_marginals = jax.jit(self._clique_marginals)
         self.mean = jax.jit(self._mean)
@@ -200,46 +215,42 @@ class MarkovNetwork:
 
         * up: ``U_c = B_c + sum_{children h} E[U_h | x_{S_h}]`` holds ``E[a_j | x_c]`` for the
           queries of c's subtree (conditioning on the separator suffices by the junction
-          tree's Markov property); ``E[. | x_S]`` uses ``P(x_h | x_S)`` from the log beliefs;
-        * down: ``G_c = U_c + E[G_p - U_c's message | x_S]`` adds the queries outside c's
-          subtree; a root adds ``mu`` of the other components (independent of it).
+          tree's Markov property); ``E[. | x_S]`` uses ``P(x_h | x_S) = P(x_h) / P(x_S)``;
+        * down: ``G_c = U_c + E[G_p - (c's upward message) | x_S]`` adds the queries outside
+          c's subtree; a root adds ``mu`` of the other components (independent of it).
 
-        Cost ``O(d * sum_c |table_c|)`` with ``O(#cliques)`` operations, all plain forward
-        arithmetic, so the gradient of a likelihood in ``Sigma`` is cheap reverse mode.
+        Tables are flattened (cells x d) and separators are constant 0/1 projection matrices,
+        so each tree edge is a few matrix products: ``O(d * sum_c |table_c|)`` flops and
+        ``O(#cliques)`` operations of plain forward arithmetic, whose reverse mode (for the
+        gradient of a likelihood in ``Sigma``) is cheap to compile and to run.
         """
         jt = self.junction_tree
-        d = self.dimension
         lb = self._log_beliefs(theta)
-        p_flat = jnp.concatenate([jnp.exp(b).ravel() for b in lb])
+        p = [jnp.exp(b).ravel() for b in lb]
+        p_flat = jnp.concatenate(p)
         mu = p_flat @ self._incidence
         o = self._offsets
-        inc = [
-            jnp.asarray(self._incidence[o[c] : o[c + 1]]).reshape(self._shapes[c] + (d,))
-            for c in range(len(lb))
-        ]
-        up: list[jax.Array] = list(inc)
-        msgs: list[jax.Array | None] = [None] * len(lb)
-        for c in reversed(range(len(lb))):
-            p = jt.parent[c]
-            if p < 0:
+        up = [self._incidence[o[c] : o[c + 1]] for c in range(len(p))]
+        msgs: list[jax.Array | None] = [None] * len(p)
+        conds: list[jax.Array | None] = [None] * len(p)
+        for c in reversed(range(len(p))):
+            par = jt.parent[c]
+            if par < 0:
                 continue
-            out_axes, to_parent, _, _ = self._plan[c]
-            cond = jnp.exp(lb[c] - _lse(lb[c], axis=out_axes, keepdims=True))
-            msgs[c] = jnp.sum(cond[..., None] * up[c], axis=out_axes).reshape(to_parent + (d,))
-            up[p] = up[p] + msgs[c]
-        g: list[jax.Array] = list(up)
-        for c, p in enumerate(jt.parent):
-            if p < 0:
-                axes = tuple(range(lb[c].ndim))
-                inside = jnp.sum(jnp.exp(lb[c])[..., None] * up[c], axis=axes)
-                g[c] = up[c] + (mu - inside)
+            own, in_parent = self._sep_proj[c]
+            conds[c] = _conditional(p[c], own)
+            msgs[c] = own.T @ (conds[c][:, None] * up[c])
+            up[par] = up[par] + in_parent @ msgs[c]
+        g = list(up)
+        for c, par in enumerate(jt.parent):
+            if par < 0:
+                g[c] = up[c] + (mu - p[c] @ up[c])
                 continue
-            _, _, parent_out, to_child = self._plan[c]
-            cond = jnp.exp(lb[p] - _lse(lb[p], axis=parent_out, keepdims=True))
-            down = jnp.sum(cond[..., None] * (g[p] - msgs[c]), axis=parent_out)
-            g[c] = up[c] + down.reshape(to_child + (d,))
-        g_flat = jnp.concatenate([x.reshape(-1, d) for x in g])
-        second = self._incidence.T @ (p_flat[:, None] * g_flat)
+            own, in_parent = self._sep_proj[c]
+            cond_parent = _conditional(p[par], in_parent)
+            down = in_parent.T @ (cond_parent[:, None] * (g[par] - in_parent @ msgs[c]))
+            g[c] = up[c] + own @ down
+        second = self._incidence.T @ (p_flat[:, None] * jnp.concatenate(g))
         cov = second - jnp.outer(mu, mu)
         return mu, 0.5 * (cov + cov.T)
 
@@ -297,6 +308,17 @@ class MarkovNetwork:
             f"MarkovNetwork(d={self.dimension}, cliques={len(jt.cliques)}, width={jt.width}, "
             f"table cells={jt.table_cells}, domain cells={self.queries.domain.size})"
         )
+
+
+def _conditional(p: jax.Array, proj: np.ndarray) -> jax.Array:
+    """``P(x_C | x_S) = P(x_C) / P(x_S)`` for a flat clique table and its (cells x sep) projection.
+
+    A separator value of probability zero (underflow at extreme theta) gets 0, with the
+    division guarded so that reverse mode stays finite.
+    """
+    ps = proj @ (proj.T @ p)
+    positive = ps > 0
+    return jnp.where(positive, p / jnp.where(positive, ps, 1.0), 0.0)
 
 
 def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:

@@ -153,3 +153,18 @@ def test_adult_cost_follows_tree_width():
     np.testing.assert_allclose(mn.mean(zero), 1.0 / cell_sizes, rtol=1e-12)
     x = mn.sample_many(jnp.zeros((2, mn.dimension)), 1000, jax.random.key(0))
     assert x.shape == (2, 1000, 10)
+
+
+def test_sampling_long_rows_binary_search_path():
+    """Clique rows longer than the unrolled limit are sampled by binary search, also exactly."""
+    dom = Domain({"x": list(range(40)), "y": ["y0", "y1"]})
+    q = CanonicalQueries(dom, [("x", "y")])
+    mn = MarkovNetwork(q)
+    theta = np.random.default_rng(4).normal(size=q.dimension)
+    p = brute_force(q, theta)[3]
+    n = 100_000
+    x = np.asarray(mn.sample(jnp.asarray(theta), n, jax.random.key(5)))
+    counts = np.bincount(np.ravel_multi_index(tuple(x.T), dom.shape), minlength=dom.size)
+    stat = ((counts - n * p) ** 2 / (n * p)).sum()  # every expected count is > 50 here
+    assert (n * p).min() > 50
+    assert chi2.sf(stat, dom.size - 1) > 1e-3

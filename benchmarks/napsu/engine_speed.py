@@ -75,11 +75,18 @@ def main() -> dict:
         r = jax.scipy.linalg.solve_triangular(chol, s_noisy - n * mu, lower=True)
         return -0.5 * r @ r - jnp.log(jnp.diag(chol)).sum() - 0.5 * t @ t / 100.0
 
+    w = jnp.asarray(rng.normal(size=(d, d)))
+
+    def functional(t):  # engine only: a linear functional of (mu, Sigma), as any likelihood uses
+        mu, sigma = net.mean_and_cov(t)
+        return jnp.sum(mu * w[0]) + jnp.sum(sigma * w)
+
     cases = {
         "log_partition": (jax.jit(net.log_partition), (theta,), 500),
         "value_and_grad(log_partition)": (jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
         "mean": (jax.jit(net.mean), (theta,), 500),
         "mean_and_cov": (jax.jit(net.mean_and_cov), (theta,), 200),
+        "value_and_grad(<w, (mu, Sigma)>)": (jax.jit(jax.value_and_grad(functional)), (theta,), 200),
         "value_and_grad(log_lik eq.6)": (jax.jit(jax.value_and_grad(log_lik)), (theta,), 200),
         "vmap4 value_and_grad(log_lik eq.6)": (
             jax.jit(jax.vmap(jax.value_and_grad(log_lik))), (thetas4,), 100),

@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from models_oracle import design
 from scipy.optimize import minimize
 
@@ -51,6 +53,28 @@ def test_dimension_and_basis(name):
     assert np.linalg.matrix_rank(kept) == q.dimension + 1  # independent
     assert np.linalg.matrix_rank(full) == q.dimension + 1  # same span as all queries
     assert np.all(np.diff(q.kept) > 0) and q.kept.max() < q.queryset.dimension
+
+
+@st.composite
+def structures(draw):
+    sizes = draw(st.lists(st.integers(1, 3), min_size=2, max_size=4))
+    dom = Domain({f"v{i}": [f"c{j}" for j in range(k)] for i, k in enumerate(sizes)})
+    names = list(dom.names)
+    scopes = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True),
+                           min_size=1, max_size=4, unique_by=lambda s: frozenset(s)))
+    return dom, [tuple(s) for s in scopes]
+
+
+@settings(max_examples=40, deadline=None)
+@given(structures())
+def test_canonical_basis_property(structure):
+    """Any marginal set: kept cells + constant form a basis of the span of all cell queries."""
+    dom, marginals = structure
+    q = CanonicalQueries(dom, marginals)
+    assert q.dimension == canonical_dimension(dom, marginals)
+    ones = np.ones((dom.size, 1))
+    assert np.linalg.matrix_rank(np.hstack([ones, design(q)])) == q.dimension + 1
+    assert np.linalg.matrix_rank(np.hstack([ones, design(q, full=True)])) == q.dimension + 1
 
 
 def test_adult_dimension_and_sensitivity():

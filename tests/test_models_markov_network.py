@@ -127,6 +127,8 @@ def test_sample_many_uses_each_theta():
         se = np.sqrt(mu * (1 - mu) / n)
         assert np.all(np.abs(freq - mu) <= 5 * se + 1e-12)
     assert not np.array_equal(xs[0], xs[1])
+    again = np.asarray(MarkovNetwork(q).sample_many(jnp.asarray(thetas), n, jax.random.key(2)))
+    np.testing.assert_array_equal(again, xs)  # same key, same data (reproducible seeds)
 
 
 def test_junction_tree_triangulates_cycle():
@@ -168,3 +170,13 @@ def test_sampling_long_rows_binary_search_path():
     stat = ((counts - n * p) ** 2 / (n * p)).sum()  # every expected count is > 50 here
     assert (n * p).min() > 50
     assert chi2.sf(stat, dom.size - 1) > 1e-3
+
+
+def test_bad_arguments_raise():
+    mn = MarkovNetwork(CanonicalQueries(DOM, [("a", "b")]))
+    with pytest.raises(ValueError, match=r"theta must have shape \(5,\)"):
+        mn.log_partition(jnp.zeros(4))
+    with pytest.raises(ValueError, match="positive int"):
+        mn.sample(jnp.zeros(5), 0, jax.random.key(0))
+    with pytest.raises(ValueError, match="thetas must have shape"):
+        mn.sample_many(jnp.zeros(5), 3, jax.random.key(0))

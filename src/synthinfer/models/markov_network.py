@@ -107,6 +107,14 @@ class MarkovNetwork:
         for r in range(n_rows):
             incidence[np.arange(incidence.shape[0]), index[r]] += 1.0
         self._incidence = incidence[:, :d]
+        # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
+        # that puts the per-clique rows of E[a a^T] back into parameter order.
+        own = [np.flatnonzero(self._incidence[offsets[c] : offsets[c + 1]].any(axis=0))
+               for c in range(n_cliques)]
+        self._own_incidence = [
+            self._incidence[offsets[c] : offsets[c + 1]][:, own[c]] for c in range(n_cliques)
+        ]
+        self._row_order = np.argsort(np.concatenate(own))
         self._offsets = offsets
         self._shapes = shapes
         self._marginal_home = home
@@ -154,6 +162,11 @@ class MarkovNetwork:
     def _potentials(self, theta: jax.Array) -> list[jax.Array]:
         """Clique log-potentials: sum of the parameters of the queries true in each cell."""
         theta = jnp.asarray(theta, dtype=jnp.float64)
+        if theta.shape != (self.dimension,):
+            raise ValueError(
+                f"theta must have shape ({self.dimension},) (one parameter per canonical query), "
+                f"got {theta.shape}; use jax.vmap for batches"
+            )
         flat = self._incidence @ theta
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
@@ -250,7 +263,9 @@ class MarkovNetwork:
             cond_parent = _conditional(p[par], in_parent)
             down = in_parent.T @ (cond_parent[:, None] * (g[par] - in_parent @ msgs[c]))
             g[c] = up[c] + own @ down
-        second = self._incidence.T @ (p_flat[:, None] * jnp.concatenate(g))
+        # E[a_k a_j] for the queries k of each clique, then rows back in parameter order
+        rows = [b.T @ (p[c][:, None] * g[c]) for c, b in enumerate(self._own_incidence) if b.size]
+        second = jnp.concatenate(rows)[self._row_order]
         cov = second - jnp.outer(mu, mu)
         return mu, 0.5 * (cov + cov.T)
 
@@ -271,6 +286,8 @@ class MarkovNetwork:
     # sampling
     def _sample(self, theta: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """``n`` i.i.d. rows from MED_theta by exact ancestral sampling; ``(n, n_columns)`` int32."""
+        if not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
         shape = self.queries.domain.shape
         tables = self._clique_marginals(theta)
@@ -299,6 +316,8 @@ class MarkovNetwork:
 
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""
+        if jnp.ndim(thetas) != 2:
+            raise ValueError(f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}")
         keys = jax.random.split(key, thetas.shape[0])
         return jax.vmap(lambda t, k: self._sample(t, n, k))(thetas, keys)
 

@@ -82,71 +82,49 @@ class MarkovNetwork:
         sizes = [math.prod(s) for s in shapes]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-        # Each marginal goes to the first clique (parents first) that contains its columns.
+        # Each marginal lives in the first clique (parents first) that contains its columns.
         cols = [tuple(domain.index(c) for c in m.columns) for m in qs.marginals]
         home = [next(c for c in range(n_cliques) if set(mc) <= set(jt.cliques[c])) for mc in cols]
-        # position of each (marginal, cell) among the kept queries, d = "not a parameter"
-        qpos = [np.full(s, d, dtype=np.int64) for s in qs.sizes]
-        for j, (i, cell) in enumerate(zip(queries.query_marginal, queries.query_cell)):
-            qpos[i][cell] = j
-        # index[r, cell] = parameter of the r-th marginal living in that clique cell (or d).
-        n_rows = max(1, max(home.count(c) for c in range(n_cliques)))
-        index = np.full((n_rows, int(offsets[-1])), d, dtype=np.int64)
-        row = [0] * n_cliques
-        for i, (mc, c) in enumerate(zip(cols, home)):
-            grid = np.indices(shapes[c]).reshape(len(shapes[c]), -1)  # clique cells, row-major
-            axes = [jt.cliques[c].index(v) for v in mc]
-            mshape = [domain.shape[v] for v in mc]
-            flat = np.ravel_multi_index(tuple(grid[a] for a in axes), mshape)
-            index[row[c], offsets[c] : offsets[c + 1]] = qpos[i][flat]
-            row[c] += 1
         # Dense cell-to-parameter incidence B (cells x d): potentials = B theta, mu = B^T P.
         # Dense matmuls beat gather/scatter on CPU and transpose cleanly under autodiff; B has
         # the size of the (cells x d) tables the covariance needs anyway.
-        incidence = np.zeros((int(offsets[-1]), d + 1))
-        for r in range(n_rows):
-            incidence[np.arange(incidence.shape[0]), index[r]] += 1.0
-        self._incidence = incidence[:, :d]
+        incidence = np.zeros((int(offsets[-1]), d))
+        cell_of = [_cell_map(jt.cliques[c], mc, domain.shape) for mc, c in zip(cols, home)]
+        for j, (i, cell) in enumerate(zip(queries.query_marginal, queries.query_cell)):
+            c = home[i]
+            incidence[offsets[c] + np.flatnonzero(cell_of[i] == cell), j] = 1.0
+        self._incidence = incidence
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
         # that puts the per-clique rows of E[a a^T] back into parameter order.
-        own = [np.flatnonzero(self._incidence[offsets[c] : offsets[c + 1]].any(axis=0))
-               for c in range(n_cliques)]
-        self._own_incidence = [
-            self._incidence[offsets[c] : offsets[c + 1]][:, own[c]] for c in range(n_cliques)
-        ]
+        blocks = [incidence[offsets[c] : offsets[c + 1]] for c in range(n_cliques)]
+        own = [np.flatnonzero(b.any(axis=0)) for b in blocks]
+        self._own_incidence = [b[:, o] for b, o in zip(blocks, own)]
         self._row_order = np.argsort(np.concatenate(own))
         self._offsets = offsets
         self._shapes = shapes
         self._marginal_home = home
         self._marginal_cols = cols
 
-        # Static plans for the passes: axes summed out towards the parent, and how a separator
-        # table broadcasts into the parent / child clique (cliques' columns are sorted, so a
-        # separator's axes keep their order and only need singleton axes inserted).
+        # Static plans for the log-space passes: axes summed out towards the parent, and how a
+        # separator table broadcasts into the parent / child clique (cliques' columns are
+        # sorted, so a separator's axes keep their order and only need singleton axes).
         self._plan = []
         for c in range(n_cliques):
             cl, sep, p = jt.cliques[c], jt.separators[c], jt.parent[c]
+            if p < 0:
+                self._plan.append(None)
+                continue
             out_axes = tuple(a for a, v in enumerate(cl) if v not in sep)
-            to_parent = (
-                tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p]) if p >= 0 else ()
-            )
-            parent_out = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep) if p >= 0 else ()
+            to_parent = tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p])
+            parent_out = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep)
             to_child = tuple(domain.shape[v] if v in sep else 1 for v in cl)
             self._plan.append((out_axes, to_parent, parent_out, to_child))
-
-        # 0/1 projections of flat clique cells onto their separator's cells (row-major over the
-        # separator's columns), from the child's side and from the parent's side.
-        def projection(clique: tuple[int, ...], sep: tuple[int, ...]) -> np.ndarray:
-            grid = np.indices([domain.shape[v] for v in clique]).reshape(len(clique), -1)
-            sep_shape = [domain.shape[v] for v in sep]
-            cells = np.ravel_multi_index(tuple(grid[clique.index(v)] for v in sep), sep_shape)
-            proj = np.zeros((grid.shape[1], math.prod(sep_shape)))
-            proj[np.arange(grid.shape[1]), cells] = 1.0
-            return proj
-
+        # For the covariance passes on flat tables: 0/1 projections of a clique's cells onto
+        # its separator's cells, from the child's side and from the parent's side.
         self._sep_proj = [
-            (projection(cl, sep), projection(jt.cliques[par], sep)) if par >= 0 else None
-            for cl, sep, par in zip(jt.cliques, jt.separators, jt.parent)
+            (_projection(cl, sep, domain.shape), _projection(jt.cliques[p], sep, domain.shape))
+            if p >= 0 else None
+            for cl, sep, p in zip(jt.cliques, jt.separators, jt.parent)
         ]
 
         self.log_partition = jax.jit(self._log_partition)
@@ -327,6 +305,21 @@ class MarkovNetwork:
             f"MarkovNetwork(d={self.dimension}, cliques={len(jt.cliques)}, width={jt.width}, "
             f"table cells={jt.table_cells}, domain cells={self.queries.domain.size})"
         )
+
+
+def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
+    """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
+    grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
+    sub = [shape[v] for v in columns]
+    return np.ravel_multi_index(tuple(grid[clique.index(v)] for v in columns), sub)
+
+
+def _projection(clique: tuple[int, ...], sep: tuple[int, ...], shape) -> np.ndarray:
+    """0/1 matrix (clique cells x separator cells): which separator value each cell has."""
+    cells = _cell_map(clique, sep, shape)
+    proj = np.zeros((cells.size, math.prod(shape[v] for v in sep)))
+    proj[np.arange(cells.size), cells] = 1.0
+    return proj
 
 
 def _conditional(p: jax.Array, proj: np.ndarray) -> jax.Array:

@@ -7,28 +7,29 @@ family (eq. 7), ``mu(theta) = grad theta_0 = E[a(x)]`` and
 ``Sigma(theta) = Hessian theta_0 = Cov[a(x)]``.
 
 Every query is a cell indicator of one marginal, and every marginal lies inside a clique of the
-junction tree (:mod:`synthinfer.models.junction_tree`), so ``theta · a(x)`` splits into clique
+junction tree, so ``theta · a(x)`` splits into clique
 log-potentials and the sums over the 1.8-million-cell Adult domain become sum-product message
 passing over tables of a few dozen cells (Koller and Friedman 2009, Ch. 10).
 
 Why not ``mbi.marginal_oracles``: private-pgm's oracles are differentiable JAX, but they return
 calibrated marginals only (no log-partition without a second reduction), work on named
-``Factor`` objects, and have no forward sampler or batched evidence. The engine needs all of
-these over plain fixed-shape arrays, so the ~100 lines of numerics are written here (log-space
-Hugin message passing on the tree that mbi builds).
+``Factor`` objects, and have no forward sampler or covariance. The engine needs all of these
+over plain fixed-shape arrays, so the numerics are written here, on the junction tree that mbi
+builds (:mod:`synthinfer.models.junction_tree`).
 
-Numerics (all float64, all pure JAX, usable under ``jit``/``vmap``/``grad``):
+Numerics (all float64, all pure JAX, usable under ``jit``/``vmap``/``grad``; the passes are
+unrolled over the few cliques, which keeps run time per call in the tens of microseconds):
 
 * ``log_partition``: one collect pass from the leaves to the roots (log-sum-exp messages);
-* ``clique_marginals`` / ``mean``: collect + distribute passes, then ``mu`` by summing each
-  clique marginal over the cells of its queries (no autodiff);
-* ``mean_and_cov``: ``Sigma = d mu / d theta`` by forward-mode differentiation of the
-  message passing, i.e. ``d`` vectorised tangent passes over the same small tables; this is
-  exact and keeps the log-posterior gradient at second order (reverse over forward) rather than
-  the third-order nested autodiff of a Hessian of ``theta_0``;
+* ``clique_marginals`` / ``mean``: the collect pass gives ``log P(x_c | x_S)``; a downward pass
+  in probability space multiplies in the separator marginals; ``mu`` sums each clique marginal
+  over the cells of its queries (no autodiff);
+* ``mean_and_cov``: ``Sigma`` by two more passes carrying ``E[a(x) | x_c]`` (see its
+  docstring); no nested autodiff, so the gradient of a likelihood in ``Sigma`` is plain reverse
+  mode over forward arithmetic (NAPSU-MQ eq. 7 asks for the Hessian of ``theta_0``; this is
+  the same matrix, exactly);
 * ``sample``: exact ancestral sampling through the tree: the root clique from its marginal, then
-  each child's new columns from ``P(x_C | x_S) = P(x_C) / P(x_S)`` given its separator, by
-  inverse-CDF search over a row-offset cumulative table (no ``(n, k)`` intermediates).
+  each child's new columns from ``P(x_C | x_S)`` given the already drawn separator values.
 """
 
 from __future__ import annotations
@@ -105,22 +106,19 @@ class MarkovNetwork:
         self._marginal_home = home
         self._marginal_cols = cols
 
-        # Static plans for the log-space passes: axes summed out towards the parent, and how a
-        # separator table broadcasts into the parent / child clique (cliques' columns are
-        # sorted, so a separator's axes keep their order and only need singleton axes).
-        self._plan = []
-        for c in range(n_cliques):
-            cl, sep, p = jt.cliques[c], jt.separators[c], jt.parent[c]
-            if p < 0:
-                self._plan.append(None)
-                continue
-            out_axes = tuple(a for a, v in enumerate(cl) if v not in sep)
-            to_parent = tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p])
-            parent_out = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep)
-            to_child = tuple(domain.shape[v] if v in sep else 1 for v in cl)
-            self._plan.append((out_axes, to_parent, parent_out, to_child))
-        # For the covariance passes on flat tables: 0/1 projections of a clique's cells onto
-        # its separator's cells, from the child's side and from the parent's side.
+        # Static plan for the log-space collect pass: axes summed out towards the parent, and
+        # the parent-broadcast shape of the separator message (cliques' columns are sorted, so
+        # a separator's axes keep their order and only need singleton axes inserted).
+        self._plan = [
+            (
+                tuple(a for a, v in enumerate(cl) if v not in sep),
+                tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p]),
+            )
+            if p >= 0 else None
+            for cl, sep, p in zip(jt.cliques, jt.separators, jt.parent)
+        ]
+        # Separator projections: 0/1 matrices mapping a clique's flat cells onto its
+        # separator's cells, from the child's side and from the parent's side.
         self._sep_proj = [
             (_projection(cl, sep, domain.shape), _projection(jt.cliques[p], sep, domain.shape))
             if p >= 0 else None
@@ -149,20 +147,25 @@ class MarkovNetwork:
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
 
-    def _collect(self, theta: jax.Array):
-        """Upward pass: ``up[c]`` = potential of c times the messages of its subtree."""
+    def _collect(self, theta: jax.Array) -> tuple[list[jax.Array], list[jax.Array | None]]:
+        """Upward pass in log space, leaves to roots.
+
+        ``up[c]`` = log-potential of c plus the messages of its children, and the message to
+        the parent is ``m_c(x_S) = logsumexp_{x_c \\ x_S} up[c]``. Also returns the log
+        conditionals ``log P(x_c | x_S) = up[c] - m_c`` (exact: c's subtree sums to ``m_c``).
+        """
         jt = self.junction_tree
         up = self._potentials(theta)
-        msgs: list[jax.Array | None] = [None] * len(up)
+        log_cond: list[jax.Array | None] = [None] * len(up)
         for c in reversed(range(len(up))):
             p = jt.parent[c]
             if p < 0:
                 continue
-            out_axes, to_parent, _, _ = self._plan[c]
-            m = _lse(up[c], axis=out_axes) if out_axes else up[c]
-            msgs[c] = m.reshape(to_parent)
-            up[p] = up[p] + msgs[c]
-        return up, msgs
+            out_axes, to_parent = self._plan[c]
+            m = _lse(up[c], axis=out_axes, keepdims=True)
+            log_cond[c] = up[c] - m
+            up[p] = up[p] + m.reshape(to_parent)
+        return up, log_cond
 
     def _log_partition(self, theta: jax.Array) -> jax.Array:
         """``theta_0(theta) = log sum_x exp(theta · a(x))`` (NAPSU-MQ eq. 3), exact."""
@@ -170,30 +173,31 @@ class MarkovNetwork:
         roots = [c for c, p in enumerate(self.junction_tree.parent) if p < 0]
         return sum(_lse(up[r]) for r in roots)
 
-    def _log_beliefs(self, theta: jax.Array) -> list[jax.Array]:
-        """Normalised log clique marginals after collect + distribute (Hugin) passes."""
+    def _flat_marginals(self, theta: jax.Array) -> list[jax.Array]:
+        """Clique marginals as flat tables, by a downward pass in probability space.
+
+        ``P(x_root) = exp(up - logsumexp(up))``; ``P(x_c) = P(x_c | x_S) P(x_S)`` with
+        ``P(x_S)`` the parent's marginal summed onto the separator. Every factor is a
+        probability, so nothing overflows and no Hugin-style division is needed.
+        """
         jt = self.junction_tree
-        up, msgs = self._collect(theta)
-        belief: list[jax.Array] = list(up)
+        up, log_cond = self._collect(theta)
+        marg: list[jax.Array | None] = [None] * len(up)
         for c, p in enumerate(jt.parent):
             if p < 0:
-                belief[c] = up[c] - _lse(up[c])
-                continue
-            _, _, parent_out, to_child = self._plan[c]
-            # message parent -> c: parent's belief without c's own message, summed to the separator
-            t = belief[p] - msgs[c]
-            m = _lse(t, axis=parent_out) if parent_out else t
-            belief[c] = up[c] + m.reshape(to_child)
-        return belief
+                marg[c] = jnp.exp(up[c] - _lse(up[c])).ravel()
+            else:
+                own, in_parent = self._sep_proj[c]
+                marg[c] = jnp.exp(log_cond[c]).ravel() * (own @ (in_parent.T @ marg[p]))
+        return marg
 
     def _clique_marginals(self, theta: jax.Array) -> list[jax.Array]:
         """Probability tables of the junction-tree cliques (axes = clique columns, ascending)."""
-        return [jnp.exp(b) for b in self._log_beliefs(theta)]
+        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta), self._shapes)]
 
     def _mean(self, theta: jax.Array) -> jax.Array:
         """``mu(theta) = E[a(x)] = grad theta_0(theta)`` (NAPSU-MQ eq. 7)."""
-        flat = jnp.concatenate([p.ravel() for p in self._clique_marginals(theta)])
-        return flat @ self._incidence
+        return jnp.concatenate(self._flat_marginals(theta)) @ self._incidence
 
     def _mean_and_cov(self, theta: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``mu`` and ``Sigma(theta) = Cov[a(x)] = Hessian theta_0`` (NAPSU-MQ eq. 7), exactly.
@@ -216,33 +220,35 @@ class MarkovNetwork:
         gradient of a likelihood in ``Sigma``) is cheap to compile and to run.
         """
         jt = self.junction_tree
-        lb = self._log_beliefs(theta)
-        p = [jnp.exp(b).ravel() for b in lb]
-        p_flat = jnp.concatenate(p)
-        mu = p_flat @ self._incidence
+        p = self._flat_marginals(theta)
+        mu = jnp.concatenate(p) @ self._incidence
         o = self._offsets
         up = [self._incidence[o[c] : o[c + 1]] for c in range(len(p))]
         msgs: list[jax.Array | None] = [None] * len(p)
-        conds: list[jax.Array | None] = [None] * len(p)
+        sep_marg: list[jax.Array | None] = [None] * len(p)
         for c in reversed(range(len(p))):
             par = jt.parent[c]
             if par < 0:
                 continue
             own, in_parent = self._sep_proj[c]
-            conds[c] = _conditional(p[c], own)
-            msgs[c] = own.T @ (conds[c][:, None] * up[c])
+            # P(x_S), floored at 1e-300 so an underflowed separator value gives 0/tiny = 0
+            sep_marg[c] = (own.T @ p[c] + _TINY)[:, None]
+            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c) U_c / P(x_S)
+            msgs[c] = (own.T @ (p[c][:, None] * up[c])) / sep_marg[c]
             up[par] = up[par] + in_parent @ msgs[c]
         g = list(up)
+        weighted: list[jax.Array | None] = [None] * len(p)  # P(x_c) G_c
         for c, par in enumerate(jt.parent):
             if par < 0:
                 g[c] = up[c] + (mu - p[c] @ up[c])
-                continue
-            own, in_parent = self._sep_proj[c]
-            cond_parent = _conditional(p[par], in_parent)
-            down = in_parent.T @ (cond_parent[:, None] * (g[par] - in_parent @ msgs[c]))
-            g[c] = up[c] + own @ down
+            else:
+                own, in_parent = self._sep_proj[c]
+                # E[G_p | x_S] minus c's own upward message (E[msg | x_S] = msg)
+                down = (in_parent.T @ weighted[par]) / sep_marg[c] - msgs[c]
+                g[c] = up[c] + own @ down
+            weighted[c] = p[c][:, None] * g[c]
         # E[a_k a_j] for the queries k of each clique, then rows back in parameter order
-        rows = [b.T @ (p[c][:, None] * g[c]) for c, b in enumerate(self._own_incidence) if b.size]
+        rows = [b.T @ weighted[c] for c, b in enumerate(self._own_incidence) if b.size]
         second = jnp.concatenate(rows)[self._row_order]
         cov = second - jnp.outer(mu, mu)
         return mu, 0.5 * (cov + cov.T)
@@ -268,7 +274,12 @@ class MarkovNetwork:
             raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
         shape = self.queries.domain.shape
-        tables = self._clique_marginals(theta)
+        # P(x_root) and P(x_c | x_S) straight from the collect pass (no downward pass needed)
+        up, log_cond = self._collect(theta)
+        tables = [
+            jnp.exp(up[c] - _lse(up[c])) if p < 0 else jnp.exp(log_cond[c])
+            for c, p in enumerate(jt.parent)
+        ]
         # one uniform per row and clique, drawn in a single call (one RNG kernel to compile)
         u = jax.random.uniform(key, (len(tables), n), dtype=jnp.float64)
         codes: list[jax.Array | None] = [None] * len(shape)
@@ -280,12 +291,9 @@ class MarkovNetwork:
             s_size = math.prod(shape[v] for v in sep)
             k_size = math.prod(shape[v] for v in new)
             t = jnp.transpose(table, perm).reshape(s_size, k_size)
-            if sep:
-                r = jnp.zeros((n,), jnp.int32)
-                for v in sep:
-                    r = r * shape[v] + codes[v]
-            else:
-                r = jnp.zeros((n,), jnp.int32)
+            r = jnp.zeros((n,), jnp.int32)  # separator cell of each row (0 for a root)
+            for v in sep:
+                r = r * shape[v] + codes[v]
             cell = _sample_rows(t, r, u[c])
             for v in reversed(new):
                 codes[v] = (cell % shape[v]).astype(jnp.int32)
@@ -307,6 +315,9 @@ class MarkovNetwork:
         )
 
 
+_TINY = 1e-300  # floor for separator probabilities in the covariance passes
+
+
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
     """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
     grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
@@ -320,17 +331,6 @@ def _projection(clique: tuple[int, ...], sep: tuple[int, ...], shape) -> np.ndar
     proj = np.zeros((cells.size, math.prod(shape[v] for v in sep)))
     proj[np.arange(cells.size), cells] = 1.0
     return proj
-
-
-def _conditional(p: jax.Array, proj: np.ndarray) -> jax.Array:
-    """``P(x_C | x_S) = P(x_C) / P(x_S)`` for a flat clique table and its (cells x sep) projection.
-
-    A separator value of probability zero (underflow at extreme theta) gets 0, with the
-    division guarded so that reverse mode stays finite.
-    """
-    ps = proj @ (proj.T @ p)
-    positive = ps > 0
-    return jnp.where(positive, p / jnp.where(positive, ps, 1.0), 0.0)
 
 
 def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:

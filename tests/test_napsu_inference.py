@@ -40,7 +40,8 @@ def test_laplace_recovers_known_theta(truth):
     # With n = 2e5 the posterior is tight: sds of order 1/sqrt(n p) ~ 0.01.
     assert np.all(sd < 0.05)
     # The posterior mean reproduces the observed counts (moment matching at the mode).
-    np.testing.assert_allclose(n * np.asarray(net.mean(jnp.asarray(lap.mean))), counts, rtol=0, atol=5 * np.sqrt(counts) + 1)
+    fitted = n * np.asarray(net.mean(jnp.asarray(lap.mean)))
+    assert np.all(np.abs(fitted - counts) <= 5 * np.sqrt(counts) + 1)
 
 
 def test_nuts_agrees_with_laplace_when_gaussian(truth):

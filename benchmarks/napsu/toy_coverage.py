@@ -13,6 +13,8 @@ m = 100 datasets + Rubin's rules ("-NA" via MLE + MI) and with one dataset ("-NA
 Results are appended after every repeat, so an interrupted run still leaves a valid JSON.
 
     PYTHONPATH=src python benchmarks/napsu/toy_coverage.py --repeats 200
+
+``--start/--methods`` split the repeats over processes; ``plot_toy.py`` merges the JSON files.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--out", default="benchmarks/napsu/results/toy_coverage.json")
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--start", type=int, default=0, help="first repeat index (to split a run over processes)")
     a = ap.parse_args()
     check_against_statsmodels()
     methods = a.methods.split(",")
@@ -123,7 +126,7 @@ def main() -> None:
     warnings.simplefilter("ignore", RuntimeWarning)
     records = []
     t_start = time.time()
-    for r in range(a.repeats):
+    for r in range(a.start, a.start + a.repeats):
         data = make_toy_logistic(N, (1.0, 0.0), seed=10_000 + r).data
         dom = make_toy_logistic(1, (1.0, 0.0), seed=0).domain
         for eps in EPSILONS:
@@ -142,7 +145,7 @@ def main() -> None:
         summary = summarise(records)
         payload = {
             "settings": {"n": N, "m": M, "delta": N**-2.0, "true_coef": TRUE.tolist(), "epsilons": EPSILONS,
-                         "methods": {k: METHODS[k] for k in methods}, "repeats_done": r + 1,
+                         "methods": {k: METHODS[k] for k in methods}, "repeats_done": r + 1 - a.start, "first_repeat": a.start,
                          "repeats_requested": a.repeats},
             "summary": summary, "records": records,
             "elapsed_s": time.time() - t_start, "loadavg": os.getloadavg(),
@@ -150,7 +153,7 @@ def main() -> None:
         tmp = Path(a.out + ".tmp")
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, a.out)
-        print(f"repeat {r + 1}/{a.repeats} done, {time.time() - t_start:.0f} s", flush=True)
+        print(f"repeat {r + 1 - a.start}/{a.repeats} done, {time.time() - t_start:.0f} s", flush=True)
 
 
 def summarise(records: list[dict]) -> dict:

@@ -173,8 +173,10 @@ class MarkovNetwork:
         roots = [c for c, p in enumerate(self.junction_tree.parent) if p < 0]
         return sum(_lse(up[r]) for r in roots)
 
-    def _flat_marginals(self, theta: jax.Array) -> list[jax.Array]:
-        """Clique marginals as flat tables, by a downward pass in probability space.
+    def _flat_marginals(self, theta: jax.Array) -> tuple[list[jax.Array], list[jax.Array | None]]:
+        """Clique marginals ``P(x_c)`` and conditionals ``P(x_c | x_S)`` as flat tables.
+
+        The marginals come from a downward pass in probability space:
 
         ``P(x_root) = exp(up - logsumexp(up))``; ``P(x_c) = P(x_c | x_S) P(x_S)`` with
         ``P(x_S)`` the parent's marginal summed onto the separator. Every factor is a
@@ -183,21 +185,23 @@ class MarkovNetwork:
         jt = self.junction_tree
         up, log_cond = self._collect(theta)
         marg: list[jax.Array | None] = [None] * len(up)
+        cond: list[jax.Array | None] = [None] * len(up)
         for c, p in enumerate(jt.parent):
             if p < 0:
                 marg[c] = jnp.exp(up[c] - _lse(up[c])).ravel()
             else:
                 own, in_parent = self._sep_proj[c]
-                marg[c] = jnp.exp(log_cond[c]).ravel() * (own @ (in_parent.T @ marg[p]))
-        return marg
+                cond[c] = jnp.exp(log_cond[c]).ravel()
+                marg[c] = cond[c] * (own @ (in_parent.T @ marg[p]))
+        return marg, cond
 
     def _clique_marginals(self, theta: jax.Array) -> list[jax.Array]:
         """Probability tables of the junction-tree cliques (axes = clique columns, ascending)."""
-        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta), self._shapes)]
+        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta)[0], self._shapes)]
 
     def _mean(self, theta: jax.Array) -> jax.Array:
         """``mu(theta) = E[a(x)] = grad theta_0(theta)`` (NAPSU-MQ eq. 7)."""
-        return jnp.concatenate(self._flat_marginals(theta)) @ self._incidence
+        return jnp.concatenate(self._flat_marginals(theta)[0]) @ self._incidence
 
     def _mean_and_cov(self, theta: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``mu`` and ``Sigma(theta) = Cov[a(x)] = Hessian theta_0`` (NAPSU-MQ eq. 7), exactly.
@@ -220,21 +224,18 @@ class MarkovNetwork:
         gradient of a likelihood in ``Sigma``) is cheap to compile and to run.
         """
         jt = self.junction_tree
-        p = self._flat_marginals(theta)
+        p, cond = self._flat_marginals(theta)
         mu = jnp.concatenate(p) @ self._incidence
         o = self._offsets
         up = [self._incidence[o[c] : o[c + 1]] for c in range(len(p))]
         msgs: list[jax.Array | None] = [None] * len(p)
-        sep_marg: list[jax.Array | None] = [None] * len(p)
         for c in reversed(range(len(p))):
             par = jt.parent[c]
             if par < 0:
                 continue
             own, in_parent = self._sep_proj[c]
-            # P(x_S), floored at 1e-300 so an underflowed separator value gives 0/tiny = 0
-            sep_marg[c] = (own.T @ p[c] + _TINY)[:, None]
-            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c) U_c / P(x_S)
-            msgs[c] = (own.T @ (p[c][:, None] * up[c])) / sep_marg[c]
+            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c | x_S) U_c
+            msgs[c] = own.T @ (cond[c][:, None] * up[c])
             up[par] = up[par] + in_parent @ msgs[c]
         g = list(up)
         weighted: list[jax.Array | None] = [None] * len(p)  # P(x_c) G_c
@@ -243,8 +244,11 @@ class MarkovNetwork:
                 g[c] = up[c] + (mu - p[c] @ up[c])
             else:
                 own, in_parent = self._sep_proj[c]
-                # E[G_p | x_S] minus c's own upward message (E[msg | x_S] = msg)
-                down = (in_parent.T @ weighted[par]) / sep_marg[c] - msgs[c]
+                # E[G_p | x_S] = sum_{x_p ~ x_S} P(x_p) G_p / P(x_S), minus c's own upward
+                # message (E[msg | x_S] = msg). P(x_S) is floored: a separator value of
+                # probability < 1e-150 (weight ~0 in Sigma) must not make gradients overflow.
+                sep_marg = jnp.maximum(own.T @ p[c], _SEP_FLOOR)[:, None]
+                down = (in_parent.T @ weighted[par]) / sep_marg - msgs[c]
                 g[c] = up[c] + own @ down
             weighted[c] = p[c][:, None] * g[c]
         # E[a_k a_j] for the queries k of each clique, then rows back in parameter order
@@ -315,7 +319,7 @@ class MarkovNetwork:
         )
 
 
-_TINY = 1e-300  # floor for separator probabilities in the covariance passes
+_SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
 
 
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:

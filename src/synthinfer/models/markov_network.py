@@ -42,6 +42,9 @@ from synthinfer._jax import jax, jnp
 from synthinfer.models.canonical import CanonicalQueries
 from synthinfer.models.junction_tree import JunctionTree
 
+_SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
+_UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
+
 
 class MarkovNetwork:
     """MED_theta (NAPSU-MQ eq. 3): ``p(x) ∝ exp(theta · a(x))``, ``a`` = canonical queries.
@@ -319,9 +322,6 @@ class MarkovNetwork:
         )
 
 
-_SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
-
-
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
     """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
     grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
@@ -349,7 +349,7 @@ def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:
 
 
 def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
-    """Draw a column index per entry of ``rows`` from the normalised ``table[rows]``, given U(0,1) ``u``.
+    """Draw a column index per entry of ``rows`` from the row ``table[rows]``, given U(0,1) ``u``.
 
     Inverse-CDF sampling: the index is ``#{j < k - 1 : F_r(j) <= u}`` (zero-probability cells
     have empty intervals and are never drawn). For the short rows of clique tables this count
@@ -358,10 +358,9 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
     row-offset table ``r + F_r(j)``, increasing over the flattened table.
     """
     s, k = table.shape
-    total = table.sum(axis=1, keepdims=True)
-    # A separator value of probability zero is never conditioned on; guard the division anyway.
-    cond = jnp.where(total > 0, table / jnp.where(total > 0, total, 1.0), 1.0 / k)
-    cdf = jnp.cumsum(cond, axis=1)
+    # Rows are P(x_C | x_S) (or the root's marginal): each sums to 1 up to rounding, which the
+    # renormalisation absorbs; a row cannot vanish since its largest log-entry is finite.
+    cdf = jnp.cumsum(table / table.sum(axis=1, keepdims=True), axis=1)
     if k <= _UNROLL_MAX:
         flat, base = cdf.ravel(), rows * k
         out = jnp.zeros(rows.shape, jnp.int32)
@@ -372,6 +371,3 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
     offset_cdf = (cdf + jnp.arange(s, dtype=cdf.dtype)[:, None]).ravel()
     pos = jnp.searchsorted(offset_cdf, rows + u, side="right")
     return jnp.clip(pos - rows * k, 0, k - 1).astype(jnp.int32)
-
-
-_UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count

@@ -83,10 +83,12 @@ def main() -> dict:
 
     cases = {
         "log_partition": (jax.jit(net.log_partition), (theta,), 500),
-        "value_and_grad(log_partition)": (jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
+        "value_and_grad(log_partition)": (
+            jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
         "mean": (jax.jit(net.mean), (theta,), 500),
         "mean_and_cov": (jax.jit(net.mean_and_cov), (theta,), 200),
-        "value_and_grad(<w, (mu, Sigma)>)": (jax.jit(jax.value_and_grad(functional)), (theta,), 200),
+        "value_and_grad(<w, (mu, Sigma)>)": (
+            jax.jit(jax.value_and_grad(functional)), (theta,), 200),
         "value_and_grad(log_lik eq.6)": (jax.jit(jax.value_and_grad(log_lik)), (theta,), 200),
         "vmap4 value_and_grad(log_lik eq.6)": (
             jax.jit(jax.vmap(jax.value_and_grad(log_lik))), (thetas4,), 100),

@@ -261,7 +261,7 @@ class MarkovNetwork:
         return mu, 0.5 * (cov + cov.T)
 
     def _query_marginals(self, theta: jax.Array) -> list[jax.Array]:
-        """Probability tables of the user's full marginals (axes in each marginal's column order)."""
+        """Probability tables of the user's marginals (axes in each marginal's column order)."""
         jt = self.junction_tree
         tables = self._clique_marginals(theta)
         out = []
@@ -276,7 +276,7 @@ class MarkovNetwork:
     # ---------------------------------------------------------------------------------------
     # sampling
     def _sample(self, theta: jax.Array, n: int, key: jax.Array) -> jax.Array:
-        """``n`` i.i.d. rows from MED_theta by exact ancestral sampling; ``(n, n_columns)`` int32."""
+        """``n`` i.i.d. rows of MED_theta by exact ancestral sampling: int32 codes (n, n_cols)."""
         if not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
@@ -310,7 +310,9 @@ class MarkovNetwork:
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""
         if jnp.ndim(thetas) != 2:
-            raise ValueError(f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}")
+            raise ValueError(
+                f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}"
+            )
         keys = jax.random.split(key, thetas.shape[0])
         return jax.vmap(lambda t, k: self._sample(t, n, k))(thetas, keys)
 
@@ -323,7 +325,7 @@ class MarkovNetwork:
 
 
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
-    """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
+    """Each cell of ``clique`` (row-major) -> its row-major cell in the sub-table on ``columns``."""
     grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
     sub = [shape[v] for v in columns]
     return np.ravel_multi_index(tuple(grid[clique.index(v)] for v in columns), sub)

@@ -87,8 +87,14 @@ def main() -> dict:
             jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
         "mean": (jax.jit(net.mean), (theta,), 500),
         "mean_and_cov": (jax.jit(net.mean_and_cov), (theta,), 200),
+        # the alternatives for Sigma that the covariance passes replace (for comparison)
+        "jacfwd(mean) [alternative Sigma]": (jax.jit(jax.jacfwd(net.mean)), (theta,), 50),
+        "hessian(log_partition) [alternative Sigma]": (
+            jax.jit(jax.hessian(net.log_partition)), (theta,), 50),
         "value_and_grad(<w, (mu, Sigma)>)": (
             jax.jit(jax.value_and_grad(functional)), (theta,), 200),
+        "vmap4 value_and_grad(<w, (mu, Sigma)>)": (
+            jax.jit(jax.vmap(jax.value_and_grad(functional))), (thetas4,), 100),
         "value_and_grad(log_lik eq.6)": (jax.jit(jax.value_and_grad(log_lik)), (theta,), 200),
         "vmap4 value_and_grad(log_lik eq.6)": (
             jax.jit(jax.vmap(jax.value_and_grad(log_lik))), (thetas4,), 100),

@@ -94,7 +94,8 @@ def test_kept_queries_are_original_cells_and_describe():
     np.testing.assert_array_equal(q.kept, off[q.query_marginal] + q.query_cell)
     desc = q.describe()
     assert len(desc) == q.dimension
-    # (b, a): all cells but the reference (b0, a0); (a, c): only c != c0 (a alone is hosted by (b, a))
+    # (b, a): all cells but the reference (b0, a0); (a, c): only c != c0, since the
+    # scope {a} alone is hosted by (b, a)
     assert desc[0] == (Marginal(("b", "a")), ("b0", "a1"))
     assert all(cats[1] != "c0" for m, cats in desc if m.columns == ("a", "c"))
     rows = pd.DataFrame({"a": ["a1", "a2", "a1"], "b": ["b1", "b0", "b1"], "c": ["c3", "c0", "c1"],

@@ -84,6 +84,12 @@ def test_derivatives_vmap_and_jit(network):
         mu, s = network.mean_and_cov(t)
         return jnp.sum(s * w) + jnp.sum(mu * w[0]) + network.log_partition(t)
 
+    # extreme parameters (an optimiser's wild step): still finite, marginals still sum to one
+    wild = 300.0 * thetas[0]
+    assert np.isfinite(float(network.log_partition(wild)))
+    assert np.all(np.isfinite(np.asarray(jax.grad(f)(wild))))
+    assert all(float(t.sum()) == pytest.approx(1.0) for t in network.clique_marginals(wild))
+
     g = jax.grad(f)(thetas[1])
     v = jnp.asarray(rng.normal(size=q.dimension))
     h = 1e-5

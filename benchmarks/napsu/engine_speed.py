@@ -83,10 +83,18 @@ def main() -> dict:
 
     cases = {
         "log_partition": (jax.jit(net.log_partition), (theta,), 500),
-        "value_and_grad(log_partition)": (jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
+        "value_and_grad(log_partition)": (
+            jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
         "mean": (jax.jit(net.mean), (theta,), 500),
         "mean_and_cov": (jax.jit(net.mean_and_cov), (theta,), 200),
-        "value_and_grad(<w, (mu, Sigma)>)": (jax.jit(jax.value_and_grad(functional)), (theta,), 200),
+        # the alternatives for Sigma that the covariance passes replace (for comparison)
+        "jacfwd(mean) [alternative Sigma]": (jax.jit(jax.jacfwd(net.mean)), (theta,), 50),
+        "hessian(log_partition) [alternative Sigma]": (
+            jax.jit(jax.hessian(net.log_partition)), (theta,), 50),
+        "value_and_grad(<w, (mu, Sigma)>)": (
+            jax.jit(jax.value_and_grad(functional)), (theta,), 200),
+        "vmap4 value_and_grad(<w, (mu, Sigma)>)": (
+            jax.jit(jax.vmap(jax.value_and_grad(functional))), (thetas4,), 100),
         "value_and_grad(log_lik eq.6)": (jax.jit(jax.value_and_grad(log_lik)), (theta,), 200),
         "vmap4 value_and_grad(log_lik eq.6)": (
             jax.jit(jax.vmap(jax.value_and_grad(log_lik))), (thetas4,), 100),
@@ -125,17 +133,24 @@ def plot(out: dict) -> None:
     import matplotlib.pyplot as plt
 
     names = list(out["timings"])
-    call = [out["timings"][k]["call_median_ms"] for k in names]
-    comp = [out["timings"][k]["compile_wall_s"] for k in names]
+    t = out["timings"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
     y = np.arange(len(names))
-    axes[0].barh(y, call, color="tab:blue")
+    h = 0.38
+    axes[0].barh(y - h / 2, [t[k]["call_min_ms"] for k in names], h, label="min", color="tab:blue")
+    axes[0].barh(y + h / 2, [t[k]["call_median_ms"] for k in names], h, label="median",
+                 color="lightsteelblue")
     axes[0].set_xscale("log")
-    axes[0].set_xlabel("per call, median (ms, log scale)")
+    axes[0].set_xlabel("per call (ms, log scale)")
     axes[0].set_yticks(y, names, fontsize=8)
     axes[0].invert_yaxis()
-    axes[1].barh(y, comp, color="tab:orange")
-    axes[1].set_xlabel("XLA compile (s, wall)")
+    axes[0].legend(fontsize=8)
+    axes[1].barh(y - h / 2, [t[k]["compile_cpu_s"] for k in names], h, label="process CPU",
+                 color="tab:orange")
+    axes[1].barh(y + h / 2, [t[k]["compile_wall_s"] for k in names], h, label="wall",
+                 color="navajowhite")
+    axes[1].set_xlabel("XLA compile (s)")
+    axes[1].legend(fontsize=8)
     load = out["loadavg_before"][0]
     fig.suptitle(f"MED_theta engine on Adult: d={out['dimension']}, {out['domain_cells']:,} cells, "
                  f"{out['clique_table_cells']} clique cells (load avg {load:.1f}, "

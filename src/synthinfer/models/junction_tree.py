@@ -26,7 +26,9 @@ from synthinfer.data.domain import Domain
 with warnings.catch_warnings():
     # mbi warns at import when JAX's compilation-cache flag is on; with no cache directory
     # configured (synthinfer's default) nothing is cached, so the warning does not apply.
-    warnings.filterwarnings("ignore", message="JAX persistent compilation cache", category=UserWarning)
+    warnings.filterwarnings(
+        "ignore", message="JAX persistent compilation cache", category=UserWarning
+    )
     from mbi.domain import Domain as _MbiDomain
     from mbi.junction_tree import make_junction_tree
 
@@ -60,7 +62,11 @@ class JunctionTree:
         parent: list[int] = []
         separators: list[tuple[int, ...]] = []
         # Root each component at its largest clique (the root's table is sampled jointly).
-        components = sorted(nx.connected_components(tree), key=lambda c: min(map(names.index, min(c))))
+        # Components in order of their first column, for a reproducible layout.
+        components = sorted(
+            nx.connected_components(tree),
+            key=lambda comp: min(names.index(a) for cl in comp for a in cl),
+        )
         for comp in components:
             root = max(sorted(comp), key=lambda c: math.prod(domain[a].size for a in c))
             pos = {root: len(cliques)}

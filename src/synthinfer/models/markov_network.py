@@ -42,6 +42,9 @@ from synthinfer._jax import jax, jnp
 from synthinfer.models.canonical import CanonicalQueries
 from synthinfer.models.junction_tree import JunctionTree
 
+_SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
+_UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
+
 
 class MarkovNetwork:
     """MED_theta (NAPSU-MQ eq. 3): ``p(x) ∝ exp(theta · a(x))``, ``a`` = canonical queries.
@@ -173,8 +176,10 @@ class MarkovNetwork:
         roots = [c for c, p in enumerate(self.junction_tree.parent) if p < 0]
         return sum(_lse(up[r]) for r in roots)
 
-    def _flat_marginals(self, theta: jax.Array) -> list[jax.Array]:
-        """Clique marginals as flat tables, by a downward pass in probability space.
+    def _flat_marginals(self, theta: jax.Array) -> tuple[list[jax.Array], list[jax.Array | None]]:
+        """Clique marginals ``P(x_c)`` and conditionals ``P(x_c | x_S)`` as flat tables.
+
+        The marginals come from a downward pass in probability space:
 
         ``P(x_root) = exp(up - logsumexp(up))``; ``P(x_c) = P(x_c | x_S) P(x_S)`` with
         ``P(x_S)`` the parent's marginal summed onto the separator. Every factor is a
@@ -183,21 +188,23 @@ class MarkovNetwork:
         jt = self.junction_tree
         up, log_cond = self._collect(theta)
         marg: list[jax.Array | None] = [None] * len(up)
+        cond: list[jax.Array | None] = [None] * len(up)
         for c, p in enumerate(jt.parent):
             if p < 0:
                 marg[c] = jnp.exp(up[c] - _lse(up[c])).ravel()
             else:
                 own, in_parent = self._sep_proj[c]
-                marg[c] = jnp.exp(log_cond[c]).ravel() * (own @ (in_parent.T @ marg[p]))
-        return marg
+                cond[c] = jnp.exp(log_cond[c]).ravel()
+                marg[c] = cond[c] * (own @ (in_parent.T @ marg[p]))
+        return marg, cond
 
     def _clique_marginals(self, theta: jax.Array) -> list[jax.Array]:
         """Probability tables of the junction-tree cliques (axes = clique columns, ascending)."""
-        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta), self._shapes)]
+        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta)[0], self._shapes)]
 
     def _mean(self, theta: jax.Array) -> jax.Array:
         """``mu(theta) = E[a(x)] = grad theta_0(theta)`` (NAPSU-MQ eq. 7)."""
-        return jnp.concatenate(self._flat_marginals(theta)) @ self._incidence
+        return jnp.concatenate(self._flat_marginals(theta)[0]) @ self._incidence
 
     def _mean_and_cov(self, theta: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``mu`` and ``Sigma(theta) = Cov[a(x)] = Hessian theta_0`` (NAPSU-MQ eq. 7), exactly.
@@ -220,21 +227,18 @@ class MarkovNetwork:
         gradient of a likelihood in ``Sigma``) is cheap to compile and to run.
         """
         jt = self.junction_tree
-        p = self._flat_marginals(theta)
+        p, cond = self._flat_marginals(theta)
         mu = jnp.concatenate(p) @ self._incidence
         o = self._offsets
         up = [self._incidence[o[c] : o[c + 1]] for c in range(len(p))]
         msgs: list[jax.Array | None] = [None] * len(p)
-        sep_marg: list[jax.Array | None] = [None] * len(p)
         for c in reversed(range(len(p))):
             par = jt.parent[c]
             if par < 0:
                 continue
             own, in_parent = self._sep_proj[c]
-            # P(x_S), floored at 1e-300 so an underflowed separator value gives 0/tiny = 0
-            sep_marg[c] = (own.T @ p[c] + _TINY)[:, None]
-            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c) U_c / P(x_S)
-            msgs[c] = (own.T @ (p[c][:, None] * up[c])) / sep_marg[c]
+            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c | x_S) U_c
+            msgs[c] = own.T @ (cond[c][:, None] * up[c])
             up[par] = up[par] + in_parent @ msgs[c]
         g = list(up)
         weighted: list[jax.Array | None] = [None] * len(p)  # P(x_c) G_c
@@ -243,8 +247,11 @@ class MarkovNetwork:
                 g[c] = up[c] + (mu - p[c] @ up[c])
             else:
                 own, in_parent = self._sep_proj[c]
-                # E[G_p | x_S] minus c's own upward message (E[msg | x_S] = msg)
-                down = (in_parent.T @ weighted[par]) / sep_marg[c] - msgs[c]
+                # E[G_p | x_S] = sum_{x_p ~ x_S} P(x_p) G_p / P(x_S), minus c's own upward
+                # message (E[msg | x_S] = msg). P(x_S) is floored: a separator value of
+                # probability < 1e-150 (weight ~0 in Sigma) must not make gradients overflow.
+                sep_marg = jnp.maximum(own.T @ p[c], _SEP_FLOOR)[:, None]
+                down = (in_parent.T @ weighted[par]) / sep_marg - msgs[c]
                 g[c] = up[c] + own @ down
             weighted[c] = p[c][:, None] * g[c]
         # E[a_k a_j] for the queries k of each clique, then rows back in parameter order
@@ -254,7 +261,7 @@ class MarkovNetwork:
         return mu, 0.5 * (cov + cov.T)
 
     def _query_marginals(self, theta: jax.Array) -> list[jax.Array]:
-        """Probability tables of the user's full marginals (axes in each marginal's column order)."""
+        """Probability tables of the user's marginals (axes in each marginal's column order)."""
         jt = self.junction_tree
         tables = self._clique_marginals(theta)
         out = []
@@ -269,7 +276,7 @@ class MarkovNetwork:
     # ---------------------------------------------------------------------------------------
     # sampling
     def _sample(self, theta: jax.Array, n: int, key: jax.Array) -> jax.Array:
-        """``n`` i.i.d. rows from MED_theta by exact ancestral sampling; ``(n, n_columns)`` int32."""
+        """``n`` i.i.d. rows of MED_theta by exact ancestral sampling: int32 codes (n, n_cols)."""
         if not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
@@ -303,7 +310,9 @@ class MarkovNetwork:
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""
         if jnp.ndim(thetas) != 2:
-            raise ValueError(f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}")
+            raise ValueError(
+                f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}"
+            )
         keys = jax.random.split(key, thetas.shape[0])
         return jax.vmap(lambda t, k: self._sample(t, n, k))(thetas, keys)
 
@@ -315,11 +324,8 @@ class MarkovNetwork:
         )
 
 
-_TINY = 1e-300  # floor for separator probabilities in the covariance passes
-
-
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
-    """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
+    """Each cell of ``clique`` (row-major) -> its row-major cell in the sub-table on ``columns``."""
     grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
     sub = [shape[v] for v in columns]
     return np.ravel_multi_index(tuple(grid[clique.index(v)] for v in columns), sub)
@@ -345,7 +351,7 @@ def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:
 
 
 def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
-    """Draw a column index per entry of ``rows`` from the normalised ``table[rows]``, given U(0,1) ``u``.
+    """Draw a column index per entry of ``rows`` from the row ``table[rows]``, given U(0,1) ``u``.
 
     Inverse-CDF sampling: the index is ``#{j < k - 1 : F_r(j) <= u}`` (zero-probability cells
     have empty intervals and are never drawn). For the short rows of clique tables this count
@@ -354,10 +360,9 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
     row-offset table ``r + F_r(j)``, increasing over the flattened table.
     """
     s, k = table.shape
-    total = table.sum(axis=1, keepdims=True)
-    # A separator value of probability zero is never conditioned on; guard the division anyway.
-    cond = jnp.where(total > 0, table / jnp.where(total > 0, total, 1.0), 1.0 / k)
-    cdf = jnp.cumsum(cond, axis=1)
+    # Rows are P(x_C | x_S) (or the root's marginal): each sums to 1 up to rounding, which the
+    # renormalisation absorbs; a row cannot vanish since its largest log-entry is finite.
+    cdf = jnp.cumsum(table / table.sum(axis=1, keepdims=True), axis=1)
     if k <= _UNROLL_MAX:
         flat, base = cdf.ravel(), rows * k
         out = jnp.zeros(rows.shape, jnp.int32)
@@ -368,6 +373,3 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
     offset_cdf = (cdf + jnp.arange(s, dtype=cdf.dtype)[:, None]).ravel()
     pos = jnp.searchsorted(offset_cdf, rows + u, side="right")
     return jnp.clip(pos - rows * k, 0, k - 1).astype(jnp.int32)
-
-
-_UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count

@@ -61,6 +61,35 @@ def _positive_float(name: str, value: Any) -> float:
     return float(value)
 
 
+def _bucket(n: int) -> int:
+    """The power of two >= max(n, 64): array sizes that compiled functions are traced for."""
+    return max(64, 1 << (int(n) - 1).bit_length())
+
+
+def noisy_clipped_sum(per_example_grads, mask, clip_norm: float, noise_multiplier: float, key):
+    """The private part of one DP-SGD step: ``sum_i clip_C(g_i) + N(0, sigma^2 C^2 I)``.
+
+    ``per_example_grads`` is a pytree whose leaves have a leading example axis; ``mask``
+    (0/1 per example) marks the rows actually sampled into the lot (the rest is padding).
+    Each row's whole gradient (all leaves together) is scaled to L2 norm at most ``C``, so
+    replacing one private row moves the sum by at most ``2C`` in L2, and adding or removing
+    one by at most ``C``; the PLD accountant in :mod:`synthinfer.generate.dpsgd` accounts for
+    exactly this. ``noise_multiplier=0`` returns the clipped sum itself (used by tests).
+    """
+    from synthinfer._jax import jax, jnp
+
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+    factor = mask * jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-12))
+    keys = jax.random.split(key, len(leaves))
+    out = [
+        jnp.tensordot(factor.astype(g.dtype), g, axes=1)
+        + noise_multiplier * clip_norm * jax.random.normal(k, g.shape[1:], dtype=g.dtype)
+        for g, k in zip(leaves, keys)
+    ]
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
 class DPGAN:
     """Differentially private GAN for mixed tabular data (Xie et al. 2018).
 
@@ -196,6 +225,7 @@ class DPGAN:
         self.n_synthetic_ = n
         self.seed_fixed_ = seed_fixed(self.seed)
 
+        self._sampler = self._disc_jit = None
         t0 = time.perf_counter()
         self._train(X, labels, rng)
         self.fit_seconds_ = time.perf_counter() - t0
@@ -314,17 +344,7 @@ class DPGAN:
             cb = None if Cj is None else Cj[idx]
             # Discriminator: clipped per-example gradients of the real rows, summed, noised.
             grads = per_example_grad(dp, xb, cb)
-            leaves = jax.tree_util.tree_leaves(grads)
-            norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
-            factor = mask * jnp.minimum(1.0, C / jnp.maximum(norms, 1e-12))
-            summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(factor, g, axes=1), grads)
-            noise_keys = jax.random.split(kn, len(leaves))
-            treedef = jax.tree_util.tree_structure(summed)
-            noisy = jax.tree_util.tree_unflatten(
-                treedef,
-                [s + sigma * C * jax.random.normal(k, s.shape, dtype=s.dtype)
-                 for s, k in zip(jax.tree_util.tree_leaves(summed), noise_keys)],
-            )
+            noisy = noisy_clipped_sum(grads, mask, C, sigma, kn)
             real_grad = jax.tree_util.tree_map(lambda g: g / B, noisy)
             cf = self._sample_cond(kc, B)
             xf = jax.lax.stop_gradient(self._gen_output(gp, jax.random.normal(kz, (B, latent), dtype=jnp.float32), cf, kgum, False))
@@ -372,14 +392,30 @@ class DPGAN:
         m = _positive_int("m", m)
         n = self.n_real_ if n is None else _positive_int("n", n)
         key = jax_key(make_rng(seed))
-        _, _, _, latent = self._dims()
+        sample = self._jitted_sampler()
         out = []
         for _ in range(m):
-            key, kz, kc, kg = jax.random.split(key, 4)
-            cond = self._sample_cond(kc, n)
-            x = np.asarray(self._gen_output(self.generator_params_, jax.random.normal(kz, (n, latent), dtype=jnp.float32), cond, kg, True))
-            out.append(self._decode(x, None if cond is None else np.asarray(cond)))
+            key, sub = jax.random.split(key)
+            # compiled for power-of-two sizes only, then cut to n (fewer recompilations)
+            x, cond = sample(self.generator_params_, sub, _bucket(n))
+            out.append(self._decode(np.asarray(x)[:n], None if cond is None else np.asarray(cond)[:n]))
         return out
+
+    def _jitted_sampler(self):
+        """``(params, key, n) -> (features, condition)``, compiled once per fitted model and n."""
+        from synthinfer._jax import jax, jnp
+
+        if getattr(self, "_sampler", None) is None:
+            _, _, _, latent = self._dims()
+
+            def sample(gp, key, n):
+                kz, kc, kg = jax.random.split(key, 3)
+                cond = self._sample_cond(kc, n)
+                z = jax.random.normal(kz, (n, latent), dtype=jnp.float32)
+                return self._gen_output(gp, z, cond, kg, True), cond
+
+            self._sampler = jax.jit(sample, static_argnums=2)
+        return self._sampler
 
     def _decode(self, x: np.ndarray, cond: np.ndarray | None) -> pd.DataFrame:
         cont, cats = [], []
@@ -405,11 +441,17 @@ class DPGAN:
         from synthinfer._jax import jax, jnp
 
         self._check_fitted()
-        X = jnp.asarray(self.feature_schema_.transform(df).astype(np.float32))
+        X = self.feature_schema_.transform(df).astype(np.float32)
+        n = X.shape[0]
+        X = np.pad(X, ((0, _bucket(n) - n), (0, 0)))
         cond = None
         if self.label_column_ is not None:
-            cond = jax.nn.one_hot(jnp.asarray(self._label_codes(df, self.label_column_)), self.label_column_.size, dtype=jnp.float32)
-        return np.asarray(self._disc_logit(self.discriminator_params_, X, cond), dtype=np.float64)
+            codes = np.pad(self._label_codes(df, self.label_column_), (0, _bucket(n) - n))
+            cond = jax.nn.one_hot(jnp.asarray(codes), self.label_column_.size, dtype=jnp.float32)
+        if getattr(self, "_disc_jit", None) is None:
+            self._disc_jit = jax.jit(self._disc_logit)
+        logits = self._disc_jit(self.discriminator_params_, jnp.asarray(X), cond)
+        return np.asarray(logits, dtype=np.float64)[:n]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r})"

@@ -194,3 +194,13 @@ def test_budget_exceeded_spends_nothing():
     with pytest.raises(BudgetExceededError):
         DPCGAN(epsilon=1.0, delta=1e-5, label="y", epochs=1).fit(_data(60), SCHEMA, ledger=ledger)
     assert ledger.charges == ()
+
+
+def test_release_kwargs_keeps_mixed_schema_in_settings(fitted):
+    from synthinfer.generate import release_kwargs
+
+    _, g = fitted
+    kw = release_kwargs(g)
+    assert kw["mechanism"] == "DP-GAN" and kw["domain"] is None and kw["n"] == 240
+    assert kw["settings"]["schema"]["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
+    assert kw["ledger"] is g.ledger_ and kw["seed_fixed"] is True

@@ -1,12 +1,13 @@
 """Data-holder side: DP synthetic data generators.
 
 Baselines (Ghalebikesabi et al. 2022, Section 4): :class:`DPGAN`, :class:`DPCGAN`,
-:class:`PrivBayes`; :class:`CallableGenerator` adapts any other DataFrame-producing generator.
+:class:`PrivBayes`; :class:`CallableGenerator` adapts any other DataFrame-producing generator
+and :func:`release_kwargs` turns a fitted generator into ``write_release`` arguments.
 """
 
-
+from synthinfer.generate.adapters import CallableGenerator, release_kwargs
 from synthinfer.generate.dpgan import DPCGAN, DPGAN
-
+from synthinfer.generate.privbayes import PrivBayes
 from synthinfer.generate.tabular import Continuous, TabularSchema
 
 __all__ = ["CallableGenerator", "Continuous", "DPCGAN", "DPGAN", "PrivBayes", "TabularSchema", "release_kwargs"]

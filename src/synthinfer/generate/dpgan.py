@@ -305,6 +305,11 @@ class DPGAN:
         return jax.nn.one_hot(codes, probs.shape[0], dtype=jnp.float32)
 
     # -- DP-SGD training -----------------------------------------------------------------
+    def _optimizers(self):
+        import optax
+
+        return optax.sgd(self.learning_rate), optax.sgd(self.learning_rate)
+
     def _train(self, X: np.ndarray, labels: np.ndarray | None, rng: np.random.Generator) -> None:
         import optax
 
@@ -317,7 +322,7 @@ class DPGAN:
         key = jax_key(rng)
         key, k_init = jax.random.split(key)
         gparams, dparams = self._init_params(k_init)
-        opt_d, opt_g = optax.sgd(self.learning_rate), optax.sgd(self.learning_rate)
+        opt_d, opt_g = self._optimizers()
         state_d, state_g = opt_d.init(dparams), opt_g.init(gparams)
         Xj = jnp.asarray(X)
         Cj = None if labels is None else jax.nn.one_hot(jnp.asarray(labels), c, dtype=jnp.float32)
@@ -334,7 +339,15 @@ class DPGAN:
             logit = self._disc_logit(dp, x[None, :], None if cond is None else cond[None, :])
             return jax.nn.softplus(-logit[0])
 
-        per_example_grad = jax.vmap(jax.grad(disc_real_loss), in_axes=(None, 0, 0 if Cj is not None else None))
+        def disc_fake_loss(dp, x, cond):
+            # -log(1 - D(x)) for one generated row
+            logit = self._disc_logit(dp, x[None, :], None if cond is None else cond[None, :])
+            return jax.nn.softplus(logit[0])
+
+        cond_axis = 0 if Cj is not None else None
+        per_example_grad = jax.vmap(jax.grad(disc_real_loss), in_axes=(None, 0, cond_axis))
+        per_example_fake_grad = jax.vmap(jax.grad(disc_fake_loss), in_axes=(None, 0, cond_axis))
+        ones = jnp.ones((B,), dtype=jnp.float32)
 
         def step(carry, inp):
             gp, dp, sd, sg, key = carry
@@ -348,7 +361,12 @@ class DPGAN:
             real_grad = jax.tree_util.tree_map(lambda g: g / B, noisy)
             cf = self._sample_cond(kc, B)
             xf = jax.lax.stop_gradient(self._gen_output(gp, jax.random.normal(kz, (B, latent), dtype=jnp.float32), cf, kgum, False))
-            fake_grad = jax.grad(lambda p: jnp.mean(jax.nn.softplus(self._disc_logit(p, xf, cf))))(dp)
+            # Generated rows' gradients are clipped too (without noise): clipping only the real
+            # side would bias the discriminator towards "generated" (cf. Algorithm 1 of
+            # Ghalebikesabi et al., which clips every example and noises only the real ones).
+            fake_grads = per_example_fake_grad(dp, xf, cf)
+            fake_sum = noisy_clipped_sum(fake_grads, ones, C, 0.0, kn)
+            fake_grad = jax.tree_util.tree_map(lambda g: g / B, fake_sum)
             gd = jax.tree_util.tree_map(jnp.add, real_grad, fake_grad)
             upd, sd = opt_d.update(gd, sd, dp)
             dp = optax.apply_updates(dp, upd)

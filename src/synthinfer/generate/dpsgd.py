@@ -23,7 +23,7 @@ from synthinfer.errors import PrivacyError
 #: Discretisation of the privacy loss in the PLD accountant: finer is tighter but slower.
 _PLD_DISCRETISATION = 1e-3
 #: Smallest noise multiplier searched (see dpsgd_noise_multiplier).
-_SIGMA_FLOOR = 0.3
+_SIGMA_FLOOR = 0.1
 
 
 def _event(noise_multiplier: float, sampling_probability: float, steps: int):

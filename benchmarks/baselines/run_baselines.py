@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 6.0])
     ap.add_argument("--privbayes-repeats", type=int, default=5)
-    ap.add_argument("--generators", nargs="+", default=["privbayes", "dpgan", "dpgan-numeric", "dpcgan"])
+    ap.add_argument("--generators", nargs="+", default=["privbayes", "dpgan", "dpgan-numeric", "dpcgan", "dpgan-sgd"])
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     out = Path(args.out)
@@ -107,6 +107,7 @@ def main() -> None:
         gans = {
             "dpgan": ("DPGAN", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), data, domain),
             "dpgan-numeric": ("DPGAN (age, hours numeric)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), numeric, schema),
+            "dpgan-sgd": ("DPGAN, generator SGD 0.15 (paper)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, generator_optimizer="sgd", generator_learning_rate=0.15), data, domain),
             "dpcgan": ("DPCGAN (label income)", lambda: DPCGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, label="income"), data, domain),
         }
         for key, (name, make, df, sch) in gans.items():

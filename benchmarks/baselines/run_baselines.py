@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from synthinfer._io import atomic_write, atomic_write_text
 from synthinfer.data import encode
 from synthinfer.datasets import load_adult
 from synthinfer.generate import DPCGAN, DPGAN, PrivBayes
@@ -71,10 +72,16 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 6.0])
     ap.add_argument("--privbayes-repeats", type=int, default=5)
-    ap.add_argument("--generators", nargs="+", default=["privbayes", "dpgan", "dpgan-numeric", "dpcgan", "dpgan-sgd"])
+    ap.add_argument("--generators", nargs="+", default=["privbayes", "dpgan", "dpcgan", "dpgan-numeric"],
+                    choices=["privbayes", "dpgan", "dpcgan", "dpgan-numeric", "dpgan-sgd"])
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON in --out")
     args = ap.parse_args()
     out = Path(args.out)
+    if args.replot:
+        rows = json.loads((out / "baselines.json").read_text())["rows"]
+        atomic_write(out / "baselines.png", lambda p: plot(rows, p))
+        return
     out.mkdir(parents=True, exist_ok=True)
 
     data, domain = load_adult(paper_subset=True)
@@ -93,26 +100,39 @@ def main() -> None:
     rows.append({"generator": "independent columns, non-private (reference)", "epsilon": None,
                  **summarise(real_codes, indep, domain)})
 
-    numeric, schema = numeric_adult(data)
-    for eps in args.epsilons:
-        if "privbayes" in args.generators:
-            for r in range(args.privbayes_repeats):
-                t0 = time.perf_counter()
-                pb = PrivBayes(epsilon=eps, seed=r).fit(data, domain)
-                fit_s = time.perf_counter() - t0
-                syn = pb.generate(1, seed=100 + r)[0]
-                rows.append({"generator": "PrivBayes", "epsilon": eps, "repeat": r, "fit_seconds": fit_s,
-                             "degree": pb.degree_, **summarise(real_codes, syn, domain)})
-                print(rows[-1], flush=True)
-        gans = {
-            "dpgan": ("DPGAN", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), data, domain),
-            "dpgan-numeric": ("DPGAN (age, hours numeric)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), numeric, schema),
-            "dpgan-sgd": ("DPGAN, generator SGD 0.15 (paper)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, generator_optimizer="sgd", generator_learning_rate=0.15), data, domain),
-            "dpcgan": ("DPCGAN (label income)", lambda: DPCGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, label="income"), data, domain),
+    def save() -> None:
+        result = {
+            "benchmark": "baselines fidelity and speed on Adult (NAPSU-MQ subset, n=46,043)",
+            "command": "PYTHONPATH=src python benchmarks/baselines/run_baselines.py " + " ".join(
+                f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+                for k, v in vars(args).items() if k not in ("out", "replot")),
+            "machine": {"cpu_count": os.cpu_count(), "loadavg": os.getloadavg(), "python": platform.python_version()},
+            "rows": rows,
         }
-        for key, (name, make, df, sch) in gans.items():
-            if key not in args.generators:
+        atomic_write_text(out / "baselines.json", json.dumps(result, indent=2))
+        atomic_write(out / "baselines.png", lambda p: plot(rows, p))
+
+    numeric, schema = numeric_adult(data)
+    for key in args.generators:
+        for eps in args.epsilons:
+            if key == "privbayes":
+                for r in range(args.privbayes_repeats):
+                    t0 = time.perf_counter()
+                    pb = PrivBayes(epsilon=eps, seed=r).fit(data, domain)
+                    fit_s = time.perf_counter() - t0
+                    syn = pb.generate(1, seed=100 + r)[0]
+                    rows.append({"generator": "PrivBayes", "epsilon": eps, "repeat": r, "fit_seconds": fit_s,
+                                 "degree": pb.degree_, "loadavg": os.getloadavg()[0], **summarise(real_codes, syn, domain)})
+                    print(rows[-1], flush=True)
+                save()
                 continue
+            gans = {
+                "dpgan": ("DPGAN", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), data, domain),
+                "dpgan-numeric": ("DPGAN (age, hours numeric)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs), numeric, schema),
+                "dpgan-sgd": ("DPGAN, generator SGD 0.15 (paper)", lambda: DPGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, generator_optimizer="sgd", generator_learning_rate=0.15), data, domain),
+                "dpcgan": ("DPCGAN (label income)", lambda: DPCGAN(epsilon=eps, delta=delta, seed=0, epochs=args.epochs, label="income"), data, domain),
+            }
+            name, make, df, sch = gans[key]
             g = make()
             t0 = time.perf_counter()
             g.fit(df, sch)
@@ -127,21 +147,13 @@ def main() -> None:
             lo_real = g.discriminator_log_odds(df)
             lo_syn = g.discriminator_log_odds(g.generate(1, seed=2)[0])
             rows.append({"generator": name, "epsilon": eps, "delta": delta, "epochs": args.epochs,
-                         "fit_seconds": fit_s, "noise_multiplier": g.noise_multiplier_,
+                         "fit_seconds": fit_s, "loadavg": os.getloadavg()[0], "noise_multiplier": g.noise_multiplier_,
                          "epsilon_accountant": g.epsilon_dpsgd_, "steps": g.steps_,
                          "mean_logit_D_real": float(lo_real.mean()), "mean_logit_D_synthetic": float(lo_syn.mean()),
                          **summarise(real_codes, syn, domain)})
             print(rows[-1], flush=True)
+            save()
 
-    result = {
-        "benchmark": "baselines fidelity and speed on Adult (NAPSU-MQ subset, n=46,043)",
-        "command": "PYTHONPATH=src python benchmarks/baselines/run_baselines.py " + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items() if k != "out"),
-        "machine": {"cpu_count": os.cpu_count(), "loadavg_at_end": os.getloadavg(), "python": platform.python_version()},
-        "rows": rows,
-    }
-    (out / "baselines.json").write_text(json.dumps(result, indent=2))
-    plot(rows, out / "baselines.png")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -170,10 +182,13 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_xticks(np.arange(len(names)) + width * (len(eps_vals) - 1) / 2)
         ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
         ax.set_title(title)
+        if col == "fit":
+            ax.set_yscale("log")
     axes[0].legend()
     fig.suptitle("Baseline DP generators on Adult (n=46,043); lower TVD is better")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")
+    plt.close(fig)
 
 
 if __name__ == "__main__":

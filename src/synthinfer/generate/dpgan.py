@@ -19,9 +19,11 @@ samples labels from that noisy histogram so that no private label reaches it.
 The loss is the original (non-saturating) GAN loss, so the optimal discriminator is
 ``D(x) = p_D(x) / (p_D(x) + p_G(x))`` for the balanced batches used here (expected ``B`` real and
 exactly ``B`` generated rows per step), and ``logit D(x)`` estimates the log density ratio
-``log p_D(x) / p_G(x)`` used by discriminator importance weights (Section 3.5, eq. 1:
-``log w(x) = logit D(x) + log(N_D / N_G)``, with ``N_D / N_G`` the class balance the
-discriminator was trained on: :attr:`DPGAN.n_real_` and :attr:`DPGAN.n_synthetic_`).
+``log p_D(x) / p_G(x)`` used by discriminator importance weights (Section 3.5). For a
+classifier trained on ``N_D`` real and ``N_G`` generated rows, Bayes' rule gives
+``log w(x) = logit D(x) + log(N_G / N_D)``; the paper's eq. (1) writes ``log(N_D / N_G)``,
+which agrees only when the classes are balanced. They are here: :attr:`DPGAN.n_real_` and
+:attr:`DPGAN.n_synthetic_` (the class sizes per epoch) are equal, so the offset is 0.
 
 Defaults follow Ghalebikesabi et al. (2022), Supplement C.1: clip norm 1.0, batch size 64,
 50 epochs, learning rate 0.15 for the discriminator (plain SGD, as in the DP-CGAN code they
@@ -474,9 +476,10 @@ class DPGAN:
     def discriminator_log_odds(self, df: pd.DataFrame) -> np.ndarray:
         """``logit D(x)`` of the trained discriminator for each row of ``df`` (real or synthetic).
 
-        Post-processing of the DP discriminator (no privacy cost). With the balanced training
-        batches, ``logit D(x) + log(n_real_ / n_synthetic_)`` estimates ``log p_D(x) / p_G(x)``
-        (Ghalebikesabi et al. 2022, Section 3.5 and eq. 1).
+        Post-processing of the DP discriminator (no privacy cost). It estimates
+        ``log p_D(x) / p_G(x)`` up to the class-balance offset ``log(n_synthetic_ / n_real_)``,
+        which is 0 for the balanced batches used in training (Ghalebikesabi et al. 2022,
+        Section 3.5; see the module docstring on eq. 1).
         """
         from synthinfer._jax import jax, jnp
 

@@ -1,5 +1,25 @@
-"""Data-holder side: private synthetic data generators."""
+"""Data-holder side: DP synthetic data generators.
 
+:class:`NapsuMQ` (Räisä et al. 2023) is the noise-aware generator whose releases support valid
+inference with Rubin's rules. Baselines (Ghalebikesabi et al. 2022, Section 4): :class:`DPGAN`,
+:class:`DPCGAN`, :class:`PrivBayes`; :class:`CallableGenerator` adapts any other
+DataFrame-producing generator and :func:`release_kwargs` turns a fitted generator into
+``write_release`` arguments.
+"""
+
+from synthinfer.generate.adapters import CallableGenerator, release_kwargs
+from synthinfer.generate.dpgan import DPCGAN, DPGAN
 from synthinfer.generate.napsu_mq import NapsuMQ
+from synthinfer.generate.privbayes import PrivBayes
+from synthinfer.generate.tabular import Continuous, TabularSchema
 
-__all__ = ["NapsuMQ"]
+__all__ = [
+    "CallableGenerator",
+    "Continuous",
+    "DPCGAN",
+    "DPGAN",
+    "NapsuMQ",
+    "PrivBayes",
+    "TabularSchema",
+    "release_kwargs",
+]

@@ -21,6 +21,7 @@ intends, but computed from the data at hand.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,26 @@ from synthinfer._jax import jax, jnp
 from synthinfer.errors import ConvergenceError, EmptyDataError
 
 
-def loss_minimiser(model: Any, loss_per_row, data: dict, init: np.ndarray) -> np.ndarray:
-    """theta-hat = argmin_u mean_j loss_per_row(u)_j (BFGS with JAX gradients)."""
-    f = jax.jit(lambda u: jnp.mean(loss_per_row(model, u, data)))
-    g = jax.jit(jax.grad(lambda u: jnp.mean(loss_per_row(model, u, data))))
+@functools.lru_cache(maxsize=64)
+def _compiled(model: Any, loss: Any) -> tuple:
+    """Jitted mean loss, its gradient, per-row gradients and Hessian (cached per model and loss,
+    so repeated calibrations on same-shaped data do not recompile)."""
+    lf = loss.unweighted_per_row
+    mean = lambda u, d: jnp.mean(lf(model, u, d))  # noqa: E731
+    return (
+        jax.jit(mean),
+        jax.jit(jax.grad(mean)),
+        jax.jit(jax.jacfwd(lambda u, d: lf(model, u, d))),
+        jax.jit(jax.hessian(mean)),
+    )
+
+
+def loss_minimiser(model: Any, loss: Any, data: dict, init: np.ndarray) -> np.ndarray:
+    """theta-hat = argmin_u mean_j l(z_j; u) for the unweighted loss (BFGS with JAX gradients)."""
+    f, g, _, _ = _compiled(model, loss)
+    d = {k: jnp.asarray(v) for k, v in data.items()}
     res = scipy.optimize.minimize(
-        lambda u: float(f(jnp.asarray(u))), np.asarray(init, float), jac=lambda u: np.asarray(g(jnp.asarray(u))), method="BFGS"
+        lambda u: float(f(jnp.asarray(u), d)), np.asarray(init, float), jac=lambda u: np.asarray(g(jnp.asarray(u), d)), method="BFGS"
     )
     if not np.all(np.isfinite(res.x)):
         raise ConvergenceError("calibration: the loss minimiser did not converge")
@@ -53,11 +68,11 @@ def calibrate_beta_weight(model: Any, loss: Any, data: dict) -> float:
     m = int(data["y"].shape[0])
     if m < 2 * model.dim:
         raise EmptyDataError(f"calibrating w_beta needs at least {2 * model.dim} synthetic rows, got {m}")
-    lf = loss.unweighted_per_row
-    u_hat = jnp.asarray(loss_minimiser(model, lf, data, model.init_position(data)))
-    grads = jax.jacfwd(lambda u: lf(model, u, data))(u_hat)  # (m, d)
-    J = np.asarray(jax.hessian(lambda u: jnp.mean(lf(model, u, data)))(u_hat))
-    G = np.asarray(grads)
+    _, _, jac, hess = _compiled(model, loss)
+    u_hat = jnp.asarray(loss_minimiser(model, loss, data, model.init_position(data)))
+    d = {k: jnp.asarray(v) for k, v in data.items()}
+    G = np.asarray(jac(u_hat, d))  # (m, dim) per-row gradients
+    J = np.asarray(hess(u_hat, d))
     I = G.T @ G / m
     try:
         w = float(np.trace(J @ np.linalg.solve(I, J.T)) / np.trace(J))

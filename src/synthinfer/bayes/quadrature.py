@@ -176,7 +176,7 @@ def grid_trajectories(
     cx = np.cumsum(np.vstack([np.zeros(len(mu)), _per_row_losses(LogLoss(1.0), x[: n_grid.max()], mu, ls)]), axis=0)[n_grid]
     cz = np.cumsum(np.vstack([np.zeros(len(mu)), _per_row_losses(loss, z[: m_grid.max()], mu, ls)]), axis=0)[m_grid]
     args = (lp0, cx, cz, DC, xg, *_dgp_on_grid(xg, dgp, test))
-    out = np.asarray(_grid_kernel()(*(jnp.asarray(a) for a in args)))  # (n, 3, m)
+    out = np.array(_grid_kernel()(*(jnp.asarray(a) for a in args)))  # (n, 3, m), a writable copy
     return Criteria(*np.moveaxis(out, 1, 0))
 
 

@@ -1,0 +1,206 @@
+"""DP-GAN / DP-CGAN: privacy accounting, clipping sensitivity, schema handling, fit/generate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import Domain
+from synthinfer.errors import (
+    BudgetExceededError,
+    DomainError,
+    NotFittedError,
+    OutOfDomainError,
+    PrivacyError,
+    UnknownColumnError,
+)
+from synthinfer.generate.dpgan import DPCGAN, DPGAN, noisy_clipped_sum
+from synthinfer.generate.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+from synthinfer.generate.tabular import TabularSchema
+from synthinfer.privacy import PrivacyLedger
+
+SCHEMA = {"x": (0.0, 10.0), "colour": ["red", "green", "blue"], "y": ["no", "yes"]}
+
+
+def _data(n: int = 240, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 10, n)
+    colour = rng.choice(["red", "green", "blue"], n, p=[0.6, 0.3, 0.1])
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(x - 5))), "yes", "no")
+    return pd.DataFrame({"x": x, "colour": colour, "y": y})
+
+
+# -- accounting ---------------------------------------------------------------------------
+@pytest.mark.parametrize("epsilon", [1.0, 6.0])
+def test_noise_multiplier_reaches_target_epsilon_within_one_percent(epsilon):
+    q, steps, delta = 64 / 5000, 400, 1e-5
+    sigma = dpsgd_noise_multiplier(epsilon, delta, q, steps)
+    eps = dpsgd_epsilon(sigma, q, steps, delta)
+    assert eps <= epsilon * (1 + 1e-6)
+    assert eps == pytest.approx(epsilon, rel=0.01)
+    # a 2% smaller noise multiplier must overshoot the target: sigma is (nearly) the smallest
+    assert dpsgd_epsilon(0.98 * sigma, q, steps, delta) > epsilon
+
+
+def test_substitution_accounting_is_at_least_add_remove():
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    q, steps, sigma, delta = 0.02, 300, 1.2, 1e-5
+    acc = PLDAccountant(value_discretization_interval=1e-3)  # add/remove neighbours
+    acc.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    assert dpsgd_epsilon(sigma, q, steps, delta) >= acc.get_epsilon(delta)
+
+
+def test_accounting_rejects_bad_parameters():
+    with pytest.raises(PrivacyError):
+        dpsgd_epsilon(1.0, 0.0, 10, 1e-5)
+    with pytest.raises(PrivacyError):
+        dpsgd_noise_multiplier(1.0, 0.0, 0.1, 10)
+    with pytest.raises(PrivacyError, match="epsilon"):
+        dpsgd_noise_multiplier(500.0, 0.5, 0.5, 1)
+
+
+def test_clipped_sum_has_l2_sensitivity_2c_under_substitution():
+    from synthinfer._jax import jax, jnp
+
+    rng = np.random.default_rng(1)
+    C = 0.7
+    grads = {"w": jnp.asarray(rng.normal(0, 5, (8, 3, 2))), "b": jnp.asarray(rng.normal(0, 5, (8, 2)))}
+    mask = jnp.asarray([1, 1, 1, 1, 1, 1, 0, 0], dtype=float)
+    key = jax.random.key(0)
+
+    def flat(t):
+        return np.concatenate([np.ravel(t["w"]), np.ravel(t["b"])])
+
+    base = flat(noisy_clipped_sum(grads, mask, C, 0.0, key))
+    worst = 0.0
+    for i in (0, 5):  # replace private row i by an adversarial row
+        for sign in (-1.0, 1.0):
+            other = jax.tree_util.tree_map(lambda g: g.at[i].set(-sign * 1e3 * g[i]), grads)
+            worst = max(worst, np.linalg.norm(flat(noisy_clipped_sum(other, mask, C, 0.0, key)) - base))
+    assert worst <= 2 * C + 1e-9
+    assert worst > 1.9 * C  # the bound is attained by flipping a row's direction
+    # padding rows (mask 0) never contribute
+    padded = jax.tree_util.tree_map(lambda g: g.at[7].set(1e6), grads)
+    assert np.allclose(flat(noisy_clipped_sum(padded, mask, C, 0.0, key)), base)
+
+
+# -- fit / generate ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    df = _data()
+    return df, DPGAN(epsilon=2.0, delta=1e-4, seed=0, epochs=2, batch_size=32).fit(df, SCHEMA)
+
+
+def test_dpgan_fit_spends_exactly_its_budget(fitted):
+    _, g = fitted
+    assert g.ledger_.spent == pytest.approx((2.0, 1e-4))
+    assert g.epsilon_dpsgd_ == pytest.approx(2.0, rel=0.01)
+    assert g.steps_ == 2 * round(240 / 32)
+    assert g.n_real_ == g.n_synthetic_ == 240
+    assert g.get_params()["seed_fixed"] is True and "seed" not in g.get_params()
+
+
+def test_dpgan_generate_respects_schema(fitted):
+    df, g = fitted
+    out = g.generate(m=3, n=50, seed=1)
+    assert len(out) == 3
+    for s in out:
+        assert list(s.columns) == list(SCHEMA) and len(s) == 50
+        assert s["x"].between(0, 10).all()
+        assert set(s["colour"].astype(str)) <= {"red", "green", "blue"}
+        assert list(s["colour"].cat.categories) == ["red", "green", "blue"]
+    a, b = g.generate(1, 20, seed=5)[0], g.generate(1, 20, seed=5)[0]
+    pd.testing.assert_frame_equal(a, b)
+    assert len(g.generate()[0]) == len(df)
+
+
+def test_discriminator_log_odds(fitted):
+    df, g = fitted
+    lo = g.discriminator_log_odds(df)
+    assert lo.shape == (len(df),) and lo.dtype == np.float64 and np.isfinite(lo).all()
+    lo_syn = g.discriminator_log_odds(g.generate(1, 100, seed=2)[0])
+    assert lo_syn.shape == (100,) and np.isfinite(lo_syn).all()
+
+
+def test_dpcgan_conditions_on_label_and_accounts_label_histogram():
+    df = _data()
+    ledger = PrivacyLedger((3.0, 1e-4))
+    g = DPCGAN(epsilon=2.0, delta=1e-4, seed=0, label="y", epochs=1, batch_size=32).fit(df, SCHEMA, ledger=ledger)
+    assert g.ledger_ is ledger
+    names = [c.name for c in ledger.charges]
+    assert names == ["DP-CGAN label histogram", "DP-CGAN discriminator"]
+    assert ledger.charges[0].epsilon == pytest.approx(0.1)
+    assert ledger.charges[0].details["sensitivity_l1"] == 2.0
+    assert ledger.spent == pytest.approx((2.0, 1e-4))
+    assert g.label_probabilities_.sum() == pytest.approx(1.0)
+    s = g.generate(1, 30, seed=0)[0]
+    assert list(s.columns) == list(SCHEMA)
+    assert set(s["y"].astype(str)) <= {"no", "yes"}
+    assert np.isfinite(g.discriminator_log_odds(df)).all()
+
+
+def test_schema_from_domain_one_hot_encodes_bins_and_round_trips():
+    from synthinfer.data import binned_column
+
+    dom = Domain([binned_column("x", bounds=(0, 10), bins=4)] + list(Domain({"y": ["no", "yes"]}).columns))
+    schema = TabularSchema.from_spec(dom)
+    df = pd.DataFrame({"x": [0.0, 2.6, 10.0], "y": ["yes", "no", "yes"]})
+    X = schema.transform(df)
+    assert X.shape == (3, 6) and (X.sum(axis=1) == 2).all()
+    assert np.argmax(X[:, :4], axis=1).tolist() == [0, 1, 3]
+    mixed = TabularSchema.from_spec(SCHEMA)
+    Z = mixed.transform(_data(5))
+    assert Z.shape == (5, 6) and ((Z[:, 0] >= 0) & (Z[:, 0] <= 1)).all()
+    back = mixed.inverse_transform(Z[:, :1], np.stack([Z[:, 1:4].argmax(1), Z[:, 4:].argmax(1)], axis=1))
+    np.testing.assert_allclose(back["x"], _data(5)["x"])
+    assert back["colour"].astype(str).tolist() == _data(5)["colour"].tolist()
+
+
+# -- errors --------------------------------------------------------------------------------
+def test_errors_for_bad_input():
+    df = _data(60)
+    with pytest.raises(NotFittedError):
+        DPGAN().generate()
+    with pytest.raises(PrivacyError, match="delta"):
+        DPGAN(epsilon=1.0, delta=0.0).fit(df, SCHEMA)
+    with pytest.raises(PrivacyError):
+        DPGAN(epsilon=-1.0).fit(df, SCHEMA)
+    with pytest.raises(ValueError, match="batch_size"):
+        DPGAN(batch_size=0).fit(df, SCHEMA)
+    bad = df.copy()
+    bad.loc[0, "x"] = 11.0
+    with pytest.raises(OutOfDomainError, match="'x'.*public bounds"):
+        DPGAN(epochs=1).fit(bad, SCHEMA)
+    with pytest.raises(OutOfDomainError, match="colour"):
+        DPGAN(epochs=1).fit(df.assign(colour="pink"), SCHEMA)
+    with pytest.raises(UnknownColumnError):
+        DPGAN(epochs=1).fit(df.drop(columns="x"), SCHEMA)
+    with pytest.raises(DomainError, match="lower < upper"):
+        TabularSchema.from_spec({"x": (3.0, 1.0)})
+    with pytest.raises(DomainError, match="tuple"):
+        TabularSchema.from_spec({"x": (1.0, 2.0, 3.0)})
+    with pytest.raises(DomainError, match="categorical"):
+        DPCGAN(label="x").fit(df, SCHEMA)
+    with pytest.raises(PrivacyError, match="label_epsilon_fraction"):
+        DPCGAN(label="y", label_epsilon_fraction=1.5).fit(df, SCHEMA)
+
+
+def test_budget_exceeded_spends_nothing():
+    ledger = PrivacyLedger((0.5, 1e-5))
+    with pytest.raises(BudgetExceededError):
+        DPCGAN(epsilon=1.0, delta=1e-5, label="y", epochs=1).fit(_data(60), SCHEMA, ledger=ledger)
+    assert ledger.charges == ()
+
+
+def test_release_kwargs_keeps_mixed_schema_in_settings(fitted):
+    from synthinfer.generate import release_kwargs
+
+    _, g = fitted
+    kw = release_kwargs(g)
+    assert kw["mechanism"] == "DP-GAN" and kw["domain"] is None and kw["n"] == 240
+    assert kw["settings"]["schema"]["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
+    assert kw["ledger"] is g.ledger_ and kw["seed_fixed"] is True

@@ -87,6 +87,7 @@ def synthesize(train: pd.DataFrame, name: str, generator: str, rng: np.random.Ge
 
 
 def main() -> None:
+    import arviz as az
     from sklearn.model_selection import StratifiedKFold
 
     from synthinfer.bayes import BetaLoss, GeneralisedPosterior, LogLoss, LogisticRegression, auroc
@@ -96,8 +97,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--datasets", default="heart,framingham")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--samples", type=int, default=500)
+    ap.add_argument("--warmup", type=int, default=250)
+    ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--max-tree-depth", type=int, default=6)
     ap.add_argument("--generator", choices=("privbayes", "laplace"), default="privbayes")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
@@ -108,7 +110,7 @@ def main() -> None:
         "beta=0.25": BetaLoss(0.25, 1.25), "beta=0.5": BetaLoss(0.5, 1.25), "beta=0.75": BetaLoss(0.75, 1.25),
     }
     results: dict = {"meta": {"epsilon": EPSILON, "generator": args.generator, "n_fracs": N_FRACS, "m_fracs": M_FRACS,
-                              "folds": args.folds, "nuts": {"warmup": args.warmup, "samples": args.samples, "chains": 2}, "seed_fixed": True,
+                              "folds": args.folds, "nuts": {"warmup": args.warmup, "samples": args.samples, "chains": 2, "max_tree_depth": args.max_tree_depth}, "seed_fixed": True,
                               "loadavg_before": os.getloadavg(), "cpu_count": os.cpu_count()}}
     t_all = time.perf_counter()
     for name in args.datasets.split(","):
@@ -132,9 +134,10 @@ def main() -> None:
         timings = {}
         for label, loss in losses.items():
             t0 = time.perf_counter()
-            post = GeneralisedPosterior(LogisticRegression(n_features=len(spec["bounds"])), loss, num_warmup=args.warmup, num_samples=args.samples, num_chains=2, seed=2)
+            post = GeneralisedPosterior(LogisticRegression(n_features=len(spec["bounds"])), loss, num_warmup=args.warmup, num_samples=args.samples, num_chains=2, max_tree_depth=args.max_tree_depth, seed=2)
             draws = post.sample_many([(c[3], c[4]) for c in cfgs])
             timings[label] = round(time.perf_counter() - t0, 1)
+            rhat = [float(az.rhat(az.convert_to_dataset({"u": dr}))["u"].max()) for dr in draws]
             rows = []
             for c, dr in zip(cfgs, draws):
                 Xt, yt = tests[c[0]]
@@ -143,6 +146,7 @@ def main() -> None:
                 rows.append({"fold": c[0], "n_frac": c[1], "m_frac": c[2], "auroc": auroc(yt, predictive_proba(post.model, u, d)),
                              "log_score": float(log_predictive_density(post.model, u, d).mean())})
             tab = pd.DataFrame(rows).groupby(["n_frac", "m_frac"])[["auroc", "log_score"]].agg(["mean", "std"])
+            res.setdefault("max_rhat", {})[label] = round(max(rhat), 3)
             res["models"][label] = {f"{nf}": {f"{mf}": {k2[0] + "_" + k2[1]: float(tab.loc[(nf, mf), k2]) for k2 in tab.columns} for mf in M_FRACS} for nf in N_FRACS}
             print(name, label, timings[label], "s", flush=True)
         res["nuts_seconds"] = timings

@@ -14,7 +14,8 @@ log loss l_0 = -log f on the real data x and one of these losses on the syntheti
   and the second does not give a divergence. We use the definition A.1.)
 - :class:`NoiseAwareLoss` ``-log NL(z; mu, sigma, lambda)``, the Normal-Laplace convolution (A.16,
   Reed 2006 as corrected by Amini & Rabbani 2017) for data released by the Laplace mechanism with
-  known scale lambda. Gaussian location-scale model only.
+  known scale lambda, optionally with the clamping of the truncated mechanism modelled exactly.
+  Gaussian location-scale model only.
 - :class:`ImportanceWeightedLoss` ``w_j * l(z_j)`` with per-row importance weights (Ghalebikesabi
   et al. 2022), e.g. from :mod:`synthinfer.weights`.
 
@@ -106,30 +107,78 @@ def normal_laplace_logpdf(y: jnp.ndarray, mu: jnp.ndarray, sigma: jnp.ndarray, l
     return c + jnp.logaddexp(a, b)
 
 
+def _log_diff_ndtr(hi: jnp.ndarray, lo: jnp.ndarray) -> jnp.ndarray:
+    """log(Phi(hi) - Phi(lo)) for hi >= lo, accurate in both tails (-inf when hi <= lo)."""
+    # In the upper tail use Phi(hi) - Phi(lo) = Phi(-lo) - Phi(-hi) to avoid cancellation.
+    upper = lo > 0
+    a = jnp.where(upper, -lo, hi)
+    b = jnp.where(upper, -hi, lo)
+    la, lb = jax.scipy.special.log_ndtr(a), jax.scipy.special.log_ndtr(b)
+    d = jnp.minimum(lb - la, 0.0)
+    out = la + jnp.log(-jnp.expm1(jnp.minimum(d, -1e-300)))
+    return jnp.where(hi > lo, out, -jnp.inf)
+
+
+def truncated_normal_laplace_logpdf(
+    y: jnp.ndarray, mu: jnp.ndarray, sigma: jnp.ndarray, lam: float, lower: float, upper: float
+) -> jnp.ndarray:
+    """log density of ``clip(X, lower, upper) + E``, ``X ~ N(mu, sigma^2)``, ``E ~ Laplace(0, lam)``.
+
+    The exact law of data from the *truncated* Laplace mechanism (A.3): clamping puts point
+    masses Phi((a - mu)/sigma) at a and 1 - Phi((b - mu)/sigma) at b, and the noise convolves
+    those and the Gaussian restricted to [a, b]. With L(t) = exp(-|t|/lam)/(2 lam):
+
+        p(y) = int_a^b N(x; mu, sigma^2) L(y - x) dx + Phi((a-mu)/sigma) L(y - a) + Phi((mu-b)/sigma) L(y - b),
+
+    and splitting the integral at x = y gives two Gaussian-times-exponential pieces in closed
+    form (the same algebra as A.16, on finite intervals). All terms are combined in log space.
+    """
+    s2l = sigma**2 / lam
+    c = 0.5 * (sigma / lam) ** 2 - jnp.log(2.0 * lam)
+    # x < y part: e^{-(y-x)/lam}; Gaussian shifted by +sigma^2/lam.
+    t1 = c + (mu - y) / lam + _log_diff_ndtr((jnp.minimum(upper, y) - mu - s2l) / sigma, (lower - mu - s2l) / sigma)
+    # x > y part: e^{-(x-y)/lam}; Gaussian shifted by -sigma^2/lam.
+    t2 = c + (y - mu) / lam + _log_diff_ndtr((upper - mu + s2l) / sigma, (jnp.maximum(lower, y) - mu + s2l) / sigma)
+    log_lap = lambda t: -jnp.abs(t) / lam - jnp.log(2.0 * lam)  # noqa: E731
+    t3 = jax.scipy.special.log_ndtr((lower - mu) / sigma) + log_lap(y - lower)
+    t4 = jax.scipy.special.log_ndtr((mu - upper) / sigma) + log_lap(y - upper)
+    return jax.scipy.special.logsumexp(jnp.stack([t1, t2, t3, t4]), axis=0)
+
+
 @dataclass(frozen=True)
 class NoiseAwareLoss:
-    """``-log NL(z; mu, sigma, lam)``: the Gaussian model convolved with the known Laplace noise (A.16).
+    """``-log`` of the density of Laplace-mechanism output under the Gaussian model (A.16).
 
-    Correct for data released by :class:`~synthinfer.generate.LaplaceMechanismGenerator` when the
-    clamping to the public bounds is negligible (it ignores the point masses that clamping puts at
-    the bounds before the noise is added).
+    With ``bounds=None`` this is A.16, the Normal-Laplace convolution: right when clamping to
+    the public bounds is negligible. With ``bounds=(a, b)`` (the mechanism's public clamping
+    bounds) it is the exact likelihood of the *truncated* mechanism of
+    :class:`~synthinfer.generate.LaplaceMechanismGenerator`, which A.16 ignores
+    (see :func:`truncated_normal_laplace_logpdf`).
     """
 
     lam: float
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lam) and self.lam > 0):
             raise DomainError(f"NoiseAwareLoss.lam must be finite and > 0, got {self.lam!r}")
+        if self.bounds is not None:
+            a, b = self.bounds
+            if not (math.isfinite(a) and math.isfinite(b) and a < b):
+                raise DomainError(f"NoiseAwareLoss.bounds must be finite with a < b, got {self.bounds!r}")
 
     def per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         if getattr(model, "name", None) != "gaussian":
             raise DomainError("NoiseAwareLoss is defined for the Gaussian location-scale model only")
         p = model.constrain(u)
-        return -normal_laplace_logpdf(data["y"], p["mu"], p["sigma"], self.lam)
+        if self.bounds is None:
+            return -normal_laplace_logpdf(data["y"], p["mu"], p["sigma"], self.lam)
+        return -truncated_normal_laplace_logpdf(data["y"], p["mu"], p["sigma"], self.lam, *self.bounds)
 
     @property
     def label(self) -> str:
-        return f"noise-aware (lambda={self.lam:g})"
+        tr = "" if self.bounds is None else f", clamped to [{self.bounds[0]:g}, {self.bounds[1]:g}]"
+        return f"noise-aware (lambda={self.lam:g}{tr})"
 
 
 @dataclass(frozen=True)

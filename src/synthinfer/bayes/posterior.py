@@ -56,6 +56,9 @@ class GeneralisedPosterior:
     prior : the prior object (default: ``model.default_prior()``).
     method : ``"auto"`` (exact when conjugate, else NUTS), ``"nuts"`` or ``"exact"``.
     num_warmup, num_samples, num_chains : NUTS settings (A.6.3 used 500 warm-up draws).
+    max_tree_depth : NUTS trajectories have at most 2^max_tree_depth leapfrog steps. Under
+        ``vmap`` all configurations step in lockstep, so one badly adapted chain sets the cost of
+        the whole batch; a smaller depth (6-8) bounds it for well-conditioned posteriors.
     seed : int / Generator / None for the sampler's randomness.
 
     Attributes after :meth:`fit`
@@ -77,6 +80,7 @@ class GeneralisedPosterior:
         num_warmup: int = 500,
         num_samples: int = 1000,
         num_chains: int = 2,
+        max_tree_depth: int = 10,
         seed: SeedLike = None,
     ):
         self.model = model
@@ -86,13 +90,14 @@ class GeneralisedPosterior:
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
+        self.max_tree_depth = max_tree_depth
         self.seed = seed
 
     # ------------------------------------------------------------------ set-up
     def _check(self) -> None:
         if self.method not in ("auto", "nuts", "exact"):
             raise DomainError(f"method must be 'auto', 'nuts' or 'exact', got {self.method!r}")
-        for k in ("num_warmup", "num_samples", "num_chains"):
+        for k in ("num_warmup", "num_samples", "num_chains", "max_tree_depth"):
             v = getattr(self, k)
             if not isinstance(v, (int, np.integer)) or v < (0 if k == "num_warmup" else 1):
                 raise DomainError(f"{k} must be a positive integer, got {v!r}")
@@ -249,7 +254,7 @@ class GeneralisedPosterior:
         inits = np.stack(inits)
         C = len(reals)
         keys = jax.random.split(jax_key(rng), C * self.num_chains).reshape(C, self.num_chains)
-        n_warm, n_samp = int(self.num_warmup), int(self.num_samples)
+        n_warm, n_samp, depth = int(self.num_warmup), int(self.num_samples), int(self.max_tree_depth)
 
         def logdensity(u, dr, wr_, ds, ws_):
             lp = model.log_prior(u, prior)
@@ -259,9 +264,11 @@ class GeneralisedPosterior:
         def one_chain(key, init, dr, wr_, ds, ws_):
             ld = lambda u: logdensity(u, dr, wr_, ds, ws_)  # noqa: E731
             k_warm, k_samp = jax.random.split(key)
-            warm = blackjax.window_adaptation(blackjax.nuts, ld, adaptation_info_fn=get_filter_adapt_info_fn())
+            warm = blackjax.window_adaptation(
+                blackjax.nuts, ld, adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth
+            )
             (state, params), _ = warm.run(k_warm, init, num_steps=n_warm)
-            step = blackjax.nuts(ld, **params).step
+            step = blackjax.nuts(ld, **params, max_num_doublings=depth).step
 
             def body(st, k):
                 st, info = step(k, st)

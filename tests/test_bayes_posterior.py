@@ -104,3 +104,18 @@ def test_errors():
         GeneralisedPosterior(GaussianLocationScale()).log_predictive(np.zeros(3))
     with pytest.raises(DomainError):
         GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5, "calibrate")).sample_many([(np.zeros(3), np.zeros(3))])
+
+
+def test_grid_quadrature_matches_conjugate_closed_form():
+    # The grid engine of the Gaussian benchmark against the exact Student-t predictive (l_w, w = 0.5).
+    from synthinfer.bayes.quadrature import GaussianGrid, conjugate_predictive, grid_trajectories
+
+    rng = np.random.default_rng(7)
+    x, z, test = rng.normal(size=20), rng.normal(0.3, 1.7, size=60), rng.normal(size=200)
+    n_grid, m_grid = np.array([5, 20]), np.array([1, 10, 60])
+    grid = GaussianGrid()
+    ex = conjugate_predictive(x, z, n_grid, m_grid, 0.5, PRIOR, (0.0, 1.0), test, grid)
+    gr = grid_trajectories(x, z, n_grid, m_grid, LogLoss(0.5), PRIOR, (0.0, 1.0), test, grid)
+    np.testing.assert_allclose(gr.kld, ex.kld, atol=2e-4)
+    np.testing.assert_allclose(gr.log_score, ex.log_score, atol=2e-4)
+    np.testing.assert_allclose(gr.wasserstein, ex.wasserstein, atol=1e-3)

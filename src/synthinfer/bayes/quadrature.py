@@ -34,7 +34,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from synthinfer.bayes.losses import BetaLoss, LogLoss, NoiseAwareLoss
+from synthinfer.bayes.losses import BetaLoss, LogLoss, NoiseAwareLoss, truncated_normal_laplace_logpdf
 from synthinfer.bayes.models import NormalInverseGammaPrior
 from synthinfer.errors import DomainError
 
@@ -71,6 +71,11 @@ def _per_row_losses(loss: Any, y: np.ndarray, mu: np.ndarray, log_s: np.ndarray)
         b = loss.beta
         integral = (2 * math.pi) ** (-b / 2) * s ** (-b) * (1 + b) ** (-1.5)  # A.15
         return loss.w_beta * (integral[None, :] - np.exp(b * logf) / b)
+    if isinstance(loss, NoiseAwareLoss) and loss.bounds is not None:
+        from synthinfer._jax import jnp
+
+        lp = truncated_normal_laplace_logpdf(jnp.asarray(y[:, None]), jnp.asarray(mu[None, :]), jnp.asarray(s[None, :]), loss.lam, *loss.bounds)
+        return -np.asarray(lp)
     if isinstance(loss, NoiseAwareLoss):
         lam = loss.lam
         r, sl = z, (s / lam)[None, :]

@@ -268,7 +268,7 @@ class GeneralisedPosterior:
                 blackjax.nuts, ld, adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth
             )
             (state, params), _ = warm.run(k_warm, init, num_steps=n_warm)
-            step = blackjax.nuts(ld, **params, max_num_doublings=depth).step
+            step = blackjax.nuts(ld, **{**params, "max_num_doublings": depth}).step
 
             def body(st, k):
                 st, info = step(k, st)

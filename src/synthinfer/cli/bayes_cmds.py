@@ -113,7 +113,8 @@ def choose_m_cmd(
         with console.status("sampling posteriors for every m ..."):
             res = choose_m(post, r, s, t, grid, criterion=criterion, n_splits=splits, alpha=alpha, seed=rng)
     tr = res.trajectory
-    tab = Table(title=f"learning trajectory ({tr.criterion}; {'higher' if tr.criterion == 'auroc' else 'lower'} is better)")
+    better = "higher" if tr.criterion == "auroc" else "lower"
+    tab = Table(title="learning trajectory", caption=f"{tr.criterion}: {better} is better")
     tab.add_column("m", justify="right")
     tab.add_column(tr.criterion, justify="right")
     for m, v in zip(tr.m_grid, tr.values):

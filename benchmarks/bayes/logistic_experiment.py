@@ -153,11 +153,12 @@ def main() -> None:
         results[name] = res
     results["meta"]["wall_seconds"] = round(time.perf_counter() - t_all, 1)
     results["meta"]["loadavg_after"] = os.getloadavg()
-    (outdir / f"logistic_experiment_{args.generator}.json").write_text(json.dumps(results, indent=1))
-    plot(results, outdir)
+    tag = f"{args.generator}_{args.datasets.replace(',', '_')}"
+    (outdir / f"logistic_experiment_{tag}.json").write_text(json.dumps(results, indent=1))
+    plot(results, outdir, tag)
 
 
-def plot(results: dict, outdir: Path) -> None:
+def plot(results: dict, outdir: Path, tag: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,7 +182,7 @@ def plot(results: dict, outdir: Path) -> None:
                 ax.set_xscale("symlog", linthresh=10)
     fig.suptitle(f"Logistic regression, {results['meta']['generator']} synthetic data, epsilon = {EPSILON:g}; mean over folds")
     fig.tight_layout()
-    fig.savefig(outdir / f"logistic_model_comparison_{results['meta']['generator']}.png", dpi=100)
+    fig.savefig(outdir / f"logistic_model_comparison_{tag}.png", dpi=100)
     plt.close(fig)
 
 

@@ -180,6 +180,7 @@ def plot(results: dict, outdir: Path, tag: str) -> None:
                 base = r["models"]["w=1"][str(nf)]["0.0"][f"{crit}_mean"]
                 model_comparison_plot(m_rows, curves, baseline=base, criterion="AUROC" if crit == "auroc" else "log score (mean log p, higher better)", title=f"{name}: n = {round(nf * r['n_train'])} real rows", ax=ax)
                 ax.set_xscale("symlog", linthresh=10)
+                ax.set_xlim(0, max(m_rows) * 1.1)
     fig.suptitle(f"Logistic regression, {results['meta']['generator']} synthetic data, epsilon = {EPSILON:g}; mean over folds")
     fig.tight_layout()
     fig.savefig(outdir / f"logistic_model_comparison_{tag}.png", dpi=100)

@@ -2,7 +2,6 @@
 
 import math
 
-import arviz as az
 import numpy as np
 import pytest
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import DomainError, EmptyDataError, NonFiniteError, UnknownColumnError
+from synthinfer.errors import DomainError, NonFiniteError, UnknownColumnError
 
 _LOG2PI = math.log(2 * math.pi)
 

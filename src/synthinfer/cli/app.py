@@ -20,7 +20,13 @@ def _main() -> None:
 
 def _register() -> None:
     # Import for side effects: each module adds its commands to `app`.
-    from synthinfer.cli import analyze_cmds, baselines_cmds, data_cmds, generate_cmds  # noqa: F401
+    from synthinfer.cli import (  # noqa: F401
+        analyze_cmds,
+        baselines_cmds,
+        bayes_cmds,
+        data_cmds,
+        generate_cmds,
+    )
 
 
 _register()

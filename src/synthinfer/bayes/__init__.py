@@ -1,0 +1,46 @@
+"""Generalised Bayesian learning from real and synthetic data (Wilde et al. 2021)."""
+
+from synthinfer.bayes.calibration import calibrate_beta_weight
+from synthinfer.bayes.choose_m import (
+    ChooseMResult,
+    PredictiveAverage,
+    Trajectory,
+    auroc,
+    choose_m,
+    learning_trajectory,
+    n_effective,
+    predictive_average,
+)
+from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss, NoiseAwareLoss, normal_laplace_logpdf
+from synthinfer.bayes.models import (
+    GaussianLocationScale,
+    LinearRegression,
+    LogisticRegression,
+    NormalInverseGammaPrior,
+    NormalPrior,
+)
+from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
+
+__all__ = [
+    "BetaLoss",
+    "ChooseMResult",
+    "GaussianLocationScale",
+    "GeneralisedPosterior",
+    "ImportanceWeightedLoss",
+    "LinearRegression",
+    "LogLoss",
+    "LogisticRegression",
+    "NoiseAwareLoss",
+    "NormalInverseGammaPrior",
+    "NormalPrior",
+    "PredictiveAverage",
+    "Trajectory",
+    "auroc",
+    "calibrate_beta_weight",
+    "choose_m",
+    "learning_trajectory",
+    "n_effective",
+    "nig_posterior",
+    "normal_laplace_logpdf",
+    "predictive_average",
+]

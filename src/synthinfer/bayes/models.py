@@ -1,0 +1,285 @@
+"""Models f(y | theta) and their priors for generalised Bayesian learning (Wilde et al. 2021, A.6).
+
+A model maps an *unconstrained* parameter vector ``u`` (what NUTS moves in) to named
+parameters, gives the prior log density in ``u`` (Jacobian included), the per-row log density
+``log f(y_i | theta, x_i)`` and the per-row ``log int f(y | theta, x_i)^gamma dy`` that the
+beta-divergence loss needs (A.1, A.15). Data are dicts of numpy/JAX arrays with a common
+leading length (``{"y": ...}`` or ``{"X": ..., "y": ...}``); :meth:`prepare` builds them from
+arrays or DataFrames.
+
+Models here:
+
+- :class:`GaussianLocationScale`: f = N(mu, sigma^2) with the prior of A.6.3,
+  sigma^2 ~ InverseGamma(alpha_p, beta_p), mu | sigma ~ N(mu_p, (sigma_p sigma)^2), i.e. a
+  Normal-Inverse-Gamma prior with kappa_0 = 1 / sigma_p^2.
+- :class:`LogisticRegression`: y ~ Bernoulli(logistic(alpha + x . theta)), alpha, theta ~ N(0, s^2)
+  independently (A.6.3 uses s^2 = 50).
+- :class:`LinearRegression`: y ~ N(alpha + x . theta, sigma^2) with the conjugate prior
+  sigma^2 ~ InverseGamma(a, b), (alpha, theta) | sigma ~ N(0, s^2 sigma^2 I).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from synthinfer._jax import jax, jnp
+from synthinfer.errors import DomainError, NonFiniteError, UnknownColumnError
+
+_LOG2PI = math.log(2 * math.pi)
+
+
+def _finite(name: str, a: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(a)):
+        raise NonFiniteError(f"{name} contains missing or non-finite values")
+    return a
+
+
+@dataclass(frozen=True)
+class NormalInverseGammaPrior:
+    """sigma^2 ~ InverseGamma(shape, rate), location | sigma ~ N(mean, (scale * sigma)^2) (A.6.3).
+
+    Defaults are the paper's alpha_p = 2, beta_p = 4, mu_p = 0, sigma_p = 10 (its grid has
+    mu_p in {0, 1, 3} and sigma_p in {1, 10, 30}).
+    """
+
+    mean: float = 0.0
+    scale: float = 10.0
+    shape: float = 2.0
+    rate: float = 4.0
+
+    def __post_init__(self) -> None:
+        for k in ("scale", "shape", "rate"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and v > 0):
+                raise DomainError(f"NormalInverseGammaPrior.{k} must be finite and > 0, got {v!r}")
+
+
+@dataclass(frozen=True)
+class NormalPrior:
+    """Independent N(0, scale^2) priors on every regression coefficient (intercept included)."""
+
+    scale: float = math.sqrt(50.0)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.scale) and self.scale > 0):
+            raise DomainError(f"NormalPrior.scale must be finite and > 0, got {self.scale!r}")
+
+
+class GaussianLocationScale:
+    """f(y | mu, sigma) = N(y; mu, sigma^2); unconstrained u = (mu, log sigma).
+
+    Parameters
+    ----------
+    column : the column to use when data come as a DataFrame (default: its only column).
+    """
+
+    name = "gaussian"
+    param_names = ("mu", "sigma")
+
+    def __init__(self, column: str | None = None):
+        self.column = column
+
+    def default_prior(self) -> NormalInverseGammaPrior:
+        return NormalInverseGammaPrior()
+
+    @property
+    def dim(self) -> int:
+        return 2
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        if isinstance(data, pd.DataFrame):
+            col = self.column
+            if col is None:
+                if data.shape[1] != 1:
+                    raise DomainError(f"GaussianLocationScale needs column= for a frame with columns {list(data.columns)}")
+                col = data.columns[0]
+            if col not in data.columns:
+                raise UnknownColumnError(f"column {col!r} not in {list(data.columns)}")
+            y = data[col].to_numpy(dtype=np.float64)
+        else:
+            y = np.asarray(data, dtype=np.float64).reshape(-1)
+        return {"y": _finite("y", y)}
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        return {"mu": u[..., 0], "sigma": jnp.exp(u[..., 1])}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalInverseGammaPrior) -> jnp.ndarray:
+        mu, log_s = u[0], u[1]
+        s2 = jnp.exp(2 * log_s)
+        # InverseGamma(a, b) on s2, plus log|d s2 / d log s| = log 2 + 2 log s.
+        lp_s2 = prior.shape * math.log(prior.rate) - math.lgamma(prior.shape) - (prior.shape + 1) * jnp.log(s2) - prior.rate / s2
+        lp_mu = jax.scipy.stats.norm.logpdf(mu, prior.mean, prior.scale * jnp.exp(log_s))
+        return lp_s2 + math.log(2.0) + 2 * log_s + lp_mu
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        mu, log_s = u[0], u[1]
+        z = (data["y"] - mu) * jnp.exp(-log_s)
+        return -0.5 * z**2 - log_s - 0.5 * _LOG2PI
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        """log int N(y; mu, sigma^2)^gamma dy = (1 - gamma)/2 log(2 pi sigma^2) - 1/2 log gamma."""
+        log_s = u[1]
+        val = 0.5 * (1 - gamma) * (_LOG2PI + 2 * log_s) - 0.5 * math.log(gamma)
+        return jnp.broadcast_to(val, data["y"].shape)
+
+    def init_position(self, data: dict) -> np.ndarray:
+        y = data["y"]
+        if y.size == 0:
+            return np.array([0.0, 0.0])
+        return np.array([float(np.mean(y)), float(np.log(np.std(y) + 0.5))])
+
+
+class _Regression:
+    """Shared data handling of the regression models: design X (no intercept column) and y."""
+
+    def __init__(self, target: str | None = None, features: Sequence[str] | None = None):
+        self.target = target
+        self.features = None if features is None else tuple(features)
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        if isinstance(data, pd.DataFrame):
+            if self.target is None:
+                raise DomainError(f"{type(self).__name__} needs target= to read a DataFrame")
+            missing = [c for c in (self.target, *(self.features or ())) if c not in data.columns]
+            if missing:
+                raise UnknownColumnError(f"columns {missing} not in {list(data.columns)}")
+            feats = self.features or tuple(c for c in data.columns if c != self.target)
+            X = data[list(feats)].to_numpy(dtype=np.float64)
+            y = data[self.target].to_numpy(dtype=np.float64)
+        else:
+            X, y = data
+            X = np.asarray(X, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64).reshape(-1)
+            if X.ndim == 1:
+                X = X[:, None]
+        if X.shape[0] != y.shape[0]:
+            raise DomainError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+        return {"X": _finite("X", X), "y": _finite("y", y)}
+
+    def n_features(self, data: dict) -> int:
+        return int(data["X"].shape[1])
+
+
+class LogisticRegression(_Regression):
+    """p(y = 1 | x) = logistic(alpha + x . theta); u = (alpha, theta) (A.6.1.2, A.17, A.18).
+
+    The number of features is set by the first data passed to :meth:`prepare`.
+    """
+
+    name = "logistic"
+
+    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None):
+        super().__init__(target, features)
+        self.n_features_in = n_features
+
+    def default_prior(self) -> NormalPrior:
+        return NormalPrior()
+
+    @property
+    def dim(self) -> int:
+        if self.n_features_in is None:
+            raise DomainError("LogisticRegression: number of features unknown before data are seen")
+        return self.n_features_in + 1
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return ("alpha", "theta")
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        d = super().prepare(data)
+        if not np.all(np.isin(d["y"], (0.0, 1.0))):
+            raise DomainError("LogisticRegression: the target must be 0/1")
+        if self.n_features_in is None:
+            self.n_features_in = d["X"].shape[1]
+        elif d["X"].shape[1] != self.n_features_in:
+            raise DomainError(f"expected {self.n_features_in} features, got {d['X'].shape[1]}")
+        return d
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        return {"alpha": u[..., 0], "theta": u[..., 1:]}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
+        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
+
+    def logit(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
+        return u[0] + X @ u[1:]
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        eta = self.logit(u, data["X"])
+        y = data["y"]
+        # log p(y|x) = y log s(eta) + (1 - y) log s(-eta); log_sigmoid is stable for large |eta|.
+        return y * jax.nn.log_sigmoid(eta) + (1 - y) * jax.nn.log_sigmoid(-eta)
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        """log (p^gamma + (1 - p)^gamma), the counting-measure integral over y in {0, 1}."""
+        eta = self.logit(u, data["X"])
+        return jnp.logaddexp(gamma * jax.nn.log_sigmoid(eta), gamma * jax.nn.log_sigmoid(-eta))
+
+    def init_position(self, data: dict) -> np.ndarray:
+        return np.zeros(self.dim)
+
+
+class LinearRegression(_Regression):
+    """y ~ N(alpha + x . theta, sigma^2); u = (alpha, theta, log sigma), conjugate NIG prior."""
+
+    name = "linear"
+
+    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None):
+        super().__init__(target, features)
+        self.n_features_in = n_features
+
+    def default_prior(self) -> NormalInverseGammaPrior:
+        return NormalInverseGammaPrior(mean=0.0, scale=10.0, shape=2.0, rate=4.0)
+
+    @property
+    def dim(self) -> int:
+        if self.n_features_in is None:
+            raise DomainError("LinearRegression: number of features unknown before data are seen")
+        return self.n_features_in + 2
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return ("alpha", "theta", "sigma")
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        d = super().prepare(data)
+        if self.n_features_in is None:
+            self.n_features_in = d["X"].shape[1]
+        elif d["X"].shape[1] != self.n_features_in:
+            raise DomainError(f"expected {self.n_features_in} features, got {d['X'].shape[1]}")
+        return d
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        return {"alpha": u[..., 0], "theta": u[..., 1:-1], "sigma": jnp.exp(u[..., -1])}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalInverseGammaPrior) -> jnp.ndarray:
+        log_s = u[-1]
+        s2 = jnp.exp(2 * log_s)
+        lp_s2 = prior.shape * math.log(prior.rate) - math.lgamma(prior.shape) - (prior.shape + 1) * jnp.log(s2) - prior.rate / s2
+        lp_b = jnp.sum(jax.scipy.stats.norm.logpdf(u[:-1], prior.mean, prior.scale * jnp.exp(log_s)))
+        return lp_s2 + math.log(2.0) + 2 * log_s + lp_b
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        mean = u[0] + data["X"] @ u[1:-1]
+        return jax.scipy.stats.norm.logpdf(data["y"], mean, jnp.exp(u[-1]))
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        log_s = u[-1]
+        val = 0.5 * (1 - gamma) * (_LOG2PI + 2 * log_s) - 0.5 * math.log(gamma)
+        return jnp.broadcast_to(val, data["y"].shape)
+
+    def init_position(self, data: dict) -> np.ndarray:
+        u = np.zeros(self.dim)
+        if data["y"].size:
+            u[0] = float(np.mean(data["y"]))
+            u[-1] = float(np.log(np.std(data["y"]) + 0.5))
+        return u
+
+
+Model = GaussianLocationScale | LogisticRegression | LinearRegression

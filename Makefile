@@ -17,7 +17,7 @@ venv: $(STAMP)
 
 ## Run the main end-to-end job on the bundled Adult data.
 demo: $(STAMP)
-	$(PY) -m synthinfer.demo --out demo-output
+	$(PY) -m synthinfer.demo --out demo-output $(DEMO_ARGS)
 
 ## Set up and run the whole test suite.
 test: $(STAMP)

@@ -73,3 +73,12 @@ class NonPrivateWarning(SynthinferWarning):
 
 class ConvergenceWarning(SynthinferWarning):
     """A sampler or optimiser finished, but its diagnostics indicate a problem."""
+
+
+# --- importance weights (synthinfer.weights) -----------------------------------------------
+class DebiasingError(SynthinferError, ValueError):
+    """The Laplace debiasing factor b(x) of BetaDebiased does not exist (|x_j| >= 1/rho)."""
+
+
+class ParetoKWarning(SynthinferWarning):
+    """The Pareto-k diagnostic of importance weights exceeds 0.7 (unreliable estimates)."""

@@ -15,8 +15,8 @@ estimation in :mod:`synthinfer.weights.downstream` and :mod:`synthinfer.weights.
 
 from synthinfer.weights.budget import split_budget
 from synthinfer.weights.classifier import WeightEstimator, log_weights_from_logits
+from synthinfer.errors import DebiasingError, ParetoKWarning
 from synthinfer.weights.diagnostics import (
-    ParetoKWarning,
     effective_sample_size,
     pareto_smooth,
     self_normalise,
@@ -26,7 +26,7 @@ from synthinfer.weights.diagnostics import (
 from synthinfer.weights.discriminator import DiscriminatorWeights
 from synthinfer.weights.downstream import fit_iw_glm, fit_weighted
 from synthinfer.weights.features import FeatureMap
-from synthinfer.weights.logistic import BetaDebiased, BetaNoised, DebiasingError, LogRegWeights
+from synthinfer.weights.logistic import BetaDebiased, BetaNoised, LogRegWeights
 from synthinfer.weights.mlp import DPMLPWeights, MLPWeights
 from synthinfer.weights.output_perturbation import OutputPerturbedWeights, largest_release_size
 from synthinfer.weights.posterior import IWBayesianRegression

@@ -22,14 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from synthinfer.errors import EmptyDataError, NonFiniteError, SynthinferError, SynthinferWarning
+from synthinfer.errors import EmptyDataError, NonFiniteError, ParetoKWarning, SynthinferError
 
 #: Above this Pareto shape the PSIS estimate is unreliable (Vehtari et al. 2024, Section 3.2.2).
 KHAT_THRESHOLD = 0.7
-
-
-class ParetoKWarning(SynthinferWarning):
-    """The Pareto-k diagnostic of the importance weights exceeds 0.7."""
 
 
 def _log_w(log_weights) -> np.ndarray:

@@ -30,15 +30,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import PrivacyError, SynthinferError, SynthinferWarning, NonPrivateWarning
+from synthinfer.errors import DebiasingError, NonPrivateWarning, PrivacyError, SynthinferError, SynthinferWarning
 from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_prior_ratio
 from synthinfer.weights.features import Bounds, FeatureMap
-
-
-class DebiasingError(SynthinferError, ValueError):
-    """The Laplace debiasing factor ``b(x)`` does not exist (``|x_j| >= 1 / rho``)."""
 
 
 def _check_lam(lam: float) -> float:

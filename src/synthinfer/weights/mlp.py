@@ -79,12 +79,18 @@ def dp_sgd_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, 
         raise PrivacyError(f"DP-SGD needs 0 < delta < 1, got {delta!r}")
     if not (0 < sampling_rate <= 1) or steps < 1:
         raise PrivacyError(f"need 0 < sampling rate <= 1 and steps >= 1, got q={sampling_rate}, T={steps}")
+    if accountant == "pld":
+        # RDP over-estimates epsilon, so its sigma suffices for PLD and brackets the PLD sigma from
+        # above; PLD evaluations at very small sigma are slow, so they are kept out of the search.
+        upper = dp_sgd_noise_multiplier(epsilon, delta, sampling_rate, steps, "rdp")
+        bracket = dp_accounting.ExplicitBracketInterval(0.5 * upper, upper)
+    else:
+        _accountant(accountant)  # validates the name
+        bracket = dp_accounting.LowerEndpointAndGuess(0.05, 1.0)
     return float(dp_accounting.calibrate_dp_mechanism(
         lambda: _accountant(accountant),
         lambda s: dp_sgd_event(s, sampling_rate, steps),
-        epsilon, delta,
-        dp_accounting.LowerEndpointAndGuess(0.05, 1.0),
-        tol=1e-4,
+        epsilon, delta, bracket, tol=1e-4,
     ))
 
 
@@ -133,30 +139,40 @@ def _bce(params, x, y):
     return jax.nn.softplus(z) - y * z
 
 
+def clipped_gradient_sum(params, x, y, mask, clip_norm):
+    """``sum_i mask_i clip_C(grad loss(x_i, y_i))``: the quantity DP-SGD noises each step.
+
+    Per-example gradients with ``jax.vmap``; each is scaled to L2 norm at most ``C`` over all
+    parameters jointly, so adding or removing one row moves the sum by at most ``C`` (the
+    sensitivity of the Gaussian mechanism in Algorithm 1).
+    """
+    from synthinfer._jax import jax, jnp
+
+    g = jax.vmap(jax.grad(_bce), in_axes=(None, 0, 0))(params, x, y)
+    sq = sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1) for leaf in jax.tree_util.tree_leaves(g))
+    factor = mask / jnp.maximum(1.0, jnp.sqrt(sq) / clip_norm)
+    return jax.tree_util.tree_map(lambda leaf: jnp.tensordot(factor, leaf, axes=1), g)
+
+
 @lru_cache(maxsize=None)
 def _dp_sgd_runner(learning_rate: float):
     """A jitted scan over DP-SGD steps for a given learning rate (compiled once per shape)."""
     import optax
 
-    from synthinfer._jax import jax, jnp
+    from synthinfer._jax import jax
 
     opt = optax.adam(learning_rate)
-    per_example_grad = jax.vmap(jax.grad(_bce), in_axes=(None, 0, 0))
 
     def run(params, x, y, idx, mask, noise_keys, clip_norm, noise_std, lot_size):
         def step(carry, inp):
             params, opt_state = carry
             ix, m, key = inp
-            g = per_example_grad(params, x[ix], y[ix])
-            leaves = jax.tree_util.tree_leaves(g)
-            sq = sum(jnp.sum(l.reshape(l.shape[0], -1) ** 2, axis=1) for l in leaves)
-            factor = m / jnp.maximum(1.0, jnp.sqrt(sq) / clip_norm)  # clip; padded slots get 0
-            summed = jax.tree_util.tree_map(lambda l: jnp.tensordot(factor, l, axes=1), g)
+            summed = clipped_gradient_sum(params, x[ix], y[ix], m, clip_norm)
+            leaves, treedef = jax.tree_util.tree_flatten(summed)
             keys = jax.random.split(key, len(leaves))
-            treedef = jax.tree_util.tree_structure(summed)
+            # one Gaussian draw per step on the sum, then divide by the expected lot size L
             noisy = jax.tree_util.tree_unflatten(treedef, [
-                (leaf + noise_std * jax.random.normal(k, leaf.shape)) / lot_size
-                for leaf, k in zip(jax.tree_util.tree_leaves(summed), keys)
+                (leaf + noise_std * jax.random.normal(k, leaf.shape)) / lot_size for leaf, k in zip(leaves, keys)
             ])
             updates, opt_state = opt.update(noisy, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), None

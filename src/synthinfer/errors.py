@@ -75,6 +75,15 @@ class ConvergenceWarning(SynthinferWarning):
     """A sampler or optimiser finished, but its diagnostics indicate a problem."""
 
 
+# --- analysis (combining rules, analysis over many synthetic datasets) -------------------------
+class AnalysisError(SynthinferError, ValueError):
+    """The downstream analysis cannot be combined (too few usable fits, bad estimates, ...)."""
+
+
+class FitFailedWarning(SynthinferWarning):
+    """The downstream analysis failed on one synthetic dataset; that dataset is left out."""
+
+
 # --- importance weights (synthinfer.weights) -----------------------------------------------
 class DebiasingError(SynthinferError, ValueError):
     """The Laplace debiasing factor b(x) of BetaDebiased does not exist (|x_j| >= 1/rho)."""

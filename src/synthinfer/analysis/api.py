@@ -1,0 +1,174 @@
+"""``analyze``: run one analysis on each of m synthetic datasets and combine the results."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.analysis.combining import rubins_rules
+from synthinfer.analysis.models import FitOptions, FitRecord, resolve_model
+from synthinfer.analysis.parallel import choose_n_jobs, run_fits
+from synthinfer.analysis.result import MIResult
+from synthinfer.analysis.robust import drop_extreme_variances
+from synthinfer.errors import AnalysisError, FitFailedWarning, SynthinferWarning
+from synthinfer.privacy import make_rng
+
+__all__ = ["analyze"]
+
+
+def _weights_per_dataset(weights: Any, datasets: list[pd.DataFrame]) -> list[np.ndarray] | None:
+    if weights is None:
+        return None
+    if isinstance(weights, str):
+        missing = [i for i, d in enumerate(datasets) if weights not in d.columns]
+        if missing:
+            raise AnalysisError(f"weight column {weights!r} is missing from dataset(s) {missing}")
+        weights = [d[weights].to_numpy() for d in datasets]
+    if len(weights) != len(datasets):
+        raise AnalysisError(f"{len(weights)} weight vectors for {len(datasets)} datasets")
+    out = []
+    for i, (w, d) in enumerate(zip(weights, datasets, strict=True)):
+        w = np.asarray(w, dtype=float)
+        if w.shape != (len(d),):
+            raise AnalysisError(f"weights[{i}] has shape {w.shape}; dataset {i} has {len(d)} rows")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise AnalysisError(f"weights[{i}] must be finite and non-negative")
+        out.append(w)
+    return out
+
+
+def _stack(records: list[FitRecord]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Align the per-dataset estimates by parameter name: (names, (m, k) q, (m, k, k) U); a
+    parameter a dataset lacks (or a failed fit) is NaN."""
+    names: list[str] = []
+    for r in records:
+        if r.ok:
+            names += [nm for nm in r.params.index if nm not in names]
+    m, k = len(records), len(names)
+    q = np.full((m, k), np.nan)
+    U = np.full((m, k, k), np.nan)
+    for i, r in enumerate(records):
+        if r.ok:
+            q[i] = r.params.reindex(names).to_numpy()
+            U[i] = r.cov.reindex(index=names, columns=names).to_numpy()
+    return names, q, U
+
+
+def _report(records: list[FitRecord]) -> None:
+    for r in records:
+        if not r.ok:
+            warnings.warn(f"the fit on synthetic dataset {r.index} failed and is left out: {r.error}", FitFailedWarning, stacklevel=3)
+    counts = Counter(msg for r in records if r.ok for msg in r.warnings)
+    for msg, c in counts.most_common(5):
+        warnings.warn(f"{c} of {len(records)} fits warned: {msg}", SynthinferWarning, stacklevel=3)
+
+
+def analyze(
+    datasets: Sequence[pd.DataFrame],
+    formula: str | None = None,
+    model: Any = "logit",
+    weights: Sequence[np.ndarray] | str | None = None,
+    *,
+    n: int | None = None,
+    n_syn: float | None = None,
+    alpha: float = 0.05,
+    cov_type: str | None = None,
+    drop_variance_above: float | None = None,
+    penalty: float | None = None,
+    n_bootstrap: int = 50,
+    seed: int | np.random.Generator | None = None,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    model_kwargs: dict | None = None,
+    fit_kwargs: dict | None = None,
+) -> MIResult:
+    """Fit ``formula`` on each synthetic dataset and combine with Rubin's rules for synthetic data.
+
+    Parameters
+    ----------
+    datasets : the m synthetic datasets (m >= 2).
+    formula : a patsy formula such as ``"income ~ age + C(race) + C(sex)"`` (for a two-category
+        outcome the last category is modelled, e.g. ``income[>50K]``).
+    model : ``"logit"``, ``"ols"``, ``"poisson"``, a statsmodels formula model (class or
+        ``statsmodels.formula.api`` function), or a callable ``f(data[, formula][, weights=w])``
+        returning ``(estimates, covariance)``; see :mod:`synthinfer.analysis.models`.
+    weights : per-row weights: one array per dataset, or the name of a column. Weighted GLMs use
+        ``var_weights`` with the HC0 sandwich covariance (justified in
+        :mod:`synthinfer.analysis.models`).
+    n : rows of the private data; ``n_syn`` : rows of a synthetic dataset (default: their mean).
+        They give the fallback T* = (n_syn/n) v̄ when T < 0 (Supplement B eq. 10).
+    alpha : default level of the intervals in ``summary`` and ``to_frame``.
+    cov_type : statsmodels covariance type (default: model-based, or "HC0" with weights).
+    drop_variance_above : Section 5.2 option 1: drop estimates whose variance is at least this
+        (the paper uses 1e3) before combining; counts are in ``MIResult.n_dropped``.
+    penalty, n_bootstrap : Section 5.2 option 2: fit with the L2 penalty (alpha/2)|β|² added to
+        the negative log-likelihood summed over rows (the paper uses 1e-5) and estimate the
+        covariance from ``n_bootstrap`` bootstrap refits (the paper uses 50). GLM models only.
+    seed : seeds the bootstrap resampling (only used with ``penalty``).
+    n_jobs : worker processes (None: automatic, processes only for large work; -1: all cores).
+    progress : show a progress bar.
+    model_kwargs, fit_kwargs : passed to the statsmodels model constructor and to ``fit``.
+    """
+    if isinstance(datasets, pd.DataFrame) or not isinstance(datasets, Sequence):
+        raise AnalysisError("datasets must be a list of the m synthetic DataFrames")
+    datasets = list(datasets)
+    if len(datasets) < 2:
+        raise AnalysisError(f"Rubin's rules need at least 2 synthetic datasets, got {len(datasets)}")
+    for i, d in enumerate(datasets):
+        if not isinstance(d, pd.DataFrame) or len(d) == 0:
+            raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
+    spec = resolve_model(model)
+    if formula is None and spec.kind != "callable":
+        raise AnalysisError(f"model {spec.name!r} needs a formula")
+    if penalty is not None:
+        if not spec.supports_penalty:
+            raise AnalysisError("penalty (L2 + bootstrap) is available for 'logit', 'ols' and 'poisson'")
+        if not penalty > 0 or int(n_bootstrap) < 2:
+            raise AnalysisError(f"need penalty > 0 and n_bootstrap >= 2, got {penalty!r}, {n_bootstrap!r}")
+    w = _weights_per_dataset(weights, datasets)
+    opts = FitOptions(
+        formula=formula,
+        cov_type=cov_type,
+        penalty=penalty,
+        n_bootstrap=int(n_bootstrap),
+        model_kwargs=dict(model_kwargs or {}),
+        fit_kwargs=dict(fit_kwargs or {}),
+    )
+    # One independent stream per dataset, so results do not depend on n_jobs or on scheduling.
+    seeds = np.random.SeedSequence(make_rng(seed).integers(0, 2**63 - 1)).spawn(len(datasets))
+    records = run_fits(datasets, spec, opts, w, seeds, choose_n_jobs(n_jobs, datasets, opts), progress)
+    _report(records)
+    good = [r for r in records if r.ok]
+    if len(good) < 2:
+        first = next((r.error for r in records if not r.ok), "")
+        raise AnalysisError(f"only {len(good)} of {len(records)} fits succeeded; first error: {first}")
+
+    names, q, U = _stack(records)
+    v = np.diagonal(U, axis1=1, axis2=2).copy()
+    n_dropped = np.zeros(len(names), dtype=int)
+    if drop_variance_above is not None:
+        q_used, v, n_dropped = drop_extreme_variances(q, v, drop_variance_above)
+        q_comb = q_used
+    else:
+        q_comb = q
+    if n_syn is None:
+        n_syn = float(np.mean([r.nobs for r in good]))
+    combined = rubins_rules(q_comb, v, n=n, n_syn=n_syn, names=names)
+    return MIResult(
+        combined,
+        records,
+        q_comb,
+        U,
+        formula=formula,
+        model=spec.name,
+        n=n,
+        n_syn=n_syn,
+        alpha=alpha,
+        n_dropped=n_dropped,
+        options={"penalty": penalty, "n_bootstrap": int(n_bootstrap), "drop_variance_above": drop_variance_above},
+    )

@@ -1,0 +1,261 @@
+"""The downstream analysis on one synthetic dataset: which model, and how it is fitted.
+
+``model`` may be
+
+* ``"logit"``, ``"ols"``, ``"poisson"``: a statsmodels GLM (Binomial/logit, Gaussian/identity,
+  Poisson/log) on the patsy design of the formula;
+* a statsmodels model class with ``from_formula`` (``sm.Probit``, ``sm.GLM``, ...) or a
+  ``statsmodels.formula.api`` function (``smf.probit``);
+* any other callable ``f(data[, formula][, weights=w]) -> (estimates, covariance)``; estimates
+  as a ``pd.Series`` name the parameters.
+
+Per-row weights (importance weights of Ghalebikesabi et al. 2022) are supported for the GLMs.
+The weighted estimate solves Σ w_i ψ_i(β) = 0, an M-estimator whose valid covariance is the
+sandwich A⁻¹ (Σ w_i² ψ_i ψ_iᵀ) A⁻¹ with A = Σ w_i ∂ψ_i/∂β. statsmodels' GLM with
+``var_weights=w`` multiplies each row's log-likelihood (and so its score) by w_i, and
+``cov_type="HC0"`` then computes exactly that sandwich. ``freq_weights`` would be wrong here: it
+treats w_i as a count of identical independent rows, so the model-based covariance shrinks with
+Σ w_i and the nominal sample size becomes Σ w_i. The sandwich is invariant to rescaling w, so
+unnormalised weights are fine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.errors import AnalysisError
+
+_GLM_FAMILIES = {"logit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved ``model`` argument: kind is ``"glm"``, ``"statsmodels"`` or ``"callable"``."""
+
+    kind: str
+    name: str
+    target: Any = None
+
+    @property
+    def supports_penalty(self) -> bool:
+        return self.kind == "glm"
+
+
+def resolve_model(model: Any) -> ModelSpec:
+    """Interpret the ``model`` argument of :func:`synthinfer.analysis.analyze`."""
+    if isinstance(model, str):
+        key = model.lower()
+        if key not in _GLM_FAMILIES:
+            raise AnalysisError(f"unknown model {model!r}; use one of {sorted(_GLM_FAMILIES)}, a statsmodels model or a callable")
+        return ModelSpec("glm", key, _GLM_FAMILIES[key])
+    if inspect.isclass(model) and hasattr(model, "from_formula"):
+        return ModelSpec("statsmodels", model.__name__, model)
+    owner = getattr(model, "__self__", None)
+    if getattr(model, "__name__", "") == "from_formula" and inspect.isclass(owner):
+        return ModelSpec("statsmodels", owner.__name__, owner)
+    if callable(model):
+        return ModelSpec("callable", getattr(model, "__name__", type(model).__name__), model)
+    raise AnalysisError(f"model must be a name, a statsmodels model or a callable, got {type(model).__name__}")
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    formula: str | None
+    cov_type: str | None = None
+    penalty: float | None = None
+    n_bootstrap: int = 50
+    model_kwargs: dict = field(default_factory=dict)
+    fit_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FitRecord:
+    """What happened on one synthetic dataset.
+
+    ok : whether the fit produced finite estimates and covariance (then used in combining).
+    params, cov : the estimates and their covariance (None when the fit failed).
+    error : the failure message; warnings : messages of warnings raised during the fit.
+    dropped_columns : design columns that were all zero in this dataset (a category absent from
+        it); their parameters are missing (NaN) for this dataset.
+    """
+
+    index: int
+    ok: bool
+    params: pd.Series | None = None
+    cov: pd.DataFrame | None = None
+    nobs: int = 0
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+    dropped_columns: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+def _design(formula: str, data: pd.DataFrame, binary: bool):
+    import patsy
+
+    try:
+        y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
+    except patsy.PatsyError as e:
+        raise AnalysisError(f"formula {formula!r}: {e}") from None
+    if y.shape[1] == 2 and binary:
+        # A two-category outcome expands to two indicator columns; model the last category
+        # (e.g. income[>50K]), as statsmodels does for a 0/1 outcome coded this way.
+        y = y.iloc[:, [1]]
+    if y.shape[1] != 1:
+        raise AnalysisError(
+            f"formula {formula!r}: the outcome expands to {y.shape[1]} columns {list(y.columns)}; "
+            "use a numeric or two-category outcome"
+        )
+    return y.iloc[:, 0], X
+
+
+def _glm_fit(spec: ModelSpec, y, X, w, opts: FitOptions, rng: np.random.Generator | None):
+    import statsmodels.api as sm
+
+    family = getattr(sm.families, spec.target)()
+    model = sm.GLM(y, X, family=family, var_weights=w, **opts.model_kwargs)
+    if opts.penalty is None:
+        cov_type = opts.cov_type or ("HC0" if w is not None else "nonrobust")
+        res = model.fit(cov_type=cov_type, **opts.fit_kwargs)
+        return np.asarray(res.params), np.asarray(res.cov_params())
+    return _penalized_bootstrap(spec, y.to_numpy(), X.to_numpy(), w, opts, rng)
+
+
+def _penalized_fit(spec: ModelSpec, y, X, w, alpha: float):
+    import statsmodels.api as sm
+
+    family = getattr(sm.families, spec.target)()
+    model = sm.GLM(y, X, family=family, var_weights=w)
+    # statsmodels' elastic net minimises -loglik/nobs + (alpha'/2)|β|²; alpha' = alpha/nobs gives
+    # our scale -Σ loglik_i + (alpha/2)|β|² (the intercept is penalised too; negligible at 1e-5).
+    res = model.fit_regularized(method="elastic_net", alpha=alpha / len(y), L1_wt=0.0, refit=False)
+    return np.asarray(res.params)
+
+
+def _penalized_bootstrap(spec, y, X, w, opts: FitOptions, rng):
+    """Section 5.2 of Räisä et al. (2023): a tiny L2 penalty keeps separated coefficients finite;
+    the penalised fit has no model-based variance, so take the covariance of n_bootstrap
+    nonparametric bootstrap refits (rows resampled with replacement, weights carried along)."""
+    est = _penalized_fit(spec, y, X, w, opts.penalty)
+    nobs = len(y)
+    draws = []
+    for _ in range(opts.n_bootstrap):
+        idx = rng.integers(0, nobs, nobs)
+        try:
+            draws.append(_penalized_fit(spec, y[idx], X[idx], None if w is None else w[idx], opts.penalty))
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+            continue
+    draws = np.asarray(draws)
+    if len(draws) < 2:
+        raise AnalysisError(f"only {len(draws)} of {opts.n_bootstrap} bootstrap refits succeeded")
+    return est, np.atleast_2d(np.cov(draws, rowvar=False, ddof=1))
+
+
+def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
+    kwargs = dict(opts.model_kwargs)
+    cov_type = opts.cov_type
+    if w is not None:
+        import statsmodels.api as sm
+
+        if not issubclass(spec.target, sm.GLM):
+            raise AnalysisError(
+                f"per-row weights need a GLM ('logit', 'ols', 'poisson' or sm.GLM), not {spec.name}"
+            )
+        kwargs["var_weights"] = w
+        cov_type = cov_type or "HC0"
+    model = spec.target.from_formula(opts.formula, data=data, **kwargs)
+    names = list(model.exog_names)
+    zero = ~np.any(model.exog, axis=0)
+    if zero.any():
+        # a category absent from this dataset: refit without its all-zero design column
+        model = spec.target(model.endog, model.exog[:, ~zero], **kwargs)
+    fit_kwargs = dict(opts.fit_kwargs)
+    if "disp" in inspect.signature(model.fit).parameters:
+        fit_kwargs.setdefault("disp", 0)
+    if cov_type is not None:
+        fit_kwargs["cov_type"] = cov_type
+    res = model.fit(**fit_kwargs)
+    kept = [nm for nm, z in zip(names, zero, strict=True) if not z]
+    params = pd.Series(np.asarray(res.params), index=kept).reindex(names)
+    cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=names, columns=names)
+    return params, cov, tuple(nm for nm, z in zip(names, zero, strict=True) if z)
+
+
+def _callable_fit(fn: Callable, data, w, opts: FitOptions):
+    args = (data,) if opts.formula is None else (data, opts.formula)
+    out = fn(*args, weights=w) if w is not None else fn(*args)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise AnalysisError("a model callable must return (estimate vector, covariance matrix)")
+    est, cov = out
+    names = list(est.index) if isinstance(est, pd.Series) else None
+    est = np.atleast_1d(np.asarray(est, dtype=float))
+    cov = np.atleast_2d(np.asarray(cov, dtype=float))
+    if est.ndim != 1 or cov.shape != (est.size, est.size):
+        raise AnalysisError(f"model callable returned estimates {est.shape} and covariance {cov.shape}")
+    names = names or [f"x{i}" for i in range(est.size)]
+    return pd.Series(est, index=names), pd.DataFrame(cov, index=names, columns=names)
+
+
+def fit_dataset(
+    index: int,
+    data: pd.DataFrame,
+    spec: ModelSpec,
+    opts: FitOptions,
+    weights: np.ndarray | None,
+    seed: np.random.SeedSequence | None,
+) -> FitRecord:
+    """Fit the analysis on one dataset; never raises for a failing fit (returns ``ok=False``)."""
+    start = time.perf_counter()
+    dropped: tuple[str, ...] = ()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if spec.kind == "glm":
+                y, X = _design(opts.formula, data, binary=spec.name == "logit")
+                names = list(X.columns)
+                zero = [c for c in names if not np.any(X[c].to_numpy())]
+                if zero:
+                    dropped = tuple(zero)
+                    X = X.drop(columns=zero)
+                if np.linalg.matrix_rank(X.to_numpy()) < X.shape[1]:
+                    raise AnalysisError(
+                        "the design matrix is rank deficient (e.g. the reference category of a "
+                        "factor is absent from this dataset)"
+                    )
+                rng = np.random.default_rng(seed) if opts.penalty is not None else None
+                est, cov = _glm_fit(spec, y, X, weights, opts, rng)
+                kept = list(X.columns)
+                params = pd.Series(est, index=kept).reindex(names)
+                cov = pd.DataFrame(cov, index=kept, columns=kept).reindex(index=names, columns=names)
+            elif spec.kind == "statsmodels":
+                params, cov, dropped = _statsmodels_fit(spec, data, weights, opts)
+            else:
+                params, cov = _callable_fit(spec.target, data, weights, opts)
+            present = params.notna().to_numpy()
+            if not (np.all(np.isfinite(params.to_numpy()[present]))
+                    and np.all(np.isfinite(cov.to_numpy()[np.ix_(present, present)]))):
+                raise AnalysisError("the fit returned non-finite estimates or covariance")
+            ok, error = True, None
+        except Exception as e:  # noqa: BLE001 - any failure of one fit becomes a record
+            params, cov, ok = None, None, False
+            error = f"{type(e).__name__}: {e}"
+    msgs = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    return FitRecord(
+        index=index,
+        ok=ok,
+        params=params,
+        cov=cov,
+        nobs=len(data),
+        error=error,
+        warnings=msgs,
+        dropped_columns=dropped,
+        seconds=time.perf_counter() - start,
+    )

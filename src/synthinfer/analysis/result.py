@@ -1,0 +1,211 @@
+"""The combined result of an analysis over m synthetic datasets (statsmodels-like)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.analysis.combining import CombinedEstimate
+from synthinfer.analysis.models import FitRecord
+from synthinfer.analysis.multivariate import WaldTestResult, reiter_wald_test
+from synthinfer.errors import AnalysisError
+
+
+def _fmt(x: float) -> str:
+    if not np.isfinite(x):
+        return str(x)
+    return f"{x:.3e}" if x != 0 and not 1e-3 <= abs(x) < 1e5 else f"{x:.4f}"
+
+
+def _fmt_p(p: float) -> str:
+    return str(p) if not np.isfinite(p) else ("<0.001" if p < 1e-3 else f"{p:.3f}")
+
+
+def _fmt_df(d: float) -> str:
+    return str(d) if not np.isfinite(d) else (f"{d:.3g}" if d < 10 else f"{d:.1f}")
+
+
+class MIResult:
+    """Estimates and intervals valid for the population, from m synthetic datasets.
+
+    Combined with Rubin's rules for fully synthetic data (Räisä et al. 2023, Supplement B) per
+    coefficient; joint tests with Reiter's (2005) rules (:meth:`wald_test`).
+
+    Attributes
+    ----------
+    params, bse, tvalues, pvalues, df : per-coefficient ``pd.Series`` (estimate q̄, standard
+        error √T*, t statistic, two-sided p-value, degrees of freedom ν).
+    cov : combined covariance ``pd.DataFrame``: T_f = (1 + 1/m) B - Ū over the datasets with all
+        coefficients, with the diagonal replaced by T* (so it matches ``bse``). It need not be
+        positive definite (T_f is a difference of two estimates).
+    combined : the underlying :class:`CombinedEstimate`.
+    records : one :class:`FitRecord` per dataset (failures included).
+    n_dropped : per coefficient, how many estimates the variance threshold removed.
+    """
+
+    def __init__(
+        self,
+        combined: CombinedEstimate,
+        records: list[FitRecord],
+        estimates: np.ndarray,
+        covariances: np.ndarray,
+        *,
+        formula: str | None,
+        model: str,
+        n: int | None,
+        n_syn: float,
+        alpha: float,
+        n_dropped: np.ndarray,
+        options: dict,
+    ):
+        self.combined = combined
+        self.records = records
+        self._q = estimates
+        self._U = covariances
+        self.formula = formula
+        self.model = model
+        self.n = n
+        self.n_syn = n_syn
+        self.alpha = alpha
+        self.options = options
+        self.names = list(combined.names)
+        self.n_dropped = pd.Series(n_dropped, index=self.names, name="n_dropped")
+
+    # -- per-coefficient results ------------------------------------------------------------
+    def _series(self, values, name: str) -> pd.Series:
+        return pd.Series(np.asarray(values), index=self.names, name=name)
+
+    @property
+    def params(self) -> pd.Series:
+        return self._series(self.combined.q_bar, "estimate")
+
+    @property
+    def bse(self) -> pd.Series:
+        return self._series(self.combined.se, "std_err")
+
+    @property
+    def tvalues(self) -> pd.Series:
+        return self._series(self.combined.tvalues(), "t")
+
+    @property
+    def pvalues(self) -> pd.Series:
+        return self._series(self.combined.pvalues(), "p_value")
+
+    @property
+    def df(self) -> pd.Series:
+        return self._series(self.combined.df, "df")
+
+    @property
+    def m(self) -> int:
+        """Number of datasets whose fit succeeded."""
+        return sum(r.ok for r in self.records)
+
+    @property
+    def failed(self) -> list[FitRecord]:
+        return [r for r in self.records if not r.ok]
+
+    @property
+    def cov(self) -> pd.DataFrame:
+        k = len(self.names)
+        # complete cases over the coefficients that any dataset estimated
+        estimated = np.any(np.isfinite(self._q), axis=0)
+        complete = np.all(np.isfinite(self._q[:, estimated]), axis=1)
+        if complete.sum() >= 2:
+            q, U = self._q[complete], self._U[complete]
+            m = q.shape[0]
+            dev = q - q.mean(axis=0)
+            with np.errstate(invalid="ignore"):
+                T = (1.0 + 1.0 / m) * (dev.T @ dev) / (m - 1) - U.mean(axis=0)
+        else:
+            T = np.full((k, k), np.nan)
+        T[np.diag_indices(k)] = self.combined.T_star
+        return pd.DataFrame(T, index=self.names, columns=self.names)
+
+    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
+        """(1 - alpha) intervals q̄ ± t_{ν, 1-α/2} √T*, columns ``lower`` and ``upper``."""
+        ci = self.combined.conf_int(alpha)
+        return pd.DataFrame(ci, index=self.names, columns=["lower", "upper"])
+
+    def to_frame(self, alpha: float | None = None) -> pd.DataFrame:
+        """One row per coefficient: estimate, std_err, t, p_value, interval, df, m, fallback,
+        n_dropped, and the ingredients b, v_bar, r of the combining rules."""
+        out = self.combined.to_frame(self.alpha if alpha is None else alpha)
+        out.index = self.names
+        out.insert(out.columns.get_loc("fallback") + 1, "n_dropped", self.n_dropped.to_numpy())
+        return out
+
+    # -- joint tests --------------------------------------------------------------------------
+    def wald_test(self, terms: Sequence[str] | str | None = None, *, r_matrix=None, null=None) -> WaldTestResult:
+        """Reiter (2005) test that the named coefficients are jointly ``null`` (default 0).
+
+        ``terms`` may name coefficients, or a prefix such as ``"C(race)"`` selecting all its
+        levels; or pass a restriction matrix ``r_matrix`` (k x p) for H0: R β = null.
+        """
+        if r_matrix is None:
+            if terms is None:
+                raise AnalysisError("give the terms to test (or r_matrix)")
+            if isinstance(terms, str):
+                # levels estimated in no dataset (a category absent everywhere) are not testable
+                estimated = np.any(np.isfinite(self._q), axis=0)
+                chosen = [
+                    nm
+                    for nm, est in zip(self.names, estimated, strict=True)
+                    if (nm == terms or nm.startswith(terms + "[")) and est
+                ]
+            else:
+                chosen = list(terms)
+            unknown = [t for t in chosen if t not in self.names]
+            if not chosen or unknown:
+                raise AnalysisError(f"no such coefficient(s) {unknown or terms!r}; have {self.names}")
+            r_matrix = np.zeros((len(chosen), len(self.names)))
+            for i, t in enumerate(chosen):
+                r_matrix[i, self.names.index(t)] = 1.0
+        return reiter_wald_test(self._q, self._U, null, r_matrix=r_matrix, n=self.n, n_syn=self.n_syn)
+
+    # -- presentation -------------------------------------------------------------------------
+    def summary(self, alpha: float | None = None):
+        """A statsmodels ``Summary`` (``print`` it, or ``.as_text()`` / ``.as_html()``)."""
+        from statsmodels.iolib.summary2 import Summary
+
+        a = self.alpha if alpha is None else alpha
+        frame = self.to_frame(a)
+        table = pd.DataFrame(index=frame.index)
+        cols = ["Coef.", "Std.Err.", "t", "P>|t|", f"[{a / 2:g}", f"{1 - a / 2:g}]", "df"]
+        for name, src in zip(cols, frame.columns[:7], strict=True):
+            fmt = _fmt_p if name == "P>|t|" else (_fmt_df if name == "df" else _fmt)
+            table[name] = [fmt(x) for x in frame[src]]
+        if frame["n_dropped"].any() or (frame["m"] != self.m).any():
+            table["m"] = frame["m"].astype(int).astype(str)
+        table["note"] = np.where(frame["fallback"], "T*", "")
+        info = {
+            "Model:": self.model,
+            "Formula:": self.formula or "-",
+            "Combining rules:": "fully synthetic (Raghunathan et al. 2003; Reiter 2002)",
+            "Datasets used:": f"{self.m} of {len(self.records)}",
+            "n (private):": "-" if self.n is None else str(self.n),
+            "n_syn:": f"{self.n_syn:g}",
+        }
+        if self.options.get("penalty") is not None:
+            info["L2 penalty / bootstrap:"] = f"{self.options['penalty']:g} / {self.options['n_bootstrap']}"
+        if self.options.get("drop_variance_above") is not None:
+            info["Dropped var >=:"] = f"{self.options['drop_variance_above']:g} ({int(self.n_dropped.sum())} estimates)"
+        s = Summary()
+        s.add_title("Synthetic-data inference (Rubin's rules for fully synthetic data)")
+        s.add_dict(info)
+        s.add_df(table)
+        notes = []
+        if frame["fallback"].any():
+            notes.append("T*: T < 0, so the variance is the fallback (n_syn/n) v̄ with a normal reference.")
+        if self.failed:
+            notes.append(f"{len(self.failed)} fit(s) failed and were left out; see .records.")
+        for note in notes:
+            s.add_text(note)
+        return s
+
+    def __repr__(self) -> str:
+        return (
+            f"MIResult(model={self.model!r}, formula={self.formula!r}, m={self.m}/{len(self.records)}, "
+            f"k={len(self.names)})"
+        )

@@ -1,0 +1,128 @@
+"""``synthinfer analyze``: the analyst's command, run on a release bundle."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.table import Table
+
+from synthinfer.cli.app import app
+from synthinfer.cli.common import console, user_errors
+
+
+def _num(x: float, digits: int = 4) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.2e}" if x != 0 and not 1e-3 <= abs(x) < 1e5 else f"{x:.{digits}f}"
+
+
+def _json_value(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+@app.command("analyze")
+def analyze_cmd(
+    release: Path = typer.Argument(..., help="Release bundle (directory or .zip) written by the data holder."),
+    formula: str = typer.Option(..., "--formula", "-f", help='Patsy formula, e.g. "income ~ age + C(race) + C(sex)".'),
+    model: str = typer.Option("logit", "--model", "-m", help="logit, ols or poisson."),
+    alpha: float = typer.Option(0.05, help="Intervals have level 1 - alpha."),
+    drop_variance_above: float | None = typer.Option(
+        None, help="Drop estimates with variance >= this before combining (paper: 1e3)."
+    ),
+    penalty: float | None = typer.Option(None, help="Tiny L2 penalty with bootstrap variances (paper: 1e-5)."),
+    n_bootstrap: int = typer.Option(50, help="Bootstrap refits per dataset with --penalty."),
+    no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Fit FORMULA on every synthetic dataset of RELEASE and combine with Rubin's rules for
+    synthetic data; intervals are for the population, not for the synthetic data."""
+    from synthinfer.release import open_release
+
+    with user_errors():
+        rel = open_release(release)
+        res = rel.analyze(
+            formula,
+            model=model,
+            use_weights=False if no_weights else None,
+            alpha=alpha,
+            drop_variance_above=drop_variance_above,
+            penalty=penalty,
+            n_bootstrap=n_bootstrap,
+            n_jobs=jobs,
+            progress=progress and not as_json,
+        )
+    frame = res.to_frame(alpha)
+    if as_json:
+        out = {
+            "release": str(release),
+            "formula": formula,
+            "model": res.model,
+            "alpha": alpha,
+            "m_used": res.m,
+            "m": len(res.records),
+            "n": res.n,
+            "n_syn": res.n_syn,
+            "failed": [{"dataset": r.index, "error": r.error} for r in res.failed],
+            "coefficients": [
+                {"name": name, **{k: _json_value(v.item() if hasattr(v, "item") else v) for k, v in row.items()}}
+                for name, row in frame.iterrows()
+            ],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    lo, hi = frame.columns[4], frame.columns[5]
+    show_m = bool((frame["m"] != res.m).any())
+    show_note = bool(frame["fallback"].any())
+    table = Table(
+        title=f"{res.model}: {formula}",
+        box=box.SIMPLE_HEAD,
+        caption=(
+            f"{res.m} of {len(res.records)} synthetic datasets, n = {res.n}, n_syn = {res.n_syn:g}; "
+            "Rubin's rules for fully synthetic data"
+            + ("; T*: fallback variance (n_syn/n) v̄, normal reference" if show_note else "")
+        ),
+    )
+    rows = []
+    for name, row in frame.iterrows():
+        p = row["p_value"]
+        cells = [
+            str(name),
+            _num(row["estimate"]),
+            _num(row["std_err"]),
+            _num(row["t"], 2),
+            "nan" if not math.isfinite(p) else ("<0.001" if p < 1e-3 else f"{p:.3f}"),
+            _num(row[lo]),
+            _num(row[hi]),
+            _num(row["df"], 1),
+        ]
+        if show_m:
+            cells.append(str(int(row["m"])))
+        if show_note:
+            cells.append("T*" if row["fallback"] else "")
+        rows.append(cells)
+    headers = ["term", "estimate", "std err", "t", "P>|t|", lo, hi, "df"] + ["m"] * show_m + [""] * show_note
+    widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(headers)]
+    if sum(widths) + 2 * len(widths) > console.width:
+        # a narrow terminal: keep the term names and intervals, leave t and df to --json
+        drop = {3, 7}
+        headers = [h for j, h in enumerate(headers) if j not in drop]
+        rows = [[c for j, c in enumerate(r) if j not in drop] for r in rows]
+        table.caption += " (t and df: widen the terminal or use --json)"
+    for j, col in enumerate(headers):
+        if j == 0:
+            # long term names wrap; numbers are never cut
+            table.add_column(col, overflow="fold", min_width=min(20, max(len(r[0]) for r in rows)))
+        else:
+            width = max(len(col), *(len(r[j]) for r in rows))
+            table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for cells in rows:
+        table.add_row(*cells)
+    console.print(table)

@@ -1,0 +1,474 @@
+"""NAPSU-MQ: noise-aware private synthetic data from marginal queries (Räisä et al. 2023).
+
+Algorithm 1 of the paper, as a scikit-learn style estimator:
+
+1. canonical (identifiable) queries ``a*`` of the user's marginals (Supplement C);
+2. ``s~ = a*(X) + N(0, sigma_DP^2 I)``, the analytic Gaussian mechanism (Theorem 3.6) with
+   sensitivity ``sqrt(2 n_s)`` (Theorem 3.5), charged to a :class:`PrivacyLedger`;
+3. Bayesian inference of ``p(theta | s~)`` under the noise-aware model (eq. 6): Laplace
+   approximation or NUTS (Section 4, Supplement E);
+4. ``theta_i ~ p(theta | s~)`` and ``X_i ~ MED_theta_i^{n_syn}`` for ``i = 1..m``.
+
+Everything after step 2 is post-processing of ``s~`` (Theorem 3.7), so the fitted generator,
+its posterior draws and any number of synthetic datasets are (epsilon, delta)-DP.
+Optionally, extra 2-way marginals are chosen privately by MST (:mod:`.mst`) from a separate
+share of the same budget.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
+from synthinfer.errors import NotFittedError, SynthinferError
+from synthinfer.generate import inference as inf
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
+from synthinfer.privacy.randomness import SeedLike
+
+Inference = Literal["nuts", "laplace", "mle"]
+_FORMAT = "synthinfer.napsu_mq/1"
+#: Noise level the authors used in inference for the "without noise awareness" ablation (Fig. 3b).
+NON_NOISE_AWARE_SIGMA = 0.005
+
+# Networks are cached per (domain, marginals) so repeated fits (studies, refits at other
+# epsilons) reuse their compiled JAX code: compilation is keyed on the network object.
+_NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def _network(domain: Domain, marginals: Sequence[Marginal]):
+    from synthinfer.models.canonical import CanonicalQueries
+    from synthinfer.models.markov_network import MarkovNetwork
+
+    key = (domain, tuple(m.columns for m in marginals))
+    if key in _NETWORKS:
+        _NETWORKS.move_to_end(key)
+        return _NETWORKS[key]
+    net = MarkovNetwork(CanonicalQueries(domain, marginals))
+    _NETWORKS[key] = net
+    while len(_NETWORKS) > 8:
+        _NETWORKS.popitem(last=False)
+    return net
+
+
+class NapsuMQ:
+    """Noise-aware synthetic data generator from noisy marginal queries (NAPSU-MQ).
+
+    Parameters
+    ----------
+    marginals : column tuples, each a full set of marginal queries, e.g.
+        ``[("age", "income"), ("race", "income")]``. Include every marginal the downstream
+        analysis depends on (Section 4.1: otherwise Rubin's rules cannot be valid).
+    epsilon, delta : the total privacy budget of this fit (selection + measurement).
+    inference : ``"nuts"`` (default; NUTS preconditioned by the Laplace fit), ``"laplace"``
+        (Gaussian at the MAP), or ``"mle"`` (the non-noise-aware PGM point estimate of
+        Supplement D; a baseline for comparisons, not for valid inference).
+    select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals)
+        or ``"mst"`` (add enough to span all columns).
+    mst_budget_fraction : share of (epsilon, delta) spent on the MST selection when
+        ``select_extra`` is on; the measurement gets the rest.
+    n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
+        800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws
+        are taken from the Gaussian.
+    prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10).
+    laplace_max_iter, laplace_max_restarts : L-BFGS settings (Supplement E).
+    noise_aware : ``False`` runs inference as if the noise were ``sigma_DP = 0.005``
+        (the "-NA" ablation of Fig. 3b). Only for studies.
+    seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
+        only choice for a real release) draws the DP noise from OS entropy.
+
+    Attributes (after ``fit``)
+    --------------------------
+    marginals_ : the fixed plus selected marginals; queries_ : the CanonicalQueries;
+    network_ : the MarkovNetwork; noisy_counts_ : ``s~``; sigma_dp_ : the noise std;
+    n_ : number of rows; posterior_ : ArviZ InferenceData (variable ``theta``);
+    diagnostics_ : dict (Laplace info, R-hat, ESS, divergences, gradient evaluations, timings);
+    ledger_ : the PrivacyLedger charged; privacy_ : its record plus mechanism details.
+    """
+
+    def __init__(
+        self,
+        marginals: Sequence[Sequence[str] | str | Marginal],
+        epsilon: float = 1.0,
+        delta: float = 1e-9,
+        inference: Inference = "nuts",
+        *,
+        select_extra: int | Literal["mst"] = 0,
+        mst_budget_fraction: float = 0.1,
+        n_chains: int = 4,
+        num_warmup: int = 800,
+        num_samples: int = 2000,
+        max_tree_depth: int = 12,
+        prior_sd: float = inf.PRIOR_SD,
+        laplace_max_iter: int = 6000,
+        laplace_max_restarts: int = 5,
+        noise_aware: bool = True,
+        seed: SeedLike = None,
+    ):
+        self.marginals = marginals
+        self.epsilon = epsilon
+        self.delta = delta
+        self.inference = inference
+        self.select_extra = select_extra
+        self.mst_budget_fraction = mst_budget_fraction
+        self.n_chains = n_chains
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.max_tree_depth = max_tree_depth
+        self.prior_sd = prior_sd
+        self.laplace_max_iter = laplace_max_iter
+        self.laplace_max_restarts = laplace_max_restarts
+        self.noise_aware = noise_aware
+        self.seed = seed
+
+    # ------------------------------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """Constructor settings, JSON-ready (the seed's value is never included)."""
+        return {
+            "marginals": [list(m.columns) for m in as_marginals(self.marginals)],
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "inference": self.inference,
+            "select_extra": self.select_extra,
+            "mst_budget_fraction": self.mst_budget_fraction,
+            "n_chains": self.n_chains,
+            "num_warmup": self.num_warmup,
+            "num_samples": self.num_samples,
+            "max_tree_depth": self.max_tree_depth,
+            "prior_sd": self.prior_sd,
+            "laplace_max_iter": self.laplace_max_iter,
+            "laplace_max_restarts": self.laplace_max_restarts,
+            "noise_aware": self.noise_aware,
+        }
+
+    def _check_settings(self) -> None:
+        if self.inference not in ("nuts", "laplace", "mle"):
+            raise SynthinferError(f"inference must be 'nuts', 'laplace' or 'mle', got {self.inference!r}")
+        if not (self.select_extra == "mst" or (isinstance(self.select_extra, (int, np.integer)) and self.select_extra >= 0)):
+            raise SynthinferError(f"select_extra must be a non-negative int or 'mst', got {self.select_extra!r}")
+        if self.select_extra and not (0 < self.mst_budget_fraction < 1):
+            raise SynthinferError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
+        for name in ("n_chains", "num_samples"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise SynthinferError(f"{name} must be a positive integer, got {v!r}")
+        if not (isinstance(self.num_warmup, (int, np.integer)) and self.num_warmup >= 0):
+            raise SynthinferError(f"num_warmup must be a non-negative integer, got {self.num_warmup!r}")
+
+    # ------------------------------------------------------------------------------------
+    def fit(
+        self,
+        data: pd.DataFrame,
+        domain: Domain,
+        ledger: PrivacyLedger | None = None,
+        *,
+        progress: Callable[[str], None] | None = None,
+    ) -> NapsuMQ:
+        """Measure the marginals privately and infer the posterior of MED_theta's parameters.
+
+        ``data`` must have every Domain column with values in the Domain (missing values are
+        errors). ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
+        with exactly that total is created. ``progress(stage)`` is called at each stage.
+        """
+        self._check_settings()
+        budget = PrivacyBudget(self.epsilon, self.delta)
+        if budget.delta <= 0:
+            raise SynthinferError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
+        fixed = as_marginals(self.marginals)
+        QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
+        ledger = PrivacyLedger(budget) if ledger is None else ledger
+        if not ledger.can_spend(budget.epsilon, budget.delta):
+            ledger.spend("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")  # raises
+        rng = make_rng(self.seed)
+        stage = progress or (lambda s: None)
+        codes = encode(data, domain)
+        n = int(codes.shape[0])
+        timings: dict[str, float] = {}
+
+        # -- query selection (own budget share) ------------------------------------------
+        selected: list[Marginal] = []
+        meas_budget = budget
+        if self.select_extra:
+            from synthinfer.generate.mst import n_spanning_edges, select_mst_marginals
+
+            k = n_spanning_edges(domain, fixed) if self.select_extra == "mst" else int(self.select_extra)
+            if k > 0:
+                stage("selecting marginals (MST)")
+                t0 = time.perf_counter()
+                sel_budget, meas_budget = budget.split(self.mst_budget_fraction, 1 - self.mst_budget_fraction)
+                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger, seed=rng)
+                timings["selection"] = time.perf_counter() - t0
+        marginals = tuple(fixed) + tuple(selected)
+
+        # -- canonical queries and the Gaussian mechanism ---------------------------------
+        stage("measuring marginals")
+        t0 = time.perf_counter()
+        network = _network(domain, marginals)
+        queries = network.queries
+        counts = queries.count(codes)
+        noisy, sigma = gaussian_mechanism(
+            counts,
+            sensitivity=queries.l2_sensitivity,
+            epsilon=meas_budget.epsilon,
+            delta=meas_budget.delta,
+            ledger=ledger,
+            seed=rng,
+            name="napsu-mq: canonical marginal queries",
+        )
+        del counts, codes
+        timings["network_and_measurement"] = time.perf_counter() - t0
+
+        self.marginals_ = marginals
+        self.selected_marginals_ = tuple(selected)
+        self.domain_ = domain
+        self.network_ = network
+        self.queries_ = queries
+        self.noisy_counts_ = noisy
+        self.sigma_dp_ = float(sigma)
+        self.n_ = n
+        self.ledger_ = ledger
+        self.seed_fixed_ = seed_fixed(self.seed)
+        self._infer(rng, stage, timings)
+        self.privacy_ = self._privacy_record()
+        return self
+
+    def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
+        net = self.network_
+        sigma_inf = self.sigma_dp_ if self.noise_aware else NON_NOISE_AWARE_SIGMA
+        diag: dict[str, Any] = {"inference": self.inference, "noise_aware": self.noise_aware, "sigma_inference": sigma_inf}
+        stats = None
+        if self.inference == "mle":
+            stage("maximum likelihood (PGM objective)")
+            t0 = time.perf_counter()
+            res = inf.maximum_likelihood_pgm(net.mean, self.noisy_counts_, self.n_, rng=rng)
+            timings["mle"] = time.perf_counter() - t0
+            draws = res.x[None, None, :]
+            diag["mle"] = {"converged": res.converged, "loss": res.loss, "iterations": res.n_iterations,
+                           "gradient_evaluations": res.n_grad_evals, "restarts": res.n_restarts}
+        else:
+            stage("Laplace approximation")
+            lap = inf.laplace_approximation(
+                net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, prior_sd=self.prior_sd,
+                max_iter=self.laplace_max_iter, max_restarts=self.laplace_max_restarts, rng=rng,
+            )
+            timings["laplace"] = lap.seconds
+            diag["laplace"] = lap.info()
+            self.laplace_ = lap
+            if self.inference == "laplace":
+                draws = lap.sample(self.n_chains * self.num_samples, rng).reshape(self.n_chains, self.num_samples, -1)
+            else:
+                stage("NUTS")
+                res = inf.nuts_sample(
+                    net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap, prior_sd=self.prior_sd,
+                    n_chains=self.n_chains, num_warmup=self.num_warmup, num_samples=self.num_samples,
+                    max_tree_depth=self.max_tree_depth, rng=rng,
+                )
+                draws = res.draws
+                stats = {"diverging": res.diverging}
+                timings["nuts"] = res.seconds
+                diag["nuts"] = {
+                    "gradient_evaluations": res.n_grad_evals,
+                    "gradient_evaluations_warmup": res.n_grad_evals_warmup,
+                    "divergences": int(res.diverging.sum()),
+                    "step_size": res.step_size.tolist(),
+                }
+        self.posterior_ = inf.to_inference_data(draws, sample_stats=stats, attrs={"inference": self.inference})
+        if self.inference == "nuts":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                conv = inf.convergence_diagnostics(self.posterior_)
+            diag["nuts"].update(conv)
+            if diag["nuts"]["divergences"]:
+                warnings.warn(
+                    f"NUTS: {diag['nuts']['divergences']} divergent transitions after warmup",
+                    inf.ConvergenceWarning, stacklevel=3,
+                )
+        diag["timings"] = timings
+        self.diagnostics_ = diag
+
+    def _privacy_record(self) -> dict[str, Any]:
+        rec = self.ledger_.to_dict()
+        rec.update({
+            "mechanism": "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on canonical marginal queries",
+            "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta)},
+            "l2_sensitivity": float(self.queries_.l2_sensitivity),
+            "sigma_dp": self.sigma_dp_,
+            "n_queries": int(self.queries_.dimension),
+            "seed_fixed": self.seed_fixed_,
+        })
+        return rec
+
+    # ------------------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "posterior_"):
+            raise NotFittedError("this NapsuMQ is not fitted yet; call fit(data, domain) first")
+
+    @property
+    def draws_(self) -> np.ndarray:
+        """Posterior draws of theta as an array ``(chains, draws, d)``."""
+        self._check_fitted()
+        return np.asarray(self.posterior_.posterior["theta"].values)
+
+    def generate(
+        self,
+        m: int = 100,
+        n: int | None = None,
+        seed: SeedLike = None,
+        midpoints: bool | Sequence[str] = False,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[pd.DataFrame]:
+        """``m`` synthetic datasets of ``n`` rows (default: the real ``n``), decoded to categories.
+
+        Dataset ``i`` is an exact i.i.d. sample of ``MED_theta_i`` for a posterior draw
+        ``theta_i`` (Algorithm 1, last step); the draws are taken without replacement from the
+        stored posterior sample (with replacement if ``m`` exceeds it). With ``midpoints``,
+        discretised columns come back as bin midpoints (Supplement F). ``progress(done, m)``
+        is called after each batch.
+        """
+        self._check_fitted()
+        if not (isinstance(m, (int, np.integer)) and m >= 1):
+            raise SynthinferError(f"m must be a positive integer, got {m!r}")
+        n = self.n_ if n is None else n
+        if not (isinstance(n, (int, np.integer)) and n >= 1):
+            raise SynthinferError(f"n must be a positive integer, got {n!r}")
+        rng = make_rng(seed)
+        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
+        idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
+        thetas = flat[idx]
+        # Batches of a fixed size (the last one padded) so sample_many compiles once per n.
+        batch = max(1, min(m, int(2e7 // max(1, n * len(self.domain_)))))
+        out: list[pd.DataFrame] = []
+        from synthinfer._jax import jnp
+
+        for start in range(0, m, batch):
+            chunk = thetas[start : start + batch]
+            pad = batch - chunk.shape[0]
+            if pad:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
+            codes = np.asarray(self.network_.sample_many(jnp.asarray(chunk), int(n), jax_key(rng)))
+            for i in range(batch - pad):
+                out.append(decode(codes[i], self.domain_, midpoints=midpoints))
+            if progress:
+                progress(len(out), m)
+        return out
+
+    # ------------------------------------------------------------------------------------
+    def summary(self) -> str:
+        """A short text report of the fit: queries, privacy spend and inference diagnostics."""
+        self._check_fitted()
+        d = self.diagnostics_
+        lines = [
+            f"NAPSU-MQ fit: n = {self.n_}, {len(self.marginals_)} marginals "
+            f"({len(self.selected_marginals_)} selected by MST), {self.queries_.dimension} canonical queries",
+            f"privacy: epsilon = {self.ledger_.spent[0]:.4g}, delta = {self.ledger_.spent[1]:.3g} spent; "
+            f"sigma_DP = {self.sigma_dp_:.4g}",
+            f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)"),
+        ]
+        if "laplace" in d:
+            la = d["laplace"]
+            lines.append(f"  Laplace: converged={la['converged']}, restarts={la['restarts']}, "
+                         f"{la['gradient_evaluations']} gradient evaluations, {la['seconds']:.2f} s")
+        if "nuts" in d:
+            nu = d["nuts"]
+            lines.append(f"  NUTS: max R-hat {nu['rhat_max']:.4f}, min bulk ESS {nu['ess_bulk_min']:.0f}, "
+                         f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
+        return "\n".join(lines)
+
+    def save(self, path: str | Path) -> None:
+        """Write the fitted generator to one ``.npz`` file (atomically).
+
+        Saved: settings (never the seed's value), Domain, marginals, canonical query indices,
+        noisy counts, sigma_DP, n, posterior draws, diagnostics and the ledger record. No
+        rows of the real data and no exact counts are saved.
+        """
+        self._check_fitted()
+        from synthinfer._io import atomic_write
+
+        meta = {
+            "format": _FORMAT,
+            "params": self.get_params(),
+            "domain": self.domain_.to_dict(),
+            "marginals": [list(m.columns) for m in self.marginals_],
+            "selected_marginals": [list(m.columns) for m in self.selected_marginals_],
+            "n": self.n_,
+            "sigma_dp": self.sigma_dp_,
+            "seed_fixed": self.seed_fixed_,
+            "ledger": self.ledger_.to_dict(),
+            "diagnostics": self.diagnostics_,
+        }
+        arrays = {
+            "meta": np.frombuffer(json.dumps(meta, default=_json_default).encode(), dtype=np.uint8),
+            "noisy_counts": self.noisy_counts_,
+            "kept": np.asarray(self.queries_.kept),
+            "draws": self.draws_,
+        }
+        if "sample_stats" in self.posterior_.groups():
+            arrays["diverging"] = np.asarray(self.posterior_.sample_stats["diverging"].values)
+
+        def write(tmp: Path) -> None:
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **arrays)
+            tmp.write_bytes(buf.getvalue())
+
+        atomic_write(Path(path), write)
+
+    @classmethod
+    def load(cls, path: str | Path) -> NapsuMQ:
+        """Read a generator written by :meth:`save` (it can generate, not refit)."""
+        with np.load(Path(path), allow_pickle=False) as z:
+            try:
+                meta = json.loads(bytes(z["meta"]).decode())
+            except KeyError:
+                raise SynthinferError(f"{path} is not a saved NapsuMQ generator") from None
+            if meta.get("format") != _FORMAT:
+                raise SynthinferError(f"{path}: unknown format {meta.get('format')!r} (expected {_FORMAT})")
+            arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
+        params = dict(meta["params"])
+        obj = cls(**params)
+        domain = Domain.from_dict(meta["domain"])
+        marginals = as_marginals(meta["marginals"])
+        net = _network(domain, marginals)
+        if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
+            raise SynthinferError(f"{path}: its canonical queries differ from this version's; cannot load")
+        obj.marginals_ = marginals
+        obj.selected_marginals_ = as_marginals(meta["selected_marginals"])
+        obj.domain_ = domain
+        obj.network_ = net
+        obj.queries_ = net.queries
+        obj.noisy_counts_ = arrays["noisy_counts"]
+        obj.sigma_dp_ = float(meta["sigma_dp"])
+        obj.n_ = int(meta["n"])
+        obj.seed_fixed_ = bool(meta["seed_fixed"])
+        obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])
+        obj.diagnostics_ = meta["diagnostics"]
+        stats = {"diverging": arrays["diverging"]} if "diverging" in arrays else None
+        obj.posterior_ = inf.to_inference_data(arrays["draws"], sample_stats=stats, attrs={"inference": params["inference"]})
+        obj.privacy_ = obj._privacy_record()
+        return obj
+
+    def __repr__(self) -> str:
+        ms = ", ".join(str(m) for m in as_marginals(self.marginals))
+        return f"NapsuMQ(marginals=[{ms}], epsilon={self.epsilon}, delta={self.delta}, inference={self.inference!r})"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+__all__ = ["NapsuMQ"]

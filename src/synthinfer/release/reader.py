@@ -1,0 +1,182 @@
+"""Opening a release bundle: verify every checksum and the format version, then load it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.data import Domain, Marginal
+from synthinfer.errors import ReleaseError
+from synthinfer.privacy import PrivacyLedger
+from synthinfer.release.manifest import MANIFEST_NAME, check_manifest, sha256_bytes
+
+
+class Release:
+    """An opened, verified release: the m synthetic datasets and how they were made.
+
+    Attributes
+    ----------
+    path : where the bundle was read from.
+    manifest : the parsed ``manifest.json``.
+    datasets : the m synthetic datasets (``DataFrame``; categorical columns keep their Domain
+        categories).
+    weights : per-row weights, one array per dataset, or None.
+    posterior : the posterior draws as ArviZ ``InferenceData``, or None.
+    domain, marginals, ledger : the public Domain, the measured marginals and the privacy record.
+    n, n_syn, m : rows of the private data, rows of each synthetic dataset, number of datasets.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        manifest: dict[str, Any],
+        datasets: list[pd.DataFrame],
+        weights: list[np.ndarray] | None,
+        posterior: Any,
+    ):
+        self.path = path
+        self.manifest = manifest
+        self.datasets = datasets
+        self.weights = weights
+        self.posterior = posterior
+
+    @property
+    def domain(self) -> Domain | None:
+        d = self.manifest.get("domain")
+        return None if d is None else Domain.from_dict(d)
+
+    @property
+    def marginals(self) -> list[Marginal] | None:
+        mg = self.manifest.get("marginals")
+        return None if mg is None else [Marginal(tuple(c)) for c in mg]
+
+    @property
+    def ledger(self) -> PrivacyLedger:
+        return PrivacyLedger.from_dict(self.manifest["privacy"])
+
+    @property
+    def n(self) -> int:
+        return int(self.manifest["n"])
+
+    @property
+    def n_syn(self) -> int | list[int]:
+        return self.manifest["n_syn"]
+
+    @property
+    def m(self) -> int:
+        return int(self.manifest["m"])
+
+    def analyze(self, formula: str, model: Any = "logit", *, use_weights: bool | None = None, **kwargs: Any):
+        """Run ``formula`` on every synthetic dataset and combine with the synthetic-data rules.
+
+        Passes the release's ``n`` (for the T* fallback of Supplement B eq. 10) and, unless
+        ``use_weights=False``, its per-row weights. Other keywords go to
+        :func:`synthinfer.analysis.analyze`.
+        """
+        from synthinfer.analysis import analyze
+
+        if use_weights is None:
+            use_weights = self.weights is not None
+        if use_weights and self.weights is None:
+            raise ReleaseError("use_weights=True, but this release has no weights")
+        kwargs.setdefault("n", self.n)
+        return analyze(
+            self.datasets, formula, model=model, weights=self.weights if use_weights else None, **kwargs
+        )
+
+    def __repr__(self) -> str:
+        eps = self.manifest["privacy"].get("spent", {}).get("epsilon")
+        return (
+            f"Release({str(self.path)!r}, mechanism={self.manifest['mechanism']!r}, m={self.m}, "
+            f"n={self.n}, n_syn={self.n_syn}, epsilon_spent={eps}, "
+            f"weights={'yes' if self.weights is not None else 'no'}, "
+            f"posterior={'yes' if self.posterior is not None else 'no'})"
+        )
+
+
+def _reader_for(path: Path) -> tuple[list[str], Callable[[str], bytes]]:
+    """(list of member files, function reading one) for a bundle directory or zip file."""
+    if path.is_dir():
+        names = [p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()]
+        return names, lambda name: (path / name).read_bytes()
+    if zipfile.is_zipfile(path):
+        zf = zipfile.ZipFile(path)
+        names = [i.filename for i in zf.infolist() if not i.is_dir()]
+        return names, zf.read
+    raise ReleaseError(f"{path} is neither a release directory nor a zip file")
+
+
+def open_release(path: str | os.PathLike) -> Release:
+    """Open the release at ``path`` (directory or zip), verifying it before loading anything.
+
+    Raises :class:`ReleaseError` when the manifest is missing or of a newer format version, when
+    a listed file is missing or its SHA-256 differs from the manifest (a changed file), or when
+    the bundle holds files the manifest does not list.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ReleaseError(f"no release at {path}")
+    names, read = _reader_for(path)
+    if MANIFEST_NAME not in names:
+        raise ReleaseError(f"{path} has no {MANIFEST_NAME}; not a synthinfer release")
+    try:
+        manifest = json.loads(read(MANIFEST_NAME))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReleaseError(f"{path}/{MANIFEST_NAME} is not valid JSON: {e}") from None
+    manifest = check_manifest(manifest)
+
+    listed = manifest["files"]
+    extra = sorted(set(names) - set(listed) - {MANIFEST_NAME})
+    if extra:
+        raise ReleaseError(f"{path} holds files the manifest does not list: {extra}")
+    contents: dict[str, bytes] = {}
+    for name, meta in listed.items():
+        if name not in names:
+            raise ReleaseError(f"{path}: file {name} listed in the manifest is missing")
+        data = read(name)
+        if sha256_bytes(data) != meta.get("sha256"):
+            raise ReleaseError(f"{path}: file {name} was changed after release (SHA-256 mismatch)")
+        contents[name] = data
+
+    weight_col = manifest.get("weight_column")
+    datasets, weights = [], [] if weight_col else None
+    for name in manifest["datasets"]:
+        if name not in contents:
+            raise ReleaseError(f"{path}: dataset {name} is not among the checksummed files")
+        df = pd.read_parquet(io.BytesIO(contents[name]))
+        if weight_col:
+            if weight_col not in df.columns:
+                raise ReleaseError(f"{path}: dataset {name} lacks the weight column {weight_col!r}")
+            weights.append(df.pop(weight_col).to_numpy(dtype=float))
+        for col, cats in (manifest.get("categories") or {}).items():
+            if cats is not None and col in df.columns:
+                df[col] = pd.Categorical(df[col], categories=cats)
+        datasets.append(df)
+    posterior = None
+    if manifest.get("posterior"):
+        posterior = _load_posterior(contents[manifest["posterior"]])
+    return Release(path, manifest, datasets, weights, posterior)
+
+
+def _load_posterior(data: bytes):
+    import arviz as az
+
+    # netCDF readers want a file; load everything into memory so the file can go at once.
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "posterior.nc"
+        f.write_bytes(data)
+        idata = az.from_netcdf(str(f))
+        for group in idata.groups():
+            getattr(idata, group).load()
+        for group in idata.groups():
+            getattr(idata, group).close()
+    return idata

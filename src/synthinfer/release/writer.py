@@ -1,0 +1,301 @@
+"""Writing a release bundle: the unit a data holder publishes (issue 4, "Release bundle").
+
+Layout of a bundle (a directory, or the same tree inside a ``.zip``)::
+
+    manifest.json                  format, provenance, privacy record, SHA-256 of every other file
+    data/synthetic_000.parquet     the m synthetic datasets (optionally with a weight column)
+    ...
+    posterior.nc                   optional posterior draws (ArviZ InferenceData, netCDF4)
+
+The bundle is assembled in a temporary directory beside the target and renamed into place, so
+a failure at any point leaves nothing behind (and an existing release untouched).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from synthinfer.data import Domain, Marginal, as_marginals, decode
+from synthinfer.errors import ReleaseError
+from synthinfer.privacy import PrivacyLedger
+from synthinfer.release.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    check_no_seed,
+    sha256_file,
+    to_jsonable,
+)
+
+#: ``DataFrame.attrs`` key marking a frame as private input. A release refuses such frames.
+PRIVATE_ATTR = "synthinfer.private"
+DATA_DIR = "data"
+POSTERIOR_NAME = "posterior.nc"
+
+
+def mark_private(df: pd.DataFrame) -> pd.DataFrame:
+    """Mark ``df`` (in place, and return it) as private input that must never be released."""
+    df.attrs[PRIVATE_ATTR] = True
+    return df
+
+
+def _synthinfer_version() -> str:
+    from synthinfer import __version__
+
+    return __version__
+
+
+def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[pd.DataFrame]:
+    if isinstance(datasets, (pd.DataFrame, np.ndarray)) or not isinstance(datasets, Sequence):
+        raise ReleaseError(
+            "datasets must be a list of the m synthetic datasets (DataFrames, or (n, d) code arrays "
+            f"with a domain), got {type(datasets).__name__}"
+        )
+    if len(datasets) == 0:
+        raise ReleaseError("a release needs at least one synthetic dataset")
+    frames = []
+    for i, ds in enumerate(datasets):
+        if private_data is not None and ds is private_data:
+            raise ReleaseError(f"dataset {i} is the private input itself; a release holds synthetic data only")
+        if isinstance(ds, np.ndarray):
+            if domain is None:
+                raise ReleaseError(f"dataset {i} is a code array; pass the domain to decode it")
+            ds = decode(ds, domain)
+        if not isinstance(ds, pd.DataFrame):
+            raise ReleaseError(f"dataset {i} is a {type(ds).__name__}, expected a pandas DataFrame")
+        if ds.attrs.get(PRIVATE_ATTR):
+            raise ReleaseError(f"dataset {i} is marked as private input ({PRIVATE_ATTR}); refusing to release it")
+        if len(ds) == 0 or ds.shape[1] == 0:
+            raise ReleaseError(f"dataset {i} is empty")
+        if private_data is not None and isinstance(private_data, pd.DataFrame) and _same_rows(ds, private_data):
+            raise ReleaseError(f"dataset {i} has exactly the rows of the private input; refusing to release it")
+        frames.append(ds)
+    cols = list(frames[0].columns)
+    for i, f in enumerate(frames[1:], start=1):
+        if list(f.columns) != cols:
+            raise ReleaseError(f"dataset {i} has columns {list(f.columns)}, dataset 0 has {cols}")
+    if domain is not None:
+        unknown = [c for c in cols if c not in domain.names]
+        if unknown:
+            raise ReleaseError(f"dataset columns {unknown} are not in the release's Domain {list(domain.names)}")
+    return frames
+
+
+def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    if a.shape != b.shape or list(a.columns) != list(b.columns):
+        return False
+    try:
+        return bool((a.reset_index(drop=True).astype(str) == b.reset_index(drop=True).astype(str)).all().all())
+    except (TypeError, ValueError):
+        return False
+
+
+def _categories(frame: pd.DataFrame) -> dict[str, list | None]:
+    out: dict[str, list | None] = {}
+    for c in frame.columns:
+        dtype = frame[c].dtype
+        cats = list(dtype.categories) if isinstance(dtype, pd.CategoricalDtype) else None
+        out[str(c)] = None if cats is None else to_jsonable(cats, f"categories of column {c!r}")
+    return out
+
+
+def _check_weights(weights: Any, frames: list[pd.DataFrame]) -> list[np.ndarray] | None:
+    if weights is None:
+        return None
+    if len(weights) != len(frames):
+        raise ReleaseError(f"weights: got {len(weights)} weight vectors for {len(frames)} datasets")
+    out = []
+    for i, (w, f) in enumerate(zip(weights, frames, strict=True)):
+        w = np.asarray(w, dtype=float)
+        if w.shape != (len(f),):
+            raise ReleaseError(f"weights[{i}] has shape {w.shape}, dataset {i} has {len(f)} rows")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ReleaseError(f"weights[{i}] must be finite and non-negative")
+        out.append(w)
+    return out
+
+
+def _weight_column(columns: Sequence[str]) -> str:
+    name = "weight"
+    while name in columns:
+        name = "_" + name
+    return name
+
+
+def _posterior_idata(posterior: Any):
+    import arviz as az
+
+    if isinstance(posterior, az.InferenceData):
+        return posterior
+    if isinstance(posterior, Mapping):
+        return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()})
+    raise ReleaseError(
+        f"posterior must be an ArviZ InferenceData or a dict of draw arrays, got {type(posterior).__name__}"
+    )
+
+
+def _check_scalar_args(mechanism: Any, settings: Any, ledger: Any, n: Any, seed_fixed: Any) -> None:
+    if not isinstance(mechanism, str) or not mechanism:
+        raise ReleaseError("mechanism must be a non-empty string naming the synthesiser")
+    if not isinstance(settings, Mapping):
+        raise ReleaseError(f"settings must be a dict, got {type(settings).__name__}")
+    if not isinstance(ledger, PrivacyLedger):
+        raise ReleaseError(f"ledger must be the PrivacyLedger that recorded the spend, got {type(ledger).__name__}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ReleaseError(f"n (rows of the private data) must be a positive integer, got {n!r}")
+    if not isinstance(seed_fixed, (bool, np.bool_)):
+        raise ReleaseError(f"seed_fixed must be True or False, got {seed_fixed!r}")
+
+
+def write_release(
+    path: str | os.PathLike,
+    datasets: Sequence[pd.DataFrame | np.ndarray],
+    *,
+    mechanism: str,
+    settings: Mapping[str, Any],
+    domain: Domain | None,
+    marginals: Sequence[Marginal | Sequence[str]] | None,
+    ledger: PrivacyLedger,
+    n: int,
+    seed_fixed: bool,
+    weights: Sequence[np.ndarray] | None = None,
+    posterior: Any = None,
+    overwrite: bool = False,
+    zip: bool = False,  # noqa: A002 - the issue's name for the option
+    private_data: Any = None,
+) -> Path:
+    """Write the m synthetic ``datasets`` as a release bundle at ``path``; return its path.
+
+    Parameters
+    ----------
+    path : target directory (or zip file with ``zip=True``; ``.zip`` is appended if missing).
+    datasets : the m synthetic datasets, as DataFrames (or ``(n_syn, d)`` code arrays, decoded
+        with ``domain``). Never the private data: frames marked with :func:`mark_private`, the
+        object passed as ``private_data``, or a frame with exactly its rows are refused.
+    mechanism, settings : the synthesiser's name and all its settings (JSON-able; a seed's value
+        is refused, record ``seed_fixed`` instead).
+    domain, marginals : the public Domain and the measured marginals, when the mechanism has them.
+    ledger : the :class:`PrivacyLedger` that recorded the spend; its record (total, spent, and
+        ``(epsilon, delta)`` per component) goes into the manifest.
+    n : the number of rows of the private data (needed by the combining rules, Supplement B
+        eq. 10 of Räisä et al. 2023).
+    seed_fixed : whether the synthesis was seeded (the seed itself is never written).
+    weights : optional per-row weights, one vector per dataset, stored as a column of the
+        dataset files and named in the manifest.
+    posterior : optional posterior draws: ArviZ ``InferenceData`` or a dict of arrays shaped
+        ``(chain, draw, ...)``; stored as netCDF.
+    overwrite : replace an existing release at ``path`` (otherwise :class:`ReleaseError`).
+    zip : write a single zip file instead of a directory.
+    private_data : optionally the private input, to guard against releasing it by mistake.
+    """
+    _check_scalar_args(mechanism, settings, ledger, n, seed_fixed)
+    check_no_seed(settings)
+    settings_json = to_jsonable(dict(settings))
+    frames = _as_frames(datasets, domain, private_data)
+    wts = _check_weights(weights, frames)
+    idata = None if posterior is None else _posterior_idata(posterior)
+    marg = None if marginals is None else [list(mg.columns) for mg in as_marginals(marginals)]
+
+    target = Path(path)
+    if zip and target.suffix.lower() != ".zip":
+        target = target.with_name(target.name + ".zip")
+    if target.exists() and not overwrite:
+        raise ReleaseError(f"{target} already exists; pass overwrite=True to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    m = len(frames)
+    width = max(3, len(str(m - 1)))
+    weight_col = _weight_column(list(frames[0].columns)) if wts is not None else None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp_zip: Path | None = None
+    try:
+        (tmp / DATA_DIR).mkdir()
+        names = []
+        for i, frame in enumerate(frames):
+            rel = f"{DATA_DIR}/synthetic_{i:0{width}d}.parquet"
+            out = frame.reset_index(drop=True)
+            if wts is not None:
+                out = out.assign(**{weight_col: wts[i]})
+            out.to_parquet(tmp / rel, index=False)
+            names.append(rel)
+        if idata is not None:
+            idata.to_netcdf(str(tmp / POSTERIOR_NAME))
+        files = sorted(names + ([POSTERIOR_NAME] if idata is not None else []))
+        n_syn = [len(f) for f in frames]
+        manifest = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "synthinfer_version": _synthinfer_version(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "mechanism": mechanism,
+            "settings": settings_json,
+            "domain": None if domain is None else domain.to_dict(),
+            "marginals": marg,
+            "privacy": to_jsonable(ledger.to_dict(), "privacy"),
+            "n": int(n),
+            "n_syn": n_syn[0] if len(set(n_syn)) == 1 else n_syn,
+            "m": m,
+            "seed_fixed": bool(seed_fixed),
+            "columns": [str(c) for c in frames[0].columns],
+            # Parquet loses the categorical dtype of non-string categories (and so the unused
+            # categories a fixed design matrix needs); record the categories to restore them.
+            "categories": _categories(frames[0]),
+            "weight_column": weight_col,
+            "datasets": names,
+            "posterior": POSTERIOR_NAME if idata is not None else None,
+            "files": {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files},
+        }
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+
+        if zip:
+            fd, zname = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            tmp_zip = Path(zname)
+            # Parquet and netCDF are compressed already: storing is as small and much faster.
+            with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_STORED) as zf:
+                for f in [MANIFEST_NAME, *files]:
+                    zf.write(tmp / f, arcname=f)
+            _install(tmp_zip, target, overwrite)
+            tmp_zip = None
+        else:
+            _install(tmp, target, overwrite)
+            tmp = None  # type: ignore[assignment]
+    finally:
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        if tmp_zip is not None and tmp_zip.exists():
+            tmp_zip.unlink()
+    return target
+
+
+def _install(built: Path, target: Path, overwrite: bool) -> None:
+    """Rename ``built`` to ``target``; with ``overwrite`` move the old release aside first and
+    restore it if the rename fails, so either the old or the new release is in place."""
+    if not target.exists() and not target.is_symlink():
+        os.rename(built, target)
+        return
+    if not overwrite:
+        raise ReleaseError(f"{target} already exists; pass overwrite=True to replace it")
+    trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)) / "old"
+    os.rename(target, trash)
+    try:
+        os.rename(built, target)
+    except BaseException:
+        os.rename(trash, target)
+        raise
+    finally:
+        if trash.exists():
+            shutil.rmtree(trash) if trash.is_dir() else trash.unlink()
+        if trash.parent.exists():
+            trash.parent.rmdir()

@@ -1,0 +1,161 @@
+"""analyze(): formula analysis over m synthetic datasets, records, weights, models, MIResult."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+
+from synthinfer.analysis import MIResult, analyze, rubins_rules
+from synthinfer.errors import AnalysisError, FitFailedWarning
+
+
+def _toy(rng, n=400):
+    x = rng.normal(size=n)
+    g = rng.choice(["a", "b", "c"], n)
+    eta = -0.5 + 1.0 * x + 0.6 * (g == "b") - 0.4 * (g == "c")
+    y = rng.random(n) < 1 / (1 + np.exp(-eta))
+    return pd.DataFrame(
+        {
+            "y": pd.Categorical(np.where(y, ">50K", "<=50K"), categories=["<=50K", ">50K"]),
+            "x": x,
+            "g": pd.Categorical(g, categories=["a", "b", "c"]),
+            "count": rng.poisson(np.exp(0.3 + 0.5 * x)),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def datasets():
+    rng = np.random.default_rng(11)
+    return [_toy(rng) for _ in range(6)]
+
+
+def test_combines_the_individual_fits(datasets):
+    res = analyze(datasets, "y ~ x + C(g)", n=400, progress=False)
+    assert isinstance(res, MIResult) and res.m == 6
+    fits = [
+        smf.glm("yy ~ x + C(g)", d.assign(yy=(d.y == ">50K").astype(float)), family=sm.families.Binomial()).fit()
+        for d in datasets
+    ]
+    q = np.array([f.params.to_numpy() for f in fits])
+    v = np.array([f.bse.to_numpy() ** 2 for f in fits])
+    ref = rubins_rules(q, v, n=400, n_syn=400)
+    np.testing.assert_allclose(res.params.to_numpy(), ref.q_bar)
+    np.testing.assert_allclose(res.bse.to_numpy(), ref.se)
+    np.testing.assert_allclose(res.df.to_numpy(), ref.df)
+    assert list(res.params.index) == list(fits[0].params.index)
+    ci = res.conf_int(0.1)
+    np.testing.assert_allclose(ci.to_numpy(), ref.conf_int(0.1))
+    assert list(ci.columns) == ["lower", "upper"]
+    np.testing.assert_allclose(np.diag(res.cov.to_numpy()), res.bse.to_numpy() ** 2)
+    frame = res.to_frame()
+    assert {"estimate", "std_err", "t", "p_value", "df", "m", "fallback", "n_dropped"} <= set(frame.columns)
+    text = str(res.summary())
+    assert "Coef." in text and "C(g)[T.b]" in text and "P>|t|" in text
+
+
+@pytest.mark.parametrize("model", ["ols", "poisson"])
+def test_ols_and_poisson_match_statsmodels(datasets, model):
+    res = analyze(datasets, "count ~ x", model=model, n=400, progress=False)
+    fam = sm.families.Gaussian() if model == "ols" else sm.families.Poisson()
+    q = np.array([smf.glm("count ~ x", d, family=fam).fit().params.to_numpy() for d in datasets])
+    np.testing.assert_allclose(res.params.to_numpy(), q.mean(axis=0))
+    if model == "ols":
+        ols_bse = np.array([smf.ols("count ~ x", d).fit().bse.to_numpy() for d in datasets])
+        np.testing.assert_allclose(res.combined.v_bar, (ols_bse**2).mean(axis=0))
+
+
+def test_statsmodels_class_and_formula_function(datasets):
+    data = [d.assign(yy=(d.y == ">50K").astype(int)) for d in datasets]
+    a = analyze(data, "yy ~ x", model=smf.probit, n=400, progress=False)
+    b = analyze(data, "yy ~ x", model=sm.Probit, n=400, progress=False)
+    pd.testing.assert_series_equal(a.params, b.params)
+    assert a.model == "Probit"
+
+
+def test_callable_model(datasets):
+    def mean_x(df):
+        x = df["x"].to_numpy()
+        return pd.Series({"mean_x": x.mean()}), np.array([[x.var(ddof=1) / len(x)]])
+
+    res = analyze(datasets, model=mean_x, n=400, progress=False)
+    assert list(res.params.index) == ["mean_x"]
+    assert res.params["mean_x"] == pytest.approx(np.mean([d.x.mean() for d in datasets]))
+
+
+def test_failed_fit_gives_a_warning_and_a_record(datasets):
+    bad = [d.copy() for d in datasets]
+    bad[2].loc[5, "x"] = np.nan  # patsy refuses missing values
+    with pytest.warns(FitFailedWarning, match="dataset 2"):
+        res = analyze(bad, "y ~ x + C(g)", n=400, progress=False)
+    assert res.m == 5 and len(res.records) == 6
+    rec = res.records[2]
+    assert not rec.ok and rec.params is None and "missing" in rec.error.lower()
+    assert all(res.combined.m == 5)
+    assert "1 fit(s) failed" in str(res.summary())
+
+
+def test_all_fits_failing_is_an_error(datasets):
+    with pytest.raises(AnalysisError, match="0 of 6 fits succeeded"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitFailedWarning)
+        analyze(datasets, "y ~ nosuchcolumn", progress=False)
+
+
+def test_absent_category_is_missing_not_a_failure(datasets):
+    data = [d.copy() for d in datasets]
+    for d in data:
+        d["g"] = d["g"].cat.add_categories(["d"])  # a level no dataset has
+    data[0] = data[0][data[0].g != "c"].reset_index(drop=True)  # and one dataset lacks "c"
+    res = analyze(data, "y ~ x + C(g)", n=400, progress=False)
+    assert res.m == 6
+    assert res.records[0].dropped_columns == ("C(g)[T.c]", "C(g)[T.d]")
+    assert res.combined.m[res.names.index("C(g)[T.c]")] == 5
+    assert np.isnan(res.params["C(g)[T.d]"])
+    w = res.wald_test("C(g)")  # tests the estimable levels b and c jointly
+    assert w.df_num == 2 and 0 <= w.pvalue <= 1
+
+
+def _sandwich(d, w, beta):
+    X = np.column_stack([np.ones(len(d)), d.x.to_numpy()])
+    y = (d.y == ">50K").to_numpy(float)
+    p = 1 / (1 + np.exp(-X @ beta))
+    A = (X * (w * p * (1 - p))[:, None]).T @ X
+    S = X * (w * (y - p))[:, None]
+    Ainv = np.linalg.inv(A)
+    return Ainv @ (S.T @ S) @ Ainv
+
+
+def test_weighted_fit_uses_the_importance_weight_sandwich(datasets):
+    rng = np.random.default_rng(5)
+    w = [rng.uniform(0.2, 3.0, len(d)) for d in datasets]
+    res = analyze(datasets, "y ~ x", weights=w, n=400, progress=False)
+    for rec, d, wi in zip(res.records, datasets, w, strict=True):
+        by_hand = _sandwich(d, wi, rec.params.to_numpy())
+        np.testing.assert_allclose(rec.cov.to_numpy(), by_hand, rtol=1e-6)
+    # invariant to rescaling the weights; and a weight column name works too
+    scaled = analyze(datasets, "y ~ x", weights=[7.0 * wi for wi in w], n=400, progress=False)
+    np.testing.assert_allclose(scaled.bse.to_numpy(), res.bse.to_numpy(), rtol=1e-6)
+    named = analyze([d.assign(w=wi) for d, wi in zip(datasets, w, strict=True)], "y ~ x", weights="w", n=400, progress=False)
+    np.testing.assert_allclose(named.params.to_numpy(), res.params.to_numpy())
+
+
+def test_bad_arguments(datasets):
+    with pytest.raises(AnalysisError, match="at least 2"):
+        analyze(datasets[:1], "y ~ x", progress=False)
+    with pytest.raises(AnalysisError, match="unknown model"):
+        analyze(datasets, "y ~ x", model="tobit", progress=False)
+    with pytest.raises(AnalysisError, match="needs a formula"):
+        analyze(datasets, model="logit", progress=False)
+    with pytest.raises(AnalysisError, match="weight column"):
+        analyze(datasets, "y ~ x", weights="nope", progress=False)
+    with pytest.raises(AnalysisError, match="weights\\[0\\]"):
+        analyze(datasets, "y ~ x", weights=[np.ones(3)] * 6, progress=False)
+    with pytest.raises(AnalysisError, match="penalty"):
+        analyze(datasets, model=lambda d: (np.zeros(1), np.eye(1)), penalty=1e-5, progress=False)
+    with pytest.raises(AnalysisError, match="list"):
+        analyze(datasets[0], "y ~ x", progress=False)

@@ -1,0 +1,100 @@
+"""`synthinfer analyze RELEASE ...` and Release.analyze on a written bundle."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from synthinfer.analysis import analyze
+from synthinfer.cli import app
+from synthinfer.privacy import PrivacyLedger
+from synthinfer.release import open_release, write_release
+
+
+def _toy(rng, n=300):
+    age = rng.integers(18, 80, n).astype(float)
+    race = rng.choice(["Black", "Other", "White"], n, p=[0.2, 0.1, 0.7])
+    sex = rng.choice(["Female", "Male"], n)
+    eta = -3 + 0.05 * age + 0.4 * (sex == "Male") - 0.3 * (race == "Black")
+    income = np.where(rng.random(n) < 1 / (1 + np.exp(-eta)), ">50K", "<=50K")
+    return pd.DataFrame(
+        {
+            "income": pd.Categorical(income, categories=["<=50K", ">50K"]),
+            "age": age,
+            "race": pd.Categorical(race, categories=["Black", "Other", "White"]),
+            "sex": pd.Categorical(sex, categories=["Female", "Male"]),
+        }
+    )
+
+
+FORMULA = "income ~ age + C(race) + C(sex)"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    rng = np.random.default_rng(4)
+    datasets = [_toy(rng) for _ in range(5)]
+    weights = [rng.uniform(0.5, 1.5, 300) for _ in range(5)]
+    ledger = PrivacyLedger((1.0, 1e-6))
+    ledger.spend("marginals", 1.0, 1e-6, mechanism="gaussian")
+    path = write_release(
+        tmp_path_factory.mktemp("rel") / "adult",
+        datasets,
+        mechanism="toy",
+        settings={"epsilon": 1.0},
+        domain=None,
+        marginals=None,
+        ledger=ledger,
+        n=250,
+        seed_fixed=True,
+        weights=weights,
+    )
+    return path, datasets, weights
+
+
+def test_release_analyze_uses_n_and_weights(release):
+    path, datasets, weights = release
+    res = open_release(path).analyze(FORMULA, model="logit", progress=False)
+    ref = analyze(datasets, FORMULA, weights=weights, n=250, progress=False)
+    pd.testing.assert_series_equal(res.params, ref.params)
+    pd.testing.assert_series_equal(res.bse, ref.bse)
+    assert res.n == 250
+    unweighted = open_release(path).analyze(FORMULA, use_weights=False, progress=False)
+    assert not np.allclose(unweighted.params, res.params)
+
+
+def test_cli_table(release):
+    path, _, _ = release
+    out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--model", "logit", "--no-progress"], env={"COLUMNS": "140"})
+    assert out.exit_code == 0, out.output
+    for term in ("Intercept", "C(race)[T.White]", "C(sex)[T.Male]", "age", "estimate", "P>|t|"):
+        assert term in out.output
+
+
+def test_cli_json(release):
+    path, _, _ = release
+    out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--json", "--no-weights"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["m"] == 5 and doc["n"] == 250 and doc["failed"] == []
+    names = [c["name"] for c in doc["coefficients"]]
+    assert names == ["Intercept", "C(race)[T.Other]", "C(race)[T.White]", "C(sex)[T.Male]", "age"]
+    ref = open_release(path).analyze(FORMULA, use_weights=False, progress=False)
+    assert [c["estimate"] for c in doc["coefficients"]] == pytest.approx(ref.params.tolist())
+
+
+def test_cli_reports_a_tampered_release(release, tmp_path):
+    import shutil
+
+    path, _, _ = release
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    f = copy / "data" / "synthetic_000.parquet"
+    f.write_bytes(f.read_bytes()[:-10] + b"0123456789")
+    out = CliRunner().invoke(app, ["analyze", str(copy), "--formula", FORMULA])
+    assert out.exit_code == 2
+    assert "changed after release" in out.output

@@ -1,0 +1,111 @@
+"""Rubin's rules for fully synthetic data (Supplement B eqs. 9-11): hand-computed answers and
+calibration on a conjugate model where exact posterior-predictive synthetic data can be drawn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from synthinfer.analysis import rubins_rules
+from synthinfer.errors import AnalysisError, SynthinferWarning
+
+
+def test_hand_computed_example():
+    q = [1.0, 2.0, 3.0, 4.0]
+    v = [0.5, 0.5, 0.5, 0.5]
+    c = rubins_rules(q, v)
+    # by hand: q̄ = 2.5, v̄ = 0.5, b = (2.25 + 0.25 + 0.25 + 2.25) / 3 = 5/3
+    b = 5.0 / 3.0
+    T = 1.25 * b - 0.5  # = 19/12
+    r = 1.25 * b / 0.5  # = 25/6
+    nu = 3.0 * (1.0 - 1.0 / r) ** 2  # = 3 (19/25)^2 = 1.7328
+    assert c.q_bar[0] == pytest.approx(2.5)
+    assert c.v_bar[0] == pytest.approx(0.5)
+    assert c.b[0] == pytest.approx(b)
+    assert c.T[0] == pytest.approx(19.0 / 12.0)
+    assert c.T_star[0] == pytest.approx(T)
+    assert c.r[0] == pytest.approx(25.0 / 6.0)
+    assert c.df[0] == pytest.approx(1.7328)
+    assert not c.fallback[0] and c.m[0] == 4
+    half = stats.t.ppf(0.975, nu) * np.sqrt(T)
+    np.testing.assert_allclose(c.conf_int(0.05)[0], [2.5 - half, 2.5 + half])
+    assert c.pvalues()[0] == pytest.approx(2 * stats.t.sf(2.5 / np.sqrt(T), nu))
+    assert c.pvalues(null=2.5)[0] == pytest.approx(1.0)
+
+
+def test_negative_T_uses_the_fallback_and_flags_it():
+    q = [1.0, 1.1, 0.9]
+    v = [1.0, 1.0, 1.0]
+    # b = 0.01, T = (4/3)(0.01) - 1 < 0  ->  T* = (n_syn/n) v̄ = (100/200) * 1
+    c = rubins_rules(q, v, n=200, n_syn=100)
+    assert c.T[0] == pytest.approx(4.0 / 3.0 * 0.01 - 1.0)
+    assert c.fallback[0]
+    assert c.T_star[0] == pytest.approx(0.5)
+    assert np.isinf(c.df[0])  # normal reference for the fallback (documented choice)
+    np.testing.assert_allclose(c.conf_int(0.05)[0], 1.0 + np.array([-1, 1]) * stats.norm.ppf(0.975) * np.sqrt(0.5))
+    with pytest.warns(SynthinferWarning, match="pass n and n_syn"):
+        c2 = rubins_rules(q, v)
+    assert c2.fallback[0] and np.isnan(c2.T_star[0])
+
+
+def test_vectorised_equals_one_at_a_time_and_nan_is_missing():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(7, 5))
+    v = rng.uniform(0.01, 0.5, size=(7, 5))
+    q[2, 1] = np.nan  # one missing estimate for coefficient 1
+    c = rubins_rules(q, v, n=50, n_syn=50, names=list("abcde"))
+    for j in range(5):
+        keep = ~np.isnan(q[:, j])
+        cj = rubins_rules(q[keep, j], v[keep, j], n=50, n_syn=50)
+        for field in ("q_bar", "v_bar", "b", "T", "T_star", "df"):
+            assert getattr(c, field)[j] == pytest.approx(getattr(cj, field)[0])
+    assert list(c.m) == [7, 6, 7, 7, 7]
+    frame = c.to_frame()
+    assert list(frame.index) == list("abcde")
+    assert {"estimate", "std_err", "p_value", "df", "m", "fallback"} <= set(frame.columns)
+
+
+def test_bad_input():
+    with pytest.raises(AnalysisError, match="at least 2"):
+        rubins_rules([1.0], [1.0])
+    with pytest.raises(AnalysisError, match="differ in shape"):
+        rubins_rules([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(AnalysisError, match="non-negative"):
+        rubins_rules([1.0, 2.0], [1.0, -1.0])
+    with pytest.raises(AnalysisError, match="alpha"):
+        rubins_rules([1.0, 2.0], [1.0, 1.0], n=2, n_syn=2).conf_int(1.5)
+
+
+def _binomial_band(reps: int, p: float, level: float = 0.999) -> tuple[float, float]:
+    """Central `level` range of the coverage fraction if the true coverage is exactly p."""
+    lo = stats.binom.ppf((1 - level) / 2, reps, p) / reps
+    hi = stats.binom.ppf(1 - (1 - level) / 2, reps, p) / reps
+    return lo, hi
+
+
+@pytest.mark.parametrize("n_syn_factor", [1, 2])
+def test_coverage_normal_mean_posterior_predictive(n_syn_factor):
+    """x_1..n ~ N(μ, 1) with known variance and a flat prior: μ | x ~ N(x̄, 1/n). Each synthetic
+    dataset draws μ_i from the posterior and n_syn rows from N(μ_i, 1); the analyst estimates μ
+    by the sample mean with variance s²/n_syn. We draw the sufficient statistics exactly
+    (mean ~ N(μ_i, 1/n_syn), s² ~ χ²_{n_syn-1}/(n_syn-1)), for `reps` independent real datasets at
+    once, and check the coverage of the true μ against binomial error (99.9% band)."""
+    rng = np.random.default_rng(20230425 + n_syn_factor)
+    reps, m, n = 4000, 100, 200
+    n_syn = n * n_syn_factor
+    mu = 1.5
+    x_bar = mu + rng.normal(0, 1 / np.sqrt(n), reps)
+    mu_i = x_bar + rng.normal(0, 1 / np.sqrt(n), (m, reps))
+    q = mu_i + rng.normal(0, 1 / np.sqrt(n_syn), (m, reps))
+    s2 = rng.chisquare(n_syn - 1, (m, reps)) / (n_syn - 1)
+    c = rubins_rules(q, s2 / n_syn, n=n, n_syn=n_syn)
+    for level in (0.95, 0.9, 0.8):
+        ci = c.conf_int(1 - level)
+        coverage = np.mean((ci[:, 0] <= mu) & (mu <= ci[:, 1]))
+        lo, hi = _binomial_band(reps, level)
+        assert lo <= coverage <= hi, (level, coverage, lo, hi)
+    # the t-test of the true value is correspondingly of the right size
+    size = np.mean(c.pvalues(null=mu) < 0.05)
+    lo, hi = _binomial_band(reps, 0.05)
+    assert lo <= size <= hi

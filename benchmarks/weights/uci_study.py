@@ -56,7 +56,6 @@ from synthinfer.weights import (
 )
 
 OUT = Path(__file__).parent / "results"
-CELLS = OUT / "uci_cells.jsonl"
 METHODS = ["None", "LogReg", "BetaNoised", "BetaDebiased", "MLP", "DP-MLP", "Discriminator"]
 LAM = 1.0  # regularisation of the logistic-regression weights (the paper picks from {0.1, 1, 2})
 
@@ -275,16 +274,13 @@ def main() -> None:
     warnings.simplefilter("ignore")
     if not args.summarise:
         OUT.mkdir(parents=True, exist_ok=True)
-        done = set()
-        if CELLS.exists():
-            for line in CELLS.read_text().splitlines():
-                r = json.loads(line)
-                done.add((r["dataset"], r["generator"], r["epsilon"], r["seed"]))
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for gen_key in args.generators:
+                cells = OUT / f"uci_cells_{gen_key}.jsonl"  # one append-only log per generator
+                done = {(r["dataset"], r["epsilon"], r["seed"]) for r in _read(cells)}
                 for dataset in args.datasets:
                     for eps in args.epsilons:
-                        if (dataset, GENERATORS[gen_key].name, eps, seed) in done:
+                        if (dataset, eps, seed) in done:
                             continue
                         t = time.time()
                         try:
@@ -292,7 +288,7 @@ def main() -> None:
                         except Exception:
                             rows = [{"dataset": dataset, "generator": GENERATORS[gen_key].name, "epsilon": eps,
                                      "seed": seed, "method": "*", "error": traceback.format_exc()[-400:]}]
-                        with CELLS.open("a") as f:  # append-only log of finished cells
+                        with cells.open("a") as f:
                             for r in rows:
                                 f.write(json.dumps(r) + "\n")
                         print(f"seed {seed} {gen_key} {dataset} eps={eps}: {time.time() - t:.0f}s, load {os.getloadavg()[0]:.1f}",
@@ -300,8 +296,12 @@ def main() -> None:
     summarise()
 
 
+def _read(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
 def summarise() -> None:
-    rows = [json.loads(x) for x in CELLS.read_text().splitlines()]
+    rows = [r for p in sorted(OUT.glob("uci_cells_*.jsonl")) for r in _read(p)]
     df = pd.DataFrame(rows)
     metrics = [m for m in ("beta_mse", "wasserstein", "mlp_auc", "mlp_mse") if m in df.columns]
     table = []

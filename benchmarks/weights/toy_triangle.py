@@ -4,7 +4,7 @@ n = 100 real rows uniform on {x1 + x2 < 1} and 100 synthetic rows uniform on the
 weights with epsilon = 1 (DP-MLP: delta = 1/n - 1e-6, as Section 4.2), lambda = 0.1. For each
 method: weight histograms and weighted KDEs (figure, first seed), and over ``--seeds`` repetitions
 each weighted sample's distance to the true triangle distribution: exact weighted Wasserstein-1
-to 1,000 reference draws, the weighted mass outside the triangle (truth: 0), and the L1 distance
+to 300 reference draws, the weighted mass outside the triangle (truth: 0), and the L1 distance
 of the weighted KDE to the true density on a grid.
 
     PYTHONPATH=src python benchmarks/weights/toy_triangle.py --seeds 20
@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    ref, _ = make_triangle_square(1000, seed=10_000)
+    ref, _ = make_triangle_square(300, seed=10_000)
     rows: dict[str, dict[str, list[float]]] = {m: {"wasserstein": [], "outside_mass": [], "kde_l1": []} for m in METHODS}
     example = {}
     t0 = time.time()
@@ -81,7 +81,7 @@ def main() -> None:
     }
     result = {
         "setting": {"n": 100, "epsilon": 1.0, "lambda": 0.1, "dp_mlp_delta": 1 / 100 - 1e-6, "seeds": args.seeds,
-                    "reference_draws": 1000, "kde_bandwidth": 0.3},
+                    "reference_draws": 300, "kde_bandwidth": 0.3},
         "summary": summary,
         "runtime_s": time.time() - t0,
         "loadavg": os.getloadavg(),

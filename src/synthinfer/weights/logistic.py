@@ -43,21 +43,46 @@ def _check_lam(lam: float) -> float:
     return float(lam)
 
 
-def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float) -> np.ndarray:
+def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, *, tol: float = 1e-12,
+                           max_iter: int = 100) -> np.ndarray:
     """``beta_hat`` of the objective in the module docstring (no separate, unpenalised intercept).
 
-    scikit-learn minimises ``C sum_i loss_i + ||beta||^2 / 2``; dividing by ``C N_D`` shows
-    ``C = 1 / (N_D lam)``. The sensitivity bound holds for the exact minimiser, so the solver
-    runs to a tight tolerance (Newton-Cholesky: d is small, n large).
+    Damped Newton iterations on ``f(beta) = (1/N_D) sum_i softplus(-s_i beta^T x_i) + (lam/2) ||beta||^2``.
+    Hand-written rather than scikit-learn because the sensitivity bound holds for the *exact*
+    minimiser: Newton converges quadratically to machine precision in a few steps (``d`` is
+    small), whereas ``lbfgs`` stops about 1e-6 short and ``newton-cholesky`` was 5-10x slower
+    on Adult-sized data. A test checks the result against scikit-learn.
     """
-    from sklearn.linear_model import LogisticRegression
+    from scipy.linalg import cho_factor, cho_solve
+    from scipy.special import expit
 
     lam = _check_lam(lam)
     x = np.vstack([x_real, x_synth])
     y = np.r_[np.ones(len(x_real)), np.zeros(len(x_synth))]
-    clf = LogisticRegression(C=1.0 / (len(x_real) * lam), fit_intercept=False, solver="newton-cholesky", tol=1e-12, max_iter=1000)
-    clf.fit(x, y)
-    return clf.coef_.ravel().astype(float)
+    sign = 2 * y - 1
+    n_d, dim = len(x_real), x.shape[1]
+
+    def objective(beta):
+        return np.logaddexp(0.0, -sign * (x @ beta)).sum() / n_d + 0.5 * lam * beta @ beta
+
+    beta = np.zeros(dim)
+    f = objective(beta)
+    for _ in range(max_iter):
+        p = expit(x @ beta)
+        grad = x.T @ (p - y) / n_d + lam * beta
+        hess = (x * (p * (1 - p))[:, None]).T @ x / n_d + lam * np.eye(dim)
+        step = cho_solve(cho_factor(hess), grad)
+        t = 1.0
+        while True:  # backtracking (Armijo) keeps far-from-optimum steps from overshooting
+            new = beta - t * step
+            f_new = objective(new)
+            if f_new <= f - 1e-4 * t * grad @ step or t < 1e-10:
+                break
+            t *= 0.5
+        beta, f = new, f_new
+        if np.max(np.abs(t * step)) <= tol * max(1.0, np.max(np.abs(beta))):
+            break
+    return beta
 
 
 def logreg_l2_sensitivity(n_real: int, lam: float) -> float:
@@ -149,7 +174,7 @@ class BetaNoised(LogRegWeights):
             return gaussian_sigma(self.epsilon, self.delta, logreg_l2_sensitivity(n_real, self.lam))
         raise PrivacyError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
 
-    def _check_before_noise(self, scale: float, dim: int) -> None:
+    def _check_before_noise(self, scale: float, dim: int, n_real: int) -> None:
         """Hook run after the noise scale is known and before any budget is spent."""
 
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> BetaNoised:
@@ -161,7 +186,7 @@ class BetaNoised(LogRegWeights):
         self._check_tables(real, synthetic)
         dim = FeatureMap(self.bounds, clip=self.clip).dim
         scale = self._noise_scale(len(real), dim)  # validates epsilon / delta / noise
-        self._check_before_noise(scale, dim)
+        self._check_before_noise(scale, dim, len(real))
         beta_hat = self._fit_beta(real, synthetic)
         name = type(self).__name__
         if self.noise == "laplace":
@@ -209,14 +234,14 @@ class BetaDebiased(BetaNoised):
     the released coefficients, Supp. B.2.3).
     """
 
-    def _check_before_noise(self, scale: float, dim: int) -> None:
+    def _check_before_noise(self, scale: float, dim: int, n_real: int) -> None:
         if self.noise != "laplace":
             return
         max_x = 1.0 / math.sqrt(dim)
         if scale * max_x >= 1.0:
             raise DebiasingError(
                 f"BetaDebiased with Laplace noise needs |x_j| < 1/rho, but rho = {scale:.4g} and the features "
-                f"reach 1/sqrt(d) = {max_x:.4g} (d = {dim}, N_D = {self.n_real_ if hasattr(self, 'n_real_') else '?'}). "
+                f"reach 1/sqrt(d) = {max_x:.4g} (d = {dim}, N_D = {n_real}). "
                 f"Fixes: more regularisation (lam > {scale * max_x * self.lam:.4g}), a larger epsilon, or the "
                 "Gaussian variant of Supplement B.2.2 (noise='gaussian' with delta > 0), whose correction always exists. "
                 "No budget was spent."

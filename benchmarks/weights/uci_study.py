@@ -193,8 +193,13 @@ def estimate_weights(method, real, syn, spec, wbudget, model, seed):
 # ---------------------------------------------------------------------------------------------
 # metrics
 def _xy(df, spec, target):
+    """Features in [0, 1] with the public bounds; a numeric target scaled the same way (Section 4.2)."""
     feat = {c: s for c, s in spec.items() if c != target}
-    return FeatureMap(feat, clip=True, intercept=False).unit_cube(df), df[target].to_numpy()
+    y = df[target].to_numpy()
+    if isinstance(spec[target], tuple):
+        lo, hi = spec[target]
+        y = (np.clip(y.astype(float), lo, hi) - lo) / (hi - lo)
+    return FeatureMap(feat, clip=True, intercept=False).unit_cube(df), y
 
 
 def beta_mse(syn, w, test, spec, target, task):
@@ -231,11 +236,11 @@ def mlp_metric(syn, w, test, spec, target, task, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if task == "regression":
-            m = MLPRegressor(h, max_iter=200, random_state=seed).fit(xs, ys, sample_weight=w)
+            m = MLPRegressor(hidden_layer_sizes=h, max_iter=200, random_state=seed).fit(xs, ys, sample_weight=w)
             return float(mean_squared_error(yt, m.predict(xt)))
         if len(np.unique(ys)) < len(spec[target]):
             return math.nan
-        m = MLPClassifier(h, max_iter=200, random_state=seed).fit(xs, ys, sample_weight=w)
+        m = MLPClassifier(hidden_layer_sizes=h, max_iter=200, random_state=seed).fit(xs, ys, sample_weight=w)
         p = m.predict_proba(xt)
         if task == "binary":
             return float(roc_auc_score(yt, p[:, 1]))
@@ -314,18 +319,20 @@ def _read(path: Path) -> list[dict]:
 def summarise() -> None:
     rows = [r for p in sorted(OUT.glob("uci_cells_*.jsonl")) for r in _read(p)]
     df = pd.DataFrame(rows)
+    if "error" not in df:
+        df["error"] = None
     metrics = [m for m in ("beta_mse", "wasserstein", "mlp_auc", "mlp_mse") if m in df.columns]
     table = []
     for (ds, gen, eps, method), g in df[df.method != "*"].groupby(["dataset", "generator", "epsilon", "method"]):
         rec = {"dataset": ds, "generator": gen, "epsilon": eps, "method": method, "n_runs": int(len(g)),
-               "n_errors": int(g["error"].notna().sum()) if "error" in g else 0}
+               "n_errors": int(g["error"].notna().sum())}
         for m in metrics:
             v = g[m].dropna().to_numpy() if m in g else np.array([])
             if len(v):
                 rec[m] = {"mean": float(v.mean()), "se": float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None,
                           "n": int(len(v))}
         table.append(rec)
-    errors = df[df.get("error").notna()] if "error" in df else df.iloc[:0]
+    errors = df[df["error"].notna()]
     result = {
         "description": "Ghalebikesabi et al. (2022) Tables 1, 2, 7-10 style study; see uci_study.py docstring",
         "lambda": "5 / (N_D * epsilon_weights), see logreg_lambda",

@@ -81,6 +81,7 @@ def test_cli_json(release):
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["m"] == 5 and doc["n"] == 250 and doc["failed"] == []
+    assert doc["fingerprint"] == open_release(path).fingerprint
     names = [c["name"] for c in doc["coefficients"]]
     assert names == ["Intercept", "C(race)[T.Other]", "C(race)[T.White]", "C(sex)[T.Male]", "age"]
     ref = open_release(path).analyze(FORMULA, use_weights=False, progress=False)
@@ -98,3 +99,5 @@ def test_cli_reports_a_tampered_release(release, tmp_path):
     out = CliRunner().invoke(app, ["analyze", str(copy), "--formula", FORMULA])
     assert out.exit_code == 2
     assert "changed after release" in out.output
+    out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--fingerprint", "ab" * 32])
+    assert out.exit_code == 2 and "published" in out.output

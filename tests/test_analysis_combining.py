@@ -3,8 +3,11 @@ calibration on a conjugate model where exact posterior-predictive synthetic data
 
 from __future__ import annotations
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from synthinfer.analysis import rubins_rules
@@ -109,3 +112,39 @@ def test_coverage_normal_mean_posterior_predictive(n_syn_factor):
     size = np.mean(c.pvalues(null=mu) < 0.05)
     lo, hi = _binomial_band(reps, 0.05)
     assert lo <= size <= hi
+
+
+def test_coverage_beta_bernoulli_posterior_predictive():
+    """θ ~ Beta(1, 1), x_1..n ~ Bernoulli(θ): θ | x ~ Beta(1 + s, 1 + n - s). Each synthetic dataset
+    draws θ_i from the posterior and n_syn Bernoulli(θ_i) rows; the analyst reports p̂ with the
+    Wald variance p̂(1 - p̂)/n_syn. 95% coverage of the true θ within the 99.9% binomial band."""
+    rng = np.random.default_rng(1987)
+    reps, m, n, theta = 4000, 100, 500, 0.3
+    s = rng.binomial(n, theta, reps)
+    theta_i = rng.beta(1 + s, 1 + n - s, (m, reps))
+    p_hat = rng.binomial(n, theta_i) / n
+    c = rubins_rules(p_hat, p_hat * (1 - p_hat) / n, n=n, n_syn=n)
+    ci = c.conf_int(0.05)
+    coverage = np.mean((ci[:, 0] <= theta) & (theta <= ci[:, 1]))
+    lo, hi = _binomial_band(reps, 0.95)
+    assert lo <= coverage <= hi, coverage
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    q=hnp.arrays(np.float64, (6, 2), elements=st.floats(-100, 100)),
+    v=hnp.arrays(np.float64, (6, 2), elements=st.floats(0.01, 10)),
+    shift=st.floats(-50, 50),
+    scale=st.floats(0.1, 10),
+)
+def test_location_scale_equivariance(q, v, shift, scale):
+    """Shifting estimates moves q̄ only; scaling estimates by a and variances by a² scales T*
+    by a² and leaves ν, r and the fallback decision unchanged."""
+    base = rubins_rules(q, v, n=100, n_syn=100)
+    moved = rubins_rules(q + shift, v, n=100, n_syn=100)
+    np.testing.assert_allclose(moved.q_bar, base.q_bar + shift, atol=1e-6)
+    np.testing.assert_allclose(moved.T, base.T, rtol=1e-6, atol=1e-6)
+    scaled = rubins_rules(q * scale, v * scale**2, n=100, n_syn=100)
+    np.testing.assert_allclose(scaled.T_star, base.T_star * scale**2, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(scaled.fallback, base.fallback)
+    np.testing.assert_allclose(scaled.df, base.df, rtol=1e-6)

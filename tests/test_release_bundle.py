@@ -79,6 +79,13 @@ def test_round_trip(tmp_path, as_zip):
     assert set(man["files"]) == set(man["datasets"]) | {"posterior.nc"}
     assert all(len(v["sha256"]) == 64 for v in man["files"].values())
     assert _leftovers(tmp_path) == []
+    from synthinfer.release.manifest import sha256_bytes
+
+    manifest_bytes = (path / "manifest.json").read_bytes() if not as_zip else zipfile.ZipFile(path).read("manifest.json")
+    assert rel.fingerprint == sha256_bytes(manifest_bytes)
+    assert open_release(path, fingerprint=rel.fingerprint.upper()).m == 3
+    with pytest.raises(ReleaseError, match="published"):
+        open_release(path, fingerprint="0" * 64)
 
 
 def test_tampered_file_is_detected(tmp_path):

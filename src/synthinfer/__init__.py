@@ -12,20 +12,27 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
+from synthinfer.analysis import MIResult, analyze, rubins_rules
 from synthinfer.data import Domain, Marginal, QuerySet, decode, encode
 from synthinfer.errors import BudgetExceededError, SynthinferError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_sigma
+from synthinfer.release import open_release, write_release
 
 __all__ = [
     "BudgetExceededError",
     "Domain",
+    "MIResult",
     "Marginal",
     "PrivacyBudget",
     "PrivacyLedger",
     "QuerySet",
     "SynthinferError",
     "__version__",
+    "analyze",
     "decode",
     "encode",
     "gaussian_sigma",
+    "open_release",
+    "rubins_rules",
+    "write_release",
 ]

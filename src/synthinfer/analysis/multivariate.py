@@ -14,16 +14,20 @@ through one scalar), T_f ≈ (r_f - 1) Ū, and the Wald statistic (q̄ - Q0)ᵀ 
 
     S_f = (q̄ - Q0)ᵀ Ū⁻¹ (q̄ - Q0) / (k (r_f - 1)),
 
-referred to F(k, ν_f) with, for t = k(m - 1),
+referred to F(k, ν_f) with
 
-    ν_f = 4 + (t - 4) (1 - (1 - 2/t) / r_f)²          if t > 4,
-    ν_f = t (1 + 1/k) (1 - 1/r_f)² / 2                 otherwise.
+    ν_f = t (1 - 1/r_f)²,   t = k (m - 1).
 
-Provenance: the full text of Reiter (2005) was not available to us. The statistic above is the
-derivation just given; the degrees of freedom are Li, Raghunathan & Rubin's (1991) ν_w with the
-sign of 1/r changed, exactly as the scalar fully-synthetic ν = (m - 1)(1 - 1/r)² (Reiter 2002;
-Supplement B eq. 11) differs from Rubin's MI ν = (m - 1)(1 + 1/r)². For k = 1 and large m, ν_f
-reduces to eq. 11. The test's size is checked by simulation in tests/test_analysis_multivariate.py.
+Provenance, precisely: the full text of Reiter (2005) was not available to us, so the formulas
+are derived in its framework. T_f, r_f and S_f follow from the proportionality assumption as
+above (the construction of Li, Raghunathan & Rubin 1991, with T_f of Reiter 2002 in place of the
+MI total variance). ν_f is the Satterthwaite approximation that also gives the scalar eq. 11:
+under B ∝ Ū, tr(B Ū⁻¹)/k is a scaled χ²_t/t with t = k(m - 1), so the denominator r_f - 1 of S_f
+has 2 E² / Var = t (1 - 1/r_f)² degrees of freedom. For k = 1 this is exactly eq. 11 and S_f is
+the square of the scalar t statistic. We also simulated the analogue of Li et al.'s refined
+ν = 4 + (t - 4)(1 - (1 - 2/t)/r_f)²; it is anti-conservative for k = 1 (size about 0.065 at
+level 0.05 for m = 10..50), while ν_f above is conservative for small m and accurate for m ≥ 50
+(benchmarks/analysis/results/calibration.json; tests/test_analysis_multivariate.py).
 
 When r_f ≤ 1 (T_f not positive), we use the multivariate analogue of the fallback of eq. 10:
 T* = (n_syn/n) Ū, S = (q̄ - Q0)ᵀ T*⁻¹ (q̄ - Q0) / k referred to F(k, ∞) = χ²_k / k (see
@@ -114,11 +118,7 @@ def reiter_wald_test(
     quad = float(diff @ U_inv_diff)
     if r_f > 1.0:
         stat = quad / (k * (r_f - 1.0))
-        t = k * (m - 1)
-        if t > 4:
-            nu = 4.0 + (t - 4.0) * (1.0 - (1.0 - 2.0 / t) / r_f) ** 2
-        else:
-            nu = t * (1.0 + 1.0 / k) * (1.0 - 1.0 / r_f) ** 2 / 2.0
+        nu = k * (m - 1) * (1.0 - 1.0 / r_f) ** 2
         return WaldTestResult(stat, k, float(nu), float(stats.f.sf(stat, k, nu)), float(r_f), m, False)
     if n is None or n_syn is None:
         raise AnalysisError(

@@ -39,6 +39,9 @@ def analyze_cmd(
     n_bootstrap: int = typer.Option(50, help="Bootstrap refits per dataset with --penalty."),
     no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
+    fingerprint: str | None = typer.Option(
+        None, help="The release's published fingerprint (SHA-256 of manifest.json) to check against."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
@@ -47,7 +50,7 @@ def analyze_cmd(
     from synthinfer.release import open_release
 
     with user_errors():
-        rel = open_release(release)
+        rel = open_release(release, fingerprint=fingerprint)
         res = rel.analyze(
             formula,
             model=model,
@@ -63,6 +66,7 @@ def analyze_cmd(
     if as_json:
         out = {
             "release": str(release),
+            "fingerprint": rel.fingerprint,
             "formula": formula,
             "model": res.model,
             "alpha": alpha,
@@ -86,7 +90,7 @@ def analyze_cmd(
         box=box.SIMPLE_HEAD,
         caption=(
             f"{res.m} of {len(res.records)} synthetic datasets, n = {res.n}, n_syn = {res.n_syn:g}; "
-            "Rubin's rules for fully synthetic data"
+            f"Rubin's rules for fully synthetic data; release {rel.fingerprint[:12]}"
             + ("; T*: fallback variance (n_syn/n) v̄, normal reference" if show_note else "")
         ),
     )

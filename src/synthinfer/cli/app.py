@@ -20,7 +20,7 @@ def _main() -> None:
 
 def _register() -> None:
     # Import for side effects: each module adds its commands to `app`.
-    from synthinfer.cli import analyze_cmds, data_cmds, weights_cmds  # noqa: F401
+    from synthinfer.cli import analyze_cmds, data_cmds, generate_cmds, weights_cmds  # noqa: F401
 
 
 _register()

@@ -54,14 +54,18 @@ def log_likelihood(
 
     ``log N(s~ | n mu(theta), n Sigma(theta) + sigma_DP^2 I)``: the exact query values
     ``s = a(X)`` are replaced by their central-limit normal approximation and integrated out
-    against the Gaussian mechanism's noise. Evaluated with a Cholesky factor (float64).
+    against the Gaussian mechanism's noise. Evaluated in float64 with one LU factorisation
+    for both the log-determinant and the quadratic form: XLA's CPU Cholesky measured ~200x
+    slower than its LU here (75 ms vs 0.4 ms at d = 130), and the matrix is SPD either way.
     """
     mu, sigma = mean_and_cov(theta)
     d = s_tilde.shape[0]
     cov = n * sigma + (sigma_dp**2) * jnp.eye(d)
-    chol = jnp.linalg.cholesky(cov)
-    r = jax.scipy.linalg.solve_triangular(chol, s_tilde - n * mu, lower=True)
-    return -0.5 * jnp.dot(r, r) - jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * d * _LOG_2PI
+    lu, piv = jax.scipy.linalg.lu_factor(cov)
+    r = s_tilde - n * mu
+    quad = jnp.dot(r, jax.scipy.linalg.lu_solve((lu, piv), r))
+    logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(lu))))
+    return -0.5 * quad - 0.5 * logdet - 0.5 * d * _LOG_2PI
 
 
 def log_prior(theta: jax.Array, prior_sd: float | jax.Array = PRIOR_SD) -> jax.Array:
@@ -145,40 +149,94 @@ def _lbfgs_run(loss_fn, x0, args, max_iter: int, tol: float, blowup: float):
     return x, f_fin, jnp.max(jnp.abs(g)), i, nfev + 1, failed
 
 
+def _preconditioned(u, x0, p, *args, loss_fn):
+    return loss_fn(x0 + p @ u, *args)
+
+
+_PRECOND_CACHE: dict[Any, Callable] = {}
+
+
+def _preconditioner(curvature: np.ndarray) -> np.ndarray:
+    """``P`` with ``P P^T = H^{-1}`` (``P = L^{-T}`` for ``H = L L^T``), H floored to be PD."""
+    h = 0.5 * (curvature + curvature.T)
+    h = h + (1e-10 * np.trace(h) / h.shape[0] + 1e-300) * np.eye(h.shape[0])
+    lh = np.linalg.cholesky(h)
+    return np.linalg.solve(lh.T, np.eye(h.shape[0]))
+
+
 def lbfgs_minimize(
     loss_fn: Callable,
     x0: np.ndarray,
     args: tuple,
     *,
+    curvature_fn: Callable | None = None,
     max_iter: int = 500,
     tol: float = 1e-5,
     max_restarts: int = 5,
+    round_iter: int = 20,
     blowup: float = 1000.0,
     restart_scale: float = 1.0,
     rng: np.random.Generator,
     accept: Callable[[np.ndarray], bool] | None = None,
 ) -> OptimResult:
-    """L-BFGS (optax) with the restart rule of NAPSU-MQ Supplement E.
+    """L-BFGS (optax) with the restart rule of NAPSU-MQ Supplement E, optionally preconditioned.
 
     An attempt fails if the loss becomes non-finite or rises by more than ``blowup`` in one
     iteration, if ``max_iter`` is reached without the per-iteration improvement dropping below
     ``tol``, or if ``accept(x)`` (e.g. a positive-definite Hessian) is false. A failed attempt
     is restarted from ``N(0, restart_scale^2 I)``; after ``max_restarts`` restarts the best
     attempt is returned with ``converged=False``.
+
+    With ``curvature_fn(x, *args)`` (a positive-definite approximation of the Hessian, e.g.
+    Gauss-Newton), L-BFGS runs in rounds of at most ``round_iter`` iterations on ``u`` with
+    ``x = x_k + P_k u``, ``P_k P_k^T = H(x_k)^{-1}``, re-preconditioning at each round's end,
+    until a round meets the tolerance within 3 iterations (``max_iter`` counts all rounds).
+    The posteriors here are badly scaled and far from quadratic (query counts from tens to
+    tens of thousands, noisy counts below zero); plain L-BFGS needed ~1400 iterations on Adult.
     """
     x = np.asarray(x0, dtype=np.float64)
     attempts: list[dict[str, Any]] = []
     best = None
     iters = nfev = 0
+    if curvature_fn is not None:
+        if loss_fn not in _PRECOND_CACHE:
+            _PRECOND_CACHE[loss_fn] = functools.partial(_preconditioned, loss_fn=loss_fn)
+        pre_loss = _PRECOND_CACHE[loss_fn]
+        curv = curvature_fn
     for attempt in range(max_restarts + 1):
-        xo, fo, gmax, it, nf, failed = _lbfgs_run(loss_fn, jnp.asarray(x), args, max_iter, tol, blowup)
-        xo, fo, gmax, it, nf, failed = np.asarray(xo), float(fo), float(gmax), int(it), int(nf), bool(failed)
+        if curvature_fn is None:
+            xo, fo, gmax, it, nf, failed = _lbfgs_run(loss_fn, jnp.asarray(x), args, max_iter, tol, blowup)
+            xo, fo, gmax, it, nf, failed = np.asarray(xo), float(fo), float(gmax), int(it), int(nf), bool(failed)
+            ok = (not failed) and it < max_iter and math.isfinite(fo)
+        else:
+            xo, it, nf, failed, ok, fo, gmax = x, 0, 0, False, False, math.inf, math.nan
+            rounds: list[int] = []
+            while it < max_iter:
+                try:
+                    p = _preconditioner(np.asarray(curv(jnp.asarray(xo), *args)))
+                except np.linalg.LinAlgError:
+                    failed = True
+                    break
+                uo, fo, gmax, itr, nfr, failed = _lbfgs_run(
+                    pre_loss, jnp.zeros_like(jnp.asarray(xo)), (jnp.asarray(xo), jnp.asarray(p), *args), round_iter, tol, blowup
+                )
+                xo = xo + p @ np.asarray(uo)
+                fo, gmax, itr, failed = float(fo), float(gmax), int(itr), bool(failed)
+                it, nf = it + itr, nf + int(nfr)
+                rounds.append(itr)
+                if failed or not math.isfinite(fo):
+                    failed = True
+                    break
+                if itr < min(3, round_iter):
+                    ok = True
+                    break
         iters += it
         nfev += nf
-        ok = (not failed) and it < max_iter and math.isfinite(fo)
         if ok and accept is not None:
             ok = bool(accept(xo))
         attempts.append({"iterations": it, "loss": fo, "grad_max": gmax, "failed": failed, "accepted": ok})
+        if curvature_fn is not None:
+            attempts[-1]["rounds"] = rounds
         if math.isfinite(fo) and (best is None or fo < best[1]):
             best = (xo, fo, gmax)
         if ok:
@@ -229,17 +287,37 @@ def _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
     return -log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
 
 
+def _gauss_newton_map(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
+    """Gauss-Newton (Fisher) curvature of the negative log posterior:
+    ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
+    ``C = n Sigma + sigma_DP^2 I``. Used only to precondition the optimiser."""
+    _, sig = mean_and_cov(theta)
+    d = sig.shape[0]
+    j = n * sig
+    c = j + sigma_dp**2 * jnp.eye(d)
+    return j @ jnp.linalg.solve(c, j) + jnp.eye(d) / prior_sd**2
+
+
+def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
+    """Gauss-Newton curvature ``2 J^T J`` of :func:`pgm_loss`, ``J = Sigma = d mu / d theta``."""
+    j = jax.jacfwd(mean)(theta)
+    return 2.0 * j.T @ j
+
+
 @functools.partial(jax.jit, static_argnames=("loss_fn",))
 def _hessian(loss_fn, x, args):
     return jax.hessian(loss_fn)(x, *args)
 
 
-def _loss_for(mean_and_cov: MeanAndCov) -> Callable:
-    # One partial object per network so the jit caches above key on it (equal partials of the
-    # same bound method hash alike only if we reuse the object; hence the cache).
+def _loss_for(mean_and_cov: MeanAndCov) -> tuple[Callable, Callable]:
+    # One (loss, curvature) pair per network: jit caches key on these objects' identity, so
+    # reusing them means one compilation per network whatever the data or epsilon.
     key = mean_and_cov
     if key not in _LOSS_CACHE:
-        _LOSS_CACHE[key] = functools.partial(_neg_log_posterior, mean_and_cov=mean_and_cov)
+        _LOSS_CACHE[key] = (
+            functools.partial(_neg_log_posterior, mean_and_cov=mean_and_cov),
+            jax.jit(functools.partial(_gauss_newton_map, mean_and_cov=mean_and_cov)),
+        )
     return _LOSS_CACHE[key]
 
 
@@ -266,7 +344,7 @@ def laplace_approximation(
     failed attempt and is restarted like a diverged one.
     """
     t0 = time.perf_counter()
-    loss = _loss_for(mean_and_cov)
+    loss, curvature = _loss_for(mean_and_cov)
     args = (jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)), jnp.asarray(float(n)), jnp.asarray(float(prior_sd)))
     d = int(np.asarray(s_tilde).shape[0])
     held: dict[str, np.ndarray] = {}
@@ -281,7 +359,10 @@ def laplace_approximation(
         held["x"], held["lh"] = x, lh
         return bool(np.all(np.isfinite(lh)))
 
-    res = lbfgs_minimize(loss, np.zeros(d), args, max_iter=max_iter, tol=tol, max_restarts=max_restarts, rng=rng, accept=accept)
+    res = lbfgs_minimize(
+        loss, np.zeros(d), args, curvature_fn=curvature, max_iter=max_iter, tol=tol,
+        max_restarts=max_restarts, rng=rng, accept=accept,
+    )
     if "x" not in held or not np.array_equal(held["x"], res.x):
         if not accept(res.x):
             raise ConvergenceError(
@@ -332,11 +413,16 @@ def maximum_likelihood_pgm(
     point of negligible improvement, which is what PGM's own solver does as well.
     """
     if mean not in _PGM_CACHE:
-        _PGM_CACHE[mean] = functools.partial(_pgm_objective, mean=mean)
-    loss = _PGM_CACHE[mean]
+        _PGM_CACHE[mean] = (
+            functools.partial(_pgm_objective, mean=mean),
+            jax.jit(functools.partial(_gauss_newton_pgm, mean=mean)),
+        )
+    loss, curvature = _PGM_CACHE[mean]
     args = (jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(n)))
     d = int(np.asarray(s_tilde).shape[0])
-    res = lbfgs_minimize(loss, np.zeros(d), args, max_iter=max_iter, tol=tol, max_restarts=max_restarts, rng=rng)
+    res = lbfgs_minimize(
+        loss, np.zeros(d), args, curvature_fn=curvature, max_iter=max_iter, tol=tol, max_restarts=max_restarts, rng=rng
+    )
     if not res.converged:
         warnings.warn(
             f"PGM maximum likelihood: L-BFGS did not converge (loss {res.loss:.3g}); using the best point",

@@ -7,28 +7,29 @@ family (eq. 7), ``mu(theta) = grad theta_0 = E[a(x)]`` and
 ``Sigma(theta) = Hessian theta_0 = Cov[a(x)]``.
 
 Every query is a cell indicator of one marginal, and every marginal lies inside a clique of the
-junction tree (:mod:`synthinfer.models.junction_tree`), so ``theta · a(x)`` splits into clique
+junction tree, so ``theta · a(x)`` splits into clique
 log-potentials and the sums over the 1.8-million-cell Adult domain become sum-product message
 passing over tables of a few dozen cells (Koller and Friedman 2009, Ch. 10).
 
 Why not ``mbi.marginal_oracles``: private-pgm's oracles are differentiable JAX, but they return
 calibrated marginals only (no log-partition without a second reduction), work on named
-``Factor`` objects, and have no forward sampler or batched evidence. The engine needs all of
-these over plain fixed-shape arrays, so the ~100 lines of numerics are written here (log-space
-Hugin message passing on the tree that mbi builds).
+``Factor`` objects, and have no forward sampler or covariance. The engine needs all of these
+over plain fixed-shape arrays, so the numerics are written here, on the junction tree that mbi
+builds (:mod:`synthinfer.models.junction_tree`).
 
-Numerics (all float64, all pure JAX, usable under ``jit``/``vmap``/``grad``):
+Numerics (all float64, all pure JAX, usable under ``jit``/``vmap``/``grad``; the passes are
+unrolled over the few cliques, which keeps run time per call in the tens of microseconds):
 
 * ``log_partition``: one collect pass from the leaves to the roots (log-sum-exp messages);
-* ``clique_marginals`` / ``mean``: collect + distribute passes, then ``mu`` by summing each
-  clique marginal over the cells of its queries (no autodiff);
-* ``mean_and_cov``: ``Sigma = d mu / d theta`` by forward-mode differentiation of the
-  message passing, i.e. ``d`` vectorised tangent passes over the same small tables; this is
-  exact and keeps the log-posterior gradient at second order (reverse over forward) rather than
-  the third-order nested autodiff of a Hessian of ``theta_0``;
+* ``clique_marginals`` / ``mean``: the collect pass gives ``log P(x_c | x_S)``; a downward pass
+  in probability space multiplies in the separator marginals; ``mu`` sums each clique marginal
+  over the cells of its queries (no autodiff);
+* ``mean_and_cov``: ``Sigma`` by two more passes carrying ``E[a(x) | x_c]`` (see its
+  docstring); no nested autodiff, so the gradient of a likelihood in ``Sigma`` is plain reverse
+  mode over forward arithmetic (NAPSU-MQ eq. 7 asks for the Hessian of ``theta_0``; this is
+  the same matrix, exactly);
 * ``sample``: exact ancestral sampling through the tree: the root clique from its marginal, then
-  each child's new columns from ``P(x_C | x_S) = P(x_C) / P(x_S)`` given its separator, by
-  inverse-CDF search over a row-offset cumulative table (no ``(n, k)`` intermediates).
+  each child's new columns from ``P(x_C | x_S)`` given the already drawn separator values.
 """
 
 from __future__ import annotations
@@ -82,43 +83,47 @@ class MarkovNetwork:
         sizes = [math.prod(s) for s in shapes]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-        # Each marginal goes to the first clique (parents first) that contains its columns.
+        # Each marginal lives in the first clique (parents first) that contains its columns.
         cols = [tuple(domain.index(c) for c in m.columns) for m in qs.marginals]
         home = [next(c for c in range(n_cliques) if set(mc) <= set(jt.cliques[c])) for mc in cols]
-        # position of each (marginal, cell) among the kept queries, d = "not a parameter"
-        qpos = [np.full(s, d, dtype=np.int64) for s in qs.sizes]
+        # Dense cell-to-parameter incidence B (cells x d): potentials = B theta, mu = B^T P.
+        # Dense matmuls beat gather/scatter on CPU and transpose cleanly under autodiff; B has
+        # the size of the (cells x d) tables the covariance needs anyway.
+        incidence = np.zeros((int(offsets[-1]), d))
+        cell_of = [_cell_map(jt.cliques[c], mc, domain.shape) for mc, c in zip(cols, home)]
         for j, (i, cell) in enumerate(zip(queries.query_marginal, queries.query_cell)):
-            qpos[i][cell] = j
-        # index[r, cell] = parameter of the r-th marginal living in that clique cell (or d).
-        n_rows = max(1, max(home.count(c) for c in range(n_cliques)))
-        index = np.full((n_rows, int(offsets[-1])), d, dtype=np.int64)
-        row = [0] * n_cliques
-        for i, (mc, c) in enumerate(zip(cols, home)):
-            grid = np.indices(shapes[c]).reshape(len(shapes[c]), -1)  # clique cells, row-major
-            axes = [jt.cliques[c].index(v) for v in mc]
-            mshape = [domain.shape[v] for v in mc]
-            flat = np.ravel_multi_index(tuple(grid[a] for a in axes), mshape)
-            index[row[c], offsets[c] : offsets[c + 1]] = qpos[i][flat]
-            row[c] += 1
-        self._index = index
+            c = home[i]
+            incidence[offsets[c] + np.flatnonzero(cell_of[i] == cell), j] = 1.0
+        self._incidence = incidence
+        # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
+        # that puts the per-clique rows of E[a a^T] back into parameter order.
+        blocks = [incidence[offsets[c] : offsets[c + 1]] for c in range(n_cliques)]
+        own = [np.flatnonzero(b.any(axis=0)) for b in blocks]
+        self._own_incidence = [b[:, o] for b, o in zip(blocks, own)]
+        self._row_order = np.argsort(np.concatenate(own))
         self._offsets = offsets
         self._shapes = shapes
         self._marginal_home = home
         self._marginal_cols = cols
 
-        # Static plans for the passes: axes summed out towards the parent, and how a separator
-        # table broadcasts into the parent / child clique (cliques' columns are sorted, so a
-        # separator's axes keep their order and only need singleton axes inserted).
-        self._plan = []
-        for c in range(n_cliques):
-            cl, sep, p = jt.cliques[c], jt.separators[c], jt.parent[c]
-            out_axes = tuple(a for a, v in enumerate(cl) if v not in sep)
-            to_parent = (
-                tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p]) if p >= 0 else ()
+        # Static plan for the log-space collect pass: axes summed out towards the parent, and
+        # the parent-broadcast shape of the separator message (cliques' columns are sorted, so
+        # a separator's axes keep their order and only need singleton axes inserted).
+        self._plan = [
+            (
+                tuple(a for a, v in enumerate(cl) if v not in sep),
+                tuple(domain.shape[v] if v in sep else 1 for v in jt.cliques[p]),
             )
-            parent_out = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep) if p >= 0 else ()
-            to_child = tuple(domain.shape[v] if v in sep else 1 for v in cl)
-            self._plan.append((out_axes, to_parent, parent_out, to_child))
+            if p >= 0 else None
+            for cl, sep, p in zip(jt.cliques, jt.separators, jt.parent)
+        ]
+        # Separator projections: 0/1 matrices mapping a clique's flat cells onto its
+        # separator's cells, from the child's side and from the parent's side.
+        self._sep_proj = [
+            (_projection(cl, sep, domain.shape), _projection(jt.cliques[p], sep, domain.shape))
+            if p >= 0 else None
+            for cl, sep, p in zip(jt.cliques, jt.separators, jt.parent)
+        ]
 
         self.log_partition = jax.jit(self._log_partition)
         self.clique_marginals = jax.jit(self._clique_marginals)
@@ -133,62 +138,119 @@ class MarkovNetwork:
     def _potentials(self, theta: jax.Array) -> list[jax.Array]:
         """Clique log-potentials: sum of the parameters of the queries true in each cell."""
         theta = jnp.asarray(theta, dtype=jnp.float64)
-        ext = jnp.concatenate([theta, jnp.zeros((1,), theta.dtype)])
-        flat = ext[self._index].sum(axis=0)
+        if theta.shape != (self.dimension,):
+            raise ValueError(
+                f"theta must have shape ({self.dimension},) (one parameter per canonical query), "
+                f"got {theta.shape}; use jax.vmap for batches"
+            )
+        flat = self._incidence @ theta
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
 
-    def _collect(self, theta: jax.Array):
-        """Upward pass: ``up[c]`` = potential of c times the messages of its subtree."""
+    def _collect(self, theta: jax.Array) -> tuple[list[jax.Array], list[jax.Array | None]]:
+        """Upward pass in log space, leaves to roots.
+
+        ``up[c]`` = log-potential of c plus the messages of its children, and the message to
+        the parent is ``m_c(x_S) = logsumexp_{x_c \\ x_S} up[c]``. Also returns the log
+        conditionals ``log P(x_c | x_S) = up[c] - m_c`` (exact: c's subtree sums to ``m_c``).
+        """
         jt = self.junction_tree
         up = self._potentials(theta)
-        msgs: list[jax.Array | None] = [None] * len(up)
+        log_cond: list[jax.Array | None] = [None] * len(up)
         for c in reversed(range(len(up))):
             p = jt.parent[c]
             if p < 0:
                 continue
-            out_axes, to_parent, _, _ = self._plan[c]
-            m = jax.nn.logsumexp(up[c], axis=out_axes) if out_axes else up[c]
-            msgs[c] = m.reshape(to_parent)
-            up[p] = up[p] + msgs[c]
-        return up, msgs
+            out_axes, to_parent = self._plan[c]
+            m = _lse(up[c], axis=out_axes, keepdims=True)
+            log_cond[c] = up[c] - m
+            up[p] = up[p] + m.reshape(to_parent)
+        return up, log_cond
 
     def _log_partition(self, theta: jax.Array) -> jax.Array:
         """``theta_0(theta) = log sum_x exp(theta · a(x))`` (NAPSU-MQ eq. 3), exact."""
         up, _ = self._collect(theta)
         roots = [c for c, p in enumerate(self.junction_tree.parent) if p < 0]
-        return sum(jax.nn.logsumexp(up[r]) for r in roots)
+        return sum(_lse(up[r]) for r in roots)
 
-    def _log_beliefs(self, theta: jax.Array) -> list[jax.Array]:
-        """Normalised log clique marginals after collect + distribute (Hugin) passes."""
+    def _flat_marginals(self, theta: jax.Array) -> list[jax.Array]:
+        """Clique marginals as flat tables, by a downward pass in probability space.
+
+        ``P(x_root) = exp(up - logsumexp(up))``; ``P(x_c) = P(x_c | x_S) P(x_S)`` with
+        ``P(x_S)`` the parent's marginal summed onto the separator. Every factor is a
+        probability, so nothing overflows and no Hugin-style division is needed.
+        """
         jt = self.junction_tree
-        up, msgs = self._collect(theta)
-        belief: list[jax.Array] = list(up)
+        up, log_cond = self._collect(theta)
+        marg: list[jax.Array | None] = [None] * len(up)
         for c, p in enumerate(jt.parent):
             if p < 0:
-                belief[c] = up[c] - jax.nn.logsumexp(up[c])
-                continue
-            _, _, parent_out, to_child = self._plan[c]
-            # message parent -> c: parent's belief without c's own message, summed to the separator
-            t = belief[p] - msgs[c]
-            m = jax.nn.logsumexp(t, axis=parent_out) if parent_out else t
-            belief[c] = up[c] + m.reshape(to_child)
-        return belief
+                marg[c] = jnp.exp(up[c] - _lse(up[c])).ravel()
+            else:
+                own, in_parent = self._sep_proj[c]
+                marg[c] = jnp.exp(log_cond[c]).ravel() * (own @ (in_parent.T @ marg[p]))
+        return marg
 
     def _clique_marginals(self, theta: jax.Array) -> list[jax.Array]:
         """Probability tables of the junction-tree cliques (axes = clique columns, ascending)."""
-        return [jnp.exp(b) for b in self._log_beliefs(theta)]
+        return [m.reshape(s) for m, s in zip(self._flat_marginals(theta), self._shapes)]
 
     def _mean(self, theta: jax.Array) -> jax.Array:
         """``mu(theta) = E[a(x)] = grad theta_0(theta)`` (NAPSU-MQ eq. 7)."""
-        flat = jnp.concatenate([p.ravel() for p in self._clique_marginals(theta)])
-        rows = jnp.broadcast_to(flat, self._index.shape).ravel()
-        return jnp.zeros(self.dimension + 1, flat.dtype).at[self._index.ravel()].add(rows)[:-1]
+        return jnp.concatenate(self._flat_marginals(theta)) @ self._incidence
 
     def _mean_and_cov(self, theta: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``mu`` and ``Sigma(theta) = Cov[a(x)] = d mu / d theta`` (NAPSU-MQ eq. 7)."""
-        mu, jvp = jax.linearize(self._mean, theta)
-        cov = jax.vmap(jvp, out_axes=1)(jnp.eye(self.dimension, dtype=mu.dtype))
+        """``mu`` and ``Sigma(theta) = Cov[a(x)] = Hessian theta_0`` (NAPSU-MQ eq. 7), exactly.
+
+        Rather than differentiating twice, ``Sigma`` comes from one more pair of passes over
+        the tree with a trailing axis of length ``d``: ``G_c[x_c, j] = E[a_j(x) | x_c]`` for
+        every clique ``c`` and query ``j``. Then for the queries ``k`` of clique ``c``,
+        ``E[a_k a_j] = sum_{x_c} P(x_c) a_k(x_c) G_c[x_c, j]``, i.e.
+        ``Sigma = B^T (P * G) - mu mu^T`` with ``B`` the cell-to-query incidence.
+
+        * up: ``U_c = B_c + sum_{children h} E[U_h | x_{S_h}]`` holds ``E[a_j | x_c]`` for the
+          queries of c's subtree (conditioning on the separator suffices by the junction
+          tree's Markov property); ``E[. | x_S]`` uses ``P(x_h | x_S) = P(x_h) / P(x_S)``;
+        * down: ``G_c = U_c + E[G_p - (c's upward message) | x_S]`` adds the queries outside
+          c's subtree; a root adds ``mu`` of the other components (independent of it).
+
+        Tables are flattened (cells x d) and separators are constant 0/1 projection matrices,
+        so each tree edge is a few matrix products: ``O(d * sum_c |table_c|)`` flops and
+        ``O(#cliques)`` operations of plain forward arithmetic, whose reverse mode (for the
+        gradient of a likelihood in ``Sigma``) is cheap to compile and to run.
+        """
+        jt = self.junction_tree
+        p = self._flat_marginals(theta)
+        mu = jnp.concatenate(p) @ self._incidence
+        o = self._offsets
+        up = [self._incidence[o[c] : o[c + 1]] for c in range(len(p))]
+        msgs: list[jax.Array | None] = [None] * len(p)
+        sep_marg: list[jax.Array | None] = [None] * len(p)
+        for c in reversed(range(len(p))):
+            par = jt.parent[c]
+            if par < 0:
+                continue
+            own, in_parent = self._sep_proj[c]
+            # P(x_S), floored at 1e-300 so an underflowed separator value gives 0/tiny = 0
+            sep_marg[c] = (own.T @ p[c] + _TINY)[:, None]
+            # E[U_c | x_S] = sum_{x_c ~ x_S} P(x_c) U_c / P(x_S)
+            msgs[c] = (own.T @ (p[c][:, None] * up[c])) / sep_marg[c]
+            up[par] = up[par] + in_parent @ msgs[c]
+        g = list(up)
+        weighted: list[jax.Array | None] = [None] * len(p)  # P(x_c) G_c
+        for c, par in enumerate(jt.parent):
+            if par < 0:
+                g[c] = up[c] + (mu - p[c] @ up[c])
+            else:
+                own, in_parent = self._sep_proj[c]
+                # E[G_p | x_S] minus c's own upward message (E[msg | x_S] = msg)
+                down = (in_parent.T @ weighted[par]) / sep_marg[c] - msgs[c]
+                g[c] = up[c] + own @ down
+            weighted[c] = p[c][:, None] * g[c]
+        # E[a_k a_j] for the queries k of each clique, then rows back in parameter order
+        rows = [b.T @ weighted[c] for c, b in enumerate(self._own_incidence) if b.size]
+        second = jnp.concatenate(rows)[self._row_order]
+        cov = second - jnp.outer(mu, mu)
         return mu, 0.5 * (cov + cov.T)
 
     def _query_marginals(self, theta: jax.Array) -> list[jax.Array]:
@@ -208,10 +270,18 @@ class MarkovNetwork:
     # sampling
     def _sample(self, theta: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """``n`` i.i.d. rows from MED_theta by exact ancestral sampling; ``(n, n_columns)`` int32."""
+        if not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
         shape = self.queries.domain.shape
-        tables = self._clique_marginals(theta)
-        keys = jax.random.split(key, len(tables))
+        # P(x_root) and P(x_c | x_S) straight from the collect pass (no downward pass needed)
+        up, log_cond = self._collect(theta)
+        tables = [
+            jnp.exp(up[c] - _lse(up[c])) if p < 0 else jnp.exp(log_cond[c])
+            for c, p in enumerate(jt.parent)
+        ]
+        # one uniform per row and clique, drawn in a single call (one RNG kernel to compile)
+        u = jax.random.uniform(key, (len(tables), n), dtype=jnp.float64)
         codes: list[jax.Array | None] = [None] * len(shape)
         for c, table in enumerate(tables):
             cl, sep = jt.cliques[c], jt.separators[c]
@@ -221,13 +291,10 @@ class MarkovNetwork:
             s_size = math.prod(shape[v] for v in sep)
             k_size = math.prod(shape[v] for v in new)
             t = jnp.transpose(table, perm).reshape(s_size, k_size)
-            if sep:
-                r = jnp.zeros((n,), jnp.int32)
-                for v in sep:
-                    r = r * shape[v] + codes[v]
-            else:
-                r = jnp.zeros((n,), jnp.int32)
-            cell = _sample_rows(t, r, keys[c])
+            r = jnp.zeros((n,), jnp.int32)  # separator cell of each row (0 for a root)
+            for v in sep:
+                r = r * shape[v] + codes[v]
+            cell = _sample_rows(t, r, u[c])
             for v in reversed(new):
                 codes[v] = (cell % shape[v]).astype(jnp.int32)
                 cell = cell // shape[v]
@@ -235,6 +302,8 @@ class MarkovNetwork:
 
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""
+        if jnp.ndim(thetas) != 2:
+            raise ValueError(f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}")
         keys = jax.random.split(key, thetas.shape[0])
         return jax.vmap(lambda t, k: self._sample(t, n, k))(thetas, keys)
 
@@ -246,19 +315,59 @@ class MarkovNetwork:
         )
 
 
-def _sample_rows(table: jax.Array, rows: jax.Array, key: jax.Array) -> jax.Array:
-    """Draw one column index per entry of ``rows`` from the normalised row ``table[rows]``.
+_TINY = 1e-300  # floor for separator probabilities in the covariance passes
 
-    Inverse-CDF sampling against the row-offset cumulative table ``r + F_r(k)``, which is
-    increasing over the flattened table, so one ``searchsorted`` serves all rows without
-    materialising an ``(n, k)`` array.
+
+def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
+    """For each cell of ``clique`` (row-major), the row-major cell of its sub-table on ``columns``."""
+    grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
+    sub = [shape[v] for v in columns]
+    return np.ravel_multi_index(tuple(grid[clique.index(v)] for v in columns), sub)
+
+
+def _projection(clique: tuple[int, ...], sep: tuple[int, ...], shape) -> np.ndarray:
+    """0/1 matrix (clique cells x separator cells): which separator value each cell has."""
+    cells = _cell_map(clique, sep, shape)
+    proj = np.zeros((cells.size, math.prod(shape[v] for v in sep)))
+    proj[np.arange(cells.size), cells] = 1.0
+    return proj
+
+
+def _lse(x: jax.Array, axis=None, keepdims: bool = False) -> jax.Array:
+    """Log-sum-exp for finite tables (all entries here are finite for finite theta).
+
+    Leaner than ``jax.nn.logsumexp``, which adds infinity handling we do not need; fewer
+    operations keep XLA compile time down for the unrolled passes.
+    """
+    m = jax.lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else jnp.squeeze(out, axis=axis)
+
+
+def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
+    """Draw a column index per entry of ``rows`` from the normalised ``table[rows]``, given U(0,1) ``u``.
+
+    Inverse-CDF sampling: the index is ``#{j < k - 1 : F_r(j) <= u}`` (zero-probability cells
+    have empty intervals and are never drawn). For the short rows of clique tables this count
+    is unrolled over ``j`` into one fused gather-compare loop over the rows (7x faster than
+    ``jnp.searchsorted`` on CPU for k = 16); long rows use a binary search over the
+    row-offset table ``r + F_r(j)``, increasing over the flattened table.
     """
     s, k = table.shape
     total = table.sum(axis=1, keepdims=True)
     # A separator value of probability zero is never conditioned on; guard the division anyway.
     cond = jnp.where(total > 0, table / jnp.where(total > 0, total, 1.0), 1.0 / k)
-    cdf = jnp.cumsum(cond, axis=1).at[:, -1].set(1.0)
+    cdf = jnp.cumsum(cond, axis=1)
+    if k <= _UNROLL_MAX:
+        flat, base = cdf.ravel(), rows * k
+        out = jnp.zeros(rows.shape, jnp.int32)
+        for j in range(k - 1):
+            out = out + (flat[base + j] <= u).astype(jnp.int32)
+        return out
+    cdf = jnp.concatenate([cdf[:, :-1], jnp.ones((s, 1), cdf.dtype)], axis=1)
     offset_cdf = (cdf + jnp.arange(s, dtype=cdf.dtype)[:, None]).ravel()
-    u = jax.random.uniform(key, rows.shape, dtype=cdf.dtype)
     pos = jnp.searchsorted(offset_cdf, rows + u, side="right")
     return jnp.clip(pos - rows * k, 0, k - 1).astype(jnp.int32)
+
+
+_UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ class Release:
     posterior : the posterior draws as ArviZ ``InferenceData``, or None.
     domain, marginals, ledger : the public Domain, the measured marginals and the privacy record.
     n, n_syn, m : rows of the private data, rows of each synthetic dataset, number of datasets.
+    fingerprint : SHA-256 of ``manifest.json``. The manifest checksums every other file, so this
+        one hash identifies the whole release; a data holder can publish it out of band so that
+        analysts can also detect a rewritten manifest (which the checksums alone cannot).
     """
 
     def __init__(
@@ -42,8 +46,10 @@ class Release:
         datasets: list[pd.DataFrame],
         weights: list[np.ndarray] | None,
         posterior: Any,
+        fingerprint: str,
     ):
         self.path = path
+        self.fingerprint = fingerprint
         self.manifest = manifest
         self.datasets = datasets
         self.weights = weights
@@ -103,49 +109,35 @@ class Release:
         )
 
 
-def _reader_for(path: Path) -> tuple[list[str], Callable[[str], bytes]]:
-    """(list of member files, function reading one) for a bundle directory or zip file."""
+@contextlib.contextmanager
+def _bundle(path: Path) -> Iterator[tuple[list[str], Callable[[str], bytes]]]:
+    """(member files, function reading one) for a bundle directory or zip file."""
     if path.is_dir():
         names = [p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()]
-        return names, lambda name: (path / name).read_bytes()
-    if zipfile.is_zipfile(path):
-        zf = zipfile.ZipFile(path)
-        names = [i.filename for i in zf.infolist() if not i.is_dir()]
-        return names, zf.read
-    raise ReleaseError(f"{path} is neither a release directory nor a zip file")
+        yield names, lambda name: (path / name).read_bytes()
+    elif zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            yield [i.filename for i in zf.infolist() if not i.is_dir()], zf.read
+    else:
+        raise ReleaseError(f"{path} is neither a release directory nor a zip file")
 
 
-def open_release(path: str | os.PathLike) -> Release:
+def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> Release:
     """Open the release at ``path`` (directory or zip), verifying it before loading anything.
 
     Raises :class:`ReleaseError` when the manifest is missing or of a newer format version, when
-    a listed file is missing or its SHA-256 differs from the manifest (a changed file), or when
-    the bundle holds files the manifest does not list.
+    a listed file is missing or its SHA-256 differs from the manifest (a changed file), when
+    the bundle holds files the manifest does not list, or, if ``fingerprint`` (the SHA-256 of
+    ``manifest.json`` published by the data holder) is given, when the manifest differs from it.
     """
     path = Path(path)
     if not path.exists():
         raise ReleaseError(f"no release at {path}")
-    names, read = _reader_for(path)
-    if MANIFEST_NAME not in names:
-        raise ReleaseError(f"{path} has no {MANIFEST_NAME}; not a synthinfer release")
-    try:
-        manifest = json.loads(read(MANIFEST_NAME))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ReleaseError(f"{path}/{MANIFEST_NAME} is not valid JSON: {e}") from None
-    manifest = check_manifest(manifest)
-
-    listed = manifest["files"]
-    extra = sorted(set(names) - set(listed) - {MANIFEST_NAME})
-    if extra:
-        raise ReleaseError(f"{path} holds files the manifest does not list: {extra}")
-    contents: dict[str, bytes] = {}
-    for name, meta in listed.items():
-        if name not in names:
-            raise ReleaseError(f"{path}: file {name} listed in the manifest is missing")
-        data = read(name)
-        if sha256_bytes(data) != meta.get("sha256"):
-            raise ReleaseError(f"{path}: file {name} was changed after release (SHA-256 mismatch)")
-        contents[name] = data
+    with _bundle(path) as (names, read):
+        manifest, contents = _verified_contents(path, names, read)
+    actual = sha256_bytes(contents.pop(MANIFEST_NAME))
+    if fingerprint is not None and fingerprint.lower() != actual:
+        raise ReleaseError(f"{path}: manifest.json has SHA-256 {actual}, not the published {fingerprint}")
 
     weight_col = manifest.get("weight_column")
     datasets, weights = [], [] if weight_col else None
@@ -164,7 +156,34 @@ def open_release(path: str | os.PathLike) -> Release:
     posterior = None
     if manifest.get("posterior"):
         posterior = _load_posterior(contents[manifest["posterior"]])
-    return Release(path, manifest, datasets, weights, posterior)
+    return Release(path, manifest, datasets, weights, posterior, actual)
+
+
+def _verified_contents(
+    path: Path, names: list[str], read: Callable[[str], bytes]
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Parse and check the manifest, then read every listed file and check its SHA-256."""
+    if MANIFEST_NAME not in names:
+        raise ReleaseError(f"{path} has no {MANIFEST_NAME}; not a synthinfer release")
+    try:
+        manifest = json.loads(read(MANIFEST_NAME))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReleaseError(f"{path}/{MANIFEST_NAME} is not valid JSON: {e}") from None
+    manifest = check_manifest(manifest)
+    listed = manifest["files"]
+    extra = sorted(set(names) - set(listed) - {MANIFEST_NAME})
+    if extra:
+        raise ReleaseError(f"{path} holds files the manifest does not list: {extra}")
+    contents: dict[str, bytes] = {}
+    for name, meta in listed.items():
+        if name not in names:
+            raise ReleaseError(f"{path}: file {name} listed in the manifest is missing")
+        data = read(name)
+        if not isinstance(meta, dict) or sha256_bytes(data) != meta.get("sha256"):
+            raise ReleaseError(f"{path}: file {name} was changed after release (SHA-256 mismatch)")
+        contents[name] = data
+    contents[MANIFEST_NAME] = read(MANIFEST_NAME)
+    return manifest, contents
 
 
 def _load_posterior(data: bytes):

@@ -1,0 +1,148 @@
+"""Speed of the exact MED_theta engine on the Adult query set (NAPSU-MQ Section 5.2).
+
+Reports, for the 10 two-way Adult marginals (130 canonical queries, 1,792,000 domain cells):
+compile time (wall and process CPU) and per-call time of ``log_partition``, its value and
+gradient, ``mean_and_cov``, the gradient of a NAPSU-MQ-shaped log-likelihood (eq. 6) through
+``mean_and_cov``, the same vmapped over 4 thetas (vectorised chains), and ``sample_many`` for
+100 thetas x 46,043 rows. Writes ``results/engine_speed.json`` and ``results/engine_speed.png``.
+
+Run: ``PYTHONPATH=src python benchmarks/napsu/engine_speed.py`` (see README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from synthinfer._io import atomic_write_text
+from synthinfer._jax import jax, jnp
+from synthinfer.datasets import load_adult
+from synthinfer.models import CanonicalQueries, MarkovNetwork
+
+ADULT_MARGINALS = [
+    ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
+    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
+    ("capital-loss", "income"), ("hours-per-week", "income"),
+]
+RESULTS = Path(__file__).parent / "results"
+
+
+def timed(fn, *args, reps: int) -> dict:
+    """Compile (first call) and steady-state timings; the median resists CPU contention."""
+    lowered = fn.lower(*args)
+    w0, c0 = time.perf_counter(), time.process_time()
+    compiled = lowered.compile()
+    compile_wall, compile_cpu = time.perf_counter() - w0, time.process_time() - c0
+    jax.block_until_ready(compiled(*args))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - t0)
+    return {
+        "compile_wall_s": compile_wall,
+        "compile_cpu_s": compile_cpu,
+        "call_median_ms": 1e3 * float(np.median(times)),
+        "call_min_ms": 1e3 * float(np.min(times)),
+        "reps": reps,
+    }
+
+
+def main() -> dict:
+    ds = load_adult(paper_subset=True)
+    t0 = time.perf_counter()
+    queries = CanonicalQueries(ds.domain, ADULT_MARGINALS)
+    net = MarkovNetwork(queries)
+    build_s = time.perf_counter() - t0
+    d, n = net.dimension, len(ds.data)
+    rng = np.random.default_rng(0)
+    theta = jnp.asarray(0.5 * rng.normal(size=d))
+    thetas4 = jnp.asarray(0.5 * rng.normal(size=(4, d)))
+    thetas100 = jnp.asarray(0.5 * rng.normal(size=(100, d)))
+    s_noisy = jnp.asarray(queries.count(ds.data) + rng.normal(size=d) * 20.0)
+    sigma_dp = 20.0
+
+    def log_lik(t):  # NAPSU-MQ eq. 6 with the N(0, 10^2 I) prior
+        mu, sigma = net.mean_and_cov(t)
+        cov = n * sigma + sigma_dp**2 * jnp.eye(d)
+        chol = jnp.linalg.cholesky(cov)
+        r = jax.scipy.linalg.solve_triangular(chol, s_noisy - n * mu, lower=True)
+        return -0.5 * r @ r - jnp.log(jnp.diag(chol)).sum() - 0.5 * t @ t / 100.0
+
+    w = jnp.asarray(rng.normal(size=(d, d)))
+
+    def functional(t):  # engine only: a linear functional of (mu, Sigma), as any likelihood uses
+        mu, sigma = net.mean_and_cov(t)
+        return jnp.sum(mu * w[0]) + jnp.sum(sigma * w)
+
+    cases = {
+        "log_partition": (jax.jit(net.log_partition), (theta,), 500),
+        "value_and_grad(log_partition)": (jax.jit(jax.value_and_grad(net.log_partition)), (theta,), 500),
+        "mean": (jax.jit(net.mean), (theta,), 500),
+        "mean_and_cov": (jax.jit(net.mean_and_cov), (theta,), 200),
+        "value_and_grad(<w, (mu, Sigma)>)": (jax.jit(jax.value_and_grad(functional)), (theta,), 200),
+        "value_and_grad(log_lik eq.6)": (jax.jit(jax.value_and_grad(log_lik)), (theta,), 200),
+        "vmap4 value_and_grad(log_lik eq.6)": (
+            jax.jit(jax.vmap(jax.value_and_grad(log_lik))), (thetas4,), 100),
+        "sample_many(100 x 46043)": (
+            jax.jit(lambda t, k: net.sample_many(t, n, k)), (thetas100, jax.random.key(0)), 3),
+    }
+    out = {
+        "network": repr(net),
+        "dimension": d,
+        "domain_cells": ds.domain.size,
+        "clique_table_cells": net.junction_tree.table_cells,
+        "tree_width": net.junction_tree.width,
+        "build_s": build_s,
+        "timings": {},
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "loadavg_before": os.getloadavg(),
+    }
+    for name, (fn, args, reps) in cases.items():
+        out["timings"][name] = timed(fn, *args, reps=reps)
+        print(f"{name:40s} {out['timings'][name]}", flush=True)
+    out["loadavg_after"] = os.getloadavg()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(RESULTS / "engine_speed.json", json.dumps(out, indent=2) + "\n")
+    plot(out)
+    return out
+
+
+def plot(out: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(out["timings"])
+    call = [out["timings"][k]["call_median_ms"] for k in names]
+    comp = [out["timings"][k]["compile_wall_s"] for k in names]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    y = np.arange(len(names))
+    axes[0].barh(y, call, color="tab:blue")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("per call, median (ms, log scale)")
+    axes[0].set_yticks(y, names, fontsize=8)
+    axes[0].invert_yaxis()
+    axes[1].barh(y, comp, color="tab:orange")
+    axes[1].set_xlabel("XLA compile (s, wall)")
+    load = out["loadavg_before"][0]
+    fig.suptitle(f"MED_theta engine on Adult: d={out['dimension']}, {out['domain_cells']:,} cells, "
+                 f"{out['clique_table_cells']} clique cells (load avg {load:.1f}, "
+                 f"{out['cpu_count']} CPUs)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "engine_speed.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()

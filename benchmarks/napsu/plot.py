@@ -1,0 +1,115 @@
+"""Figures for the NAPSU-MQ studies from their JSON results (merging split toy runs).
+
+    PYTHONPATH=src python benchmarks/napsu/plot.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+R = Path("benchmarks/napsu/results")
+TRUE = np.array([1.0, 0.0])
+LABELS = {
+    "napsu_laplace": "NAPSU-MQ (Laplace)",
+    "napsu_nuts": "NAPSU-MQ (NUTS)",
+    "napsu_laplace_not_noise_aware": "NAPSU-MQ -NA (sigma=0.005)",
+    "mle_mi": "MLE (PGM objective) + MI",
+    "mle_single": "MLE, one dataset (-NA-MI)",
+}
+
+
+def toy() -> None:
+    records = {}
+    for f in sorted(R.glob("toy_coverage*.json")):
+        for rec in json.loads(f.read_text())["records"]:
+            records[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
+    if not records:
+        return
+    eps = sorted({k[1] for k in records})
+    summary = {}
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    for method, label in LABELS.items():
+        cov, wid, counts = [], [], []
+        for e in eps:
+            rs = [r for k, r in records.items() if k[1] == e and k[2] == method]
+            lo = np.array([r["lower"] for r in rs], float)
+            hi = np.array([r["upper"] for r in rs], float)
+            ok = np.isfinite(lo) & np.isfinite(hi)
+            c = np.where(ok, (lo <= TRUE) & (TRUE <= hi), np.nan)
+            cov.append(np.nanmean(c, axis=0) if rs else [np.nan, np.nan])
+            wid.append(np.nanmedian(np.where(ok, hi - lo, np.nan), axis=0) if rs else [np.nan, np.nan])
+            counts.append(len(rs))
+        cov, wid = np.array(cov), np.array(wid)
+        summary[method] = {"epsilons": eps, "repeats": counts, "coverage_x1": cov[:, 0].tolist(),
+                           "coverage_x2": cov[:, 1].tolist(), "median_width_x1": wid[:, 0].tolist(),
+                           "median_width_x2": wid[:, 1].tolist()}
+        for j in range(2):
+            axes[j].plot(eps, cov[:, j], marker="o", label=label)
+            axes[2 + j].plot(eps, wid[:, j], marker="o", label=label)
+    for j, name in enumerate(["x1 (coef 1)", "x2 (coef 0)"]):
+        axes[j].axhline(0.95, color="k", lw=1)
+        axes[j].axhspan(0.92, 0.98, color="0.9")
+        axes[j].set(xscale="log", ylim=(0, 1.02), xlabel="epsilon", ylabel="95% CI coverage", title=f"coverage, {name}")
+        axes[2 + j].set(xscale="log", yscale="log", xlabel="epsilon", ylabel="median CI width", title=f"width, {name}")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(R / "toy_coverage.png", dpi=110)
+    (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def adult() -> None:
+    f = R / "adult_coverage.json"
+    if not f.exists():
+        return
+    d = json.loads(f.read_text())
+    levels = d["settings"]["levels"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for eps, s in d["summary"].items():
+        axes[0].plot(levels, s["coverage_by_level"], marker=".", label=f"eps={eps} ({s['repeats']} repeats)")
+        axes[1].plot(levels, s["median_width_ratio_by_level"], marker=".", label=f"eps={eps}")
+    axes[0].plot([0, 1], [0, 1], "k--", lw=1)
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title="Adult: coverage (NUTS)")
+    axes[1].axhline(1, color="k", ls="--", lw=1)
+    axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(R / "adult_coverage.png", dpi=110)
+
+
+def speed() -> None:
+    f = R / "speed.json"
+    if not f.exists():
+        return
+    d = json.loads(f.read_text())
+    t, a = d["toy"], d["adult"]
+    rows = [
+        ("toy: fit NUTS + 100 datasets", t["with_compile"]["total_s"], t["without_compile"]["total_s"], 3),
+        ("Adult: Laplace", a["laplace_with_compile_s"], a["laplace_without_compile_s"], 15),
+        ("Adult: 100 datasets", a["generate_100_with_compile_s"], a["generate_100_without_compile_s"], 10),
+    ]
+    if "nuts_fit_with_compile_s" in a:
+        rows.append(("Adult: Laplace + NUTS 4x(800+2000)", a["nuts_fit_with_compile_s"],
+                     a["nuts_fit_with_compile_s"] - a["nuts_compile_estimate_s"], 300))
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    y = np.arange(len(rows))
+    ax.barh(y - 0.2, [r[1] for r in rows], 0.4, label="with JIT compile")
+    ax.barh(y + 0.2, [r[2] for r in rows], 0.4, label="without")
+    ax.scatter([r[3] for r in rows], y, marker="|", s=400, color="k", label="target")
+    ax.set_yticks(y, [r[0] for r in rows])
+    ax.set(xscale="log", xlabel="seconds", title=f"NAPSU-MQ speed (load average {d['loadavg_start'][0]:.1f} on {d['cpu_count']} cores)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(R / "speed.png", dpi=110)
+
+
+if __name__ == "__main__":
+    toy()
+    adult()
+    speed()

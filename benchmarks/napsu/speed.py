@@ -1,0 +1,102 @@
+"""Speed of NAPSU-MQ on the toy problem and on Adult (issue 3 targets), with and without JIT.
+
+"with compile" is the first call in a fresh process (what a user waits for); "without" is a
+second identical call, which hits JAX's compilation cache. For NUTS on Adult only one full run
+is made; its compile time is estimated by a 10 + 10 draw run (whose sampling time is negligible).
+
+    PYTHONPATH=src python benchmarks/napsu/speed.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+
+from synthinfer._jax import jax, jnp
+from synthinfer.datasets import load_adult, make_toy_logistic
+from synthinfer.errors import ConvergenceWarning
+from synthinfer.generate import NapsuMQ
+from synthinfer.generate import inference as inf
+
+ADULT_MARGINALS = [("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
+                   ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
+                   ("capital-loss", "income"), ("hours-per-week", "income")]
+
+
+def timed(f):
+    t = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t
+
+
+def gradient_ms(gen: NapsuMQ, reps: int = 50) -> tuple[float, float]:
+    """(compile s, ms per call) of the jitted value-and-gradient of the log posterior."""
+    args = (jnp.asarray(gen.noisy_counts_), jnp.asarray(gen.sigma_dp_), jnp.asarray(float(gen.n_)), jnp.asarray(10.0))
+    mc = gen.network_.mean_and_cov
+    vg = jax.jit(jax.value_and_grad(lambda th: inf.log_posterior(th, *args[:3], mc, args[3])))
+    x = jnp.asarray(gen.draws_[0, 0])
+    _, tc = timed(lambda: jax.block_until_ready(vg(x)))
+    _, tr = timed(lambda: [jax.block_until_ready(vg(x)) for _ in range(reps)])
+    return tc, 1e3 * tr / reps
+
+
+def main() -> None:
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    res: dict = {"loadavg_start": os.getloadavg(), "machine": platform.platform(), "cpu_count": os.cpu_count()}
+
+    # -- toy: the whole pipeline, NUTS 4 x (800 + 2000) and 100 datasets of n = 2000 ---------
+    ds = make_toy_logistic(2000, (1.0, 0.0), seed=0)
+    toy = {}
+    for label in ("with_compile", "without_compile"):
+        def run():
+            g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=2000**-2.0, inference="nuts", seed=1).fit(ds.data, ds.domain)
+            return g, g.generate(100, seed=2)
+        (g, _), t = timed(run)
+        toy[label] = {"total_s": t, "fit_timings": g.diagnostics_["timings"]}
+    toy["nuts_gradient_evaluations"] = g.diagnostics_["nuts"]["gradient_evaluations"]
+    toy["laplace_gradient_evaluations"] = g.diagnostics_["laplace"]["gradient_evaluations"]
+    toy["rhat_max"] = g.diagnostics_["nuts"]["rhat_max"]
+    toy["ess_bulk_min"] = g.diagnostics_["nuts"]["ess_bulk_min"]
+    toy["gradient_compile_s"], toy["gradient_ms"] = gradient_ms(g)
+    res["toy"] = toy
+    print(json.dumps(toy, indent=1), flush=True)
+
+    # -- Adult --------------------------------------------------------------------------------
+    ad = load_adult(paper_subset=True)
+    n = len(ad.data)
+    adult: dict = {"n": n, "marginals": ADULT_MARGINALS}
+    for label in ("with_compile", "without_compile"):
+        g, t = timed(lambda: NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain))
+        adult[f"laplace_{label}_s"] = t
+        adult[f"laplace_{label}_timings"] = g.diagnostics_["timings"]
+    adult["canonical_queries"] = int(g.queries_.dimension)
+    adult["laplace"] = {k: v for k, v in g.diagnostics_["laplace"].items() if k != "attempts"}
+    adult["gradient_compile_s"], adult["gradient_ms"] = gradient_ms(g)
+    print(json.dumps(adult, indent=1, default=str), flush=True)
+    for label in ("with_compile", "without_compile"):
+        _, t = timed(lambda: g.generate(100, seed=3))
+        adult[f"generate_100_{label}_s"] = t
+    print(adult["generate_100_with_compile_s"], adult["generate_100_without_compile_s"], flush=True)
+    _, t_small = timed(lambda: NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", num_warmup=10,
+                                        num_samples=10, seed=1).fit(ad.data, ad.domain))
+    adult["nuts_compile_estimate_s"] = t_small
+    gn, t = timed(lambda: NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", seed=1).fit(ad.data, ad.domain))
+    nd = gn.diagnostics_["nuts"]
+    adult["nuts_fit_with_compile_s"] = t
+    adult["nuts_fit_timings"] = gn.diagnostics_["timings"]
+    adult["nuts"] = {k: v for k, v in nd.items() if k not in ("rhat", "ess_bulk")}
+    res["adult"] = adult
+    res["loadavg_end"] = os.getloadavg()
+    os.makedirs("benchmarks/napsu/results", exist_ok=True)
+    with open("benchmarks/napsu/results/speed.json", "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print(json.dumps(adult, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

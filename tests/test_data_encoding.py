@@ -1,0 +1,79 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import MISSING, Domain, binned_column, clip_to_bounds, decode, encode, with_missing_category
+from synthinfer.data.domain import Column
+from synthinfer.errors import (
+    DuplicateColumnError,
+    EmptyDataError,
+    MissingValueError,
+    NonFiniteError,
+    OutOfDomainError,
+    UnknownColumnError,
+)
+
+D = Domain([Column("c", ("a", "b", "c")), binned_column("x", edges=[0, 10, 20, 30])])
+
+
+def test_encode_decode_round_trip():
+    df = pd.DataFrame({"c": ["b", "a", "c"], "x": [0.0, 15.0, 30.0], "extra": [1, 2, 3]})
+    codes = encode(df, D)
+    np.testing.assert_array_equal(codes, [[1, 0], [0, 1], [2, 2]])
+    back = decode(codes, D)
+    assert list(back["c"]) == ["b", "a", "c"]
+    assert list(back["x"]) == ["[0, 10)", "[10, 20)", "[20, 30]"]
+    assert list(decode(codes, D, midpoints=True)["x"]) == [5.0, 15.0, 25.0]
+    # category labels of a binned column encode too
+    np.testing.assert_array_equal(encode(back, D), codes)
+
+
+def test_out_of_domain_names_column_value_and_count():
+    df = pd.DataFrame({"c": ["a", "zz", "zz", "q"], "x": [1, 2, 3, 4]})
+    with pytest.raises(OutOfDomainError, match=r"'c'.*3 row\(s\).*'zz'.*'q'"):
+        encode(df, D)
+    df = pd.DataFrame({"c": ["a", "a"], "x": [1, 31]})
+    with pytest.raises(OutOfDomainError, match=r"'x'.*1 row\(s\).*31"):
+        encode(df, D)
+
+
+def test_missing_policies():
+    df = pd.DataFrame({"c": ["a", None, "b"], "x": [1.0, 2.0, np.nan]})
+    with pytest.raises(MissingValueError, match=r"'c': 1.*'x': 1"):
+        encode(df, D)
+    assert encode(df, D, missing="drop").shape == (1, 2)
+    with pytest.raises(MissingValueError, match="with_missing_category"):
+        encode(df, D, missing="category")
+    dm = with_missing_category(D, ["c"])
+    assert dm["c"].categories[-1] == MISSING
+    with pytest.raises(EmptyDataError):
+        encode(pd.DataFrame({"c": [None], "x": [1.0]}), D, missing="drop")
+    with pytest.raises(ValueError):
+        encode(df, D, missing="ignore")
+
+
+def test_missing_category():
+    dm = Domain({"c": ["a", "b", MISSING]})
+    codes = encode(pd.DataFrame({"c": ["a", None, "b"]}), dm, missing="category")
+    np.testing.assert_array_equal(codes[:, 0], [0, 2, 1])
+
+
+def test_table_errors():
+    with pytest.raises(UnknownColumnError, match="'x'"):
+        encode(pd.DataFrame({"c": ["a"]}), D)
+    with pytest.raises(EmptyDataError):
+        encode(pd.DataFrame({"c": [], "x": []}), D)
+    with pytest.raises(UnknownColumnError, match="extra"):
+        encode(pd.DataFrame({"c": ["a"], "x": [1], "extra": [0]}), D, extra_columns="error")
+    dup = pd.DataFrame([["a", 1, 2]], columns=["c", "x", "x"])
+    with pytest.raises(DuplicateColumnError):
+        encode(dup, D)
+    with pytest.raises(NonFiniteError, match="'x'"):
+        encode(pd.DataFrame({"c": ["a"], "x": [np.inf]}), D)
+
+
+def test_clip_to_bounds():
+    df = pd.DataFrame({"x": [-5.0, 5.0, 50.0]})
+    assert list(clip_to_bounds(df, {"x": (0, 30)})["x"]) == [0.0, 5.0, 30.0]
+    with pytest.raises(UnknownColumnError):
+        clip_to_bounds(df, {"y": (0, 1)})

@@ -1,0 +1,83 @@
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import Domain, Marginal, QuerySet, binned_column, count_dataframe, count_file
+from synthinfer.data.domain import Column
+from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, UnknownColumnError
+
+D = Domain([Column("a", ("u", "v", "w")), Column("b", (0, 1)), binned_column("x", edges=[0, 1, 2, 5])])
+
+
+def _table(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "a": rng.choice(["u", "v", "w"], n),
+        "b": rng.integers(0, 2, n),
+        "x": rng.uniform(0, 5, n).round(2),
+    })
+
+
+def test_counts_match_brute_force():
+    df = _table()
+    counts = count_dataframe(df, D, ("a", "x"))
+    xbin = np.clip(np.searchsorted([0, 1, 2, 5], df["x"], side="right") - 1, 0, 2)
+    for k, (i, j) in enumerate(itertools.product(range(3), range(3))):
+        expect = ((df["a"] == "uvw"[i]) & (xbin == j)).sum()
+        assert counts[k] == expect
+    assert counts.sum() == len(df)
+
+
+def test_queryset():
+    qs = QuerySet(D, [("a", "b"), "b,x"])
+    assert qs.sizes == [6, 6]
+    assert qs.dimension == 12
+    assert qs.l2_sensitivity == pytest.approx(2.0)
+    v = qs.count(_table())
+    parts = qs.split(v)
+    assert parts[0].shape == (3, 2) and parts[1].shape == (2, 3)
+    # both marginals share the b totals
+    np.testing.assert_array_equal(parts[0].sum(0), parts[1].sum(1))
+    with pytest.raises(DomainError, match="twice"):
+        QuerySet(D, [("a", "b"), ("b", "a")])
+    with pytest.raises(UnknownColumnError):
+        QuerySet(D, [("a", "nope")])
+    with pytest.raises(DomainError):
+        Marginal(("a", "a"))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_duckdb_counts_identical(tmp_path, fmt):
+    df = _table(2000, seed=1)
+    path = tmp_path / f"t.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path)
+    qs = QuerySet(D, [("a", "b"), ("b", "x"), ("a", "b", "x"), ("x",)])
+    np.testing.assert_array_equal(qs.count_file(path), qs.count(df))
+
+
+def test_duckdb_errors(tmp_path):
+    df = _table(50)
+    df.loc[3, "a"] = "zz"
+    p = tmp_path / "bad.csv"
+    df.to_csv(p, index=False)
+    with pytest.raises(OutOfDomainError, match="'a'.*1 row"):
+        count_file(p, D, ("a",))
+    df = _table(50)
+    df.loc[[1, 2], "x"] = np.nan
+    p = tmp_path / "na.csv"
+    df.to_csv(p, index=False)
+    with pytest.raises(MissingValueError, match="'x': 2"):
+        count_file(p, D, ("x",))
+    np.testing.assert_array_equal(
+        count_file(p, D, ("a", "x"), missing="drop"), count_dataframe(df, D, ("a", "x"), missing="drop")
+    )
+    df = _table(50)
+    df.loc[0, "x"] = 7.0
+    p = tmp_path / "oob.csv"
+    df.to_csv(p, index=False)
+    with pytest.raises(OutOfDomainError, match="'x'"):
+        count_file(p, D, ("x",))
+    with pytest.raises(UnknownColumnError):
+        count_file(p, Domain({"q": [1]}), ("q",))

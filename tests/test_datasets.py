@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from synthinfer import datasets
+from synthinfer.data import encode
+
+
+def test_adult_full():
+    df, dom = datasets.load_adult()
+    assert df.shape == (48842, 15)
+    assert dom is None
+
+
+def test_adult_paper_subset():
+    df, dom = datasets.load_adult(paper_subset=True)
+    assert df.shape == (46043, 10)
+    assert dom.size == 1_792_000
+    assert tuple(df.columns) == datasets.ADULT_PAPER_COLUMNS
+    codes = encode(df, dom)  # every value inside the public domain
+    assert codes.shape == (46043, 10)
+    np.testing.assert_allclose(dom.midpoints("age"), [24.3, 38.9, 53.5, 68.1, 82.7])
+    assert set(df["capital-gain"].unique()) == {"0", ">0"}
+
+
+def test_other_loaders():
+    assert datasets.load_framingham().data.shape == (4240, 16)
+    heart = datasets.load_heart_cleveland().data
+    assert len(heart) == 303 and heart["target"].sum() == 139
+    assert datasets.load_boston().data.shape == (506, 14)
+    assert datasets.load_iris().data.shape == (150, 5)
+    assert datasets.load_breast_cancer().data.shape == (569, 31)
+
+
+def test_toy_logistic():
+    df, dom = datasets.make_toy_logistic(n=20000, coef=(1.0, 0.0), seed=0)
+    assert dom.names == ("x1", "x2", "y")
+    assert set(np.unique(df.to_numpy())) <= {0, 1}
+    # P(y=1 | x1=1) = sigmoid(1) = 0.731, P(y=1 | x1=0) = 0.5; 5 binomial standard errors
+    for x1, p in [(1, 1 / (1 + np.exp(-1))), (0, 0.5)]:
+        sub = df.loc[df.x1 == x1, "y"]
+        assert abs(sub.mean() - p) < 5 * np.sqrt(p * (1 - p) / len(sub))
+    again, _ = datasets.make_toy_logistic(n=20000, seed=0)
+    assert again.equals(df)
+    with pytest.raises(ValueError):
+        datasets.make_toy_logistic(coef=(1.0,))
+
+
+def test_triangle_square():
+    real, syn = datasets.make_triangle_square(n=5000, seed=0)
+    assert (real.sum(axis=1) < 1).all()
+    assert abs((syn.sum(axis=1) < 1).mean() - 0.5) < 5 * np.sqrt(0.25 / 5000)

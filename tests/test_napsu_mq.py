@@ -1,0 +1,134 @@
+"""NapsuMQ estimator: end to end on the toy data, privacy accounting, save/load, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import Domain
+from synthinfer.datasets import make_toy_logistic
+from synthinfer.errors import (
+    BudgetExceededError,
+    NotFittedError,
+    OutOfDomainError,
+    SynthinferError,
+    UnknownColumnError,
+)
+from synthinfer.generate import NapsuMQ
+from synthinfer.privacy import PrivacyLedger, gaussian_sigma
+
+N = 2000
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return make_toy_logistic(N, (1.0, 0.0), seed=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(toy):
+    return NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=N**-2.0, inference="laplace", seed=1).fit(toy.data, toy.domain)
+
+
+def test_fit_records_mechanism_and_spends_exactly_the_budget(fitted):
+    g = fitted
+    assert g.queries_.dimension == 7  # 8 cells of the 3-way marginal minus the normalisation
+    assert g.queries_.l2_sensitivity == pytest.approx(np.sqrt(2))
+    assert g.sigma_dp_ == pytest.approx(gaussian_sigma(1.0, N**-2.0, np.sqrt(2)))
+    eps, delta = g.ledger_.spent
+    assert eps == pytest.approx(1.0) and delta == pytest.approx(N**-2.0)
+    assert g.privacy_["spent"]["epsilon"] == pytest.approx(1.0)
+    assert g.privacy_["seed_fixed"] is True
+    assert g.posterior_.posterior["theta"].shape == (4, 2000, 7)
+    assert g.diagnostics_["laplace"]["converged"]
+
+
+def test_generate_decodes_to_user_categories(fitted, toy):
+    out = fitted.generate(m=3, seed=0)
+    assert len(out) == 3
+    for f in out:
+        assert f.shape == (N, 3) and list(f.columns) == ["x1", "x2", "y"]
+        assert list(f["y"].cat.categories) == [0, 1]
+    small = fitted.generate(m=2, n=50, seed=0)
+    assert all(len(f) == 50 for f in small)
+    # The synthetic 3-way table is close to the real one (sigma_DP ~ 6 on counts of ~250).
+    real = toy.data.groupby(["x1", "x2", "y"]).size().to_numpy()
+    syn = np.mean([f.groupby(["x1", "x2", "y"], observed=False).size().to_numpy() for f in fitted.generate(m=20, seed=1)], axis=0)
+    assert np.all(np.abs(syn - real) < 6 * np.sqrt(real) + 30)
+
+
+def test_generate_is_reproducible_with_a_seed(fitted):
+    a = fitted.generate(m=2, n=100, seed=5)
+    b = fitted.generate(m=2, n=100, seed=5)
+    for x, y in zip(a, b):
+        pd.testing.assert_frame_equal(x, y)
+
+
+def test_save_load_round_trip(fitted, tmp_path):
+    p = tmp_path / "gen.npz"
+    fitted.save(p)
+    g2 = NapsuMQ.load(p)
+    np.testing.assert_array_equal(g2.draws_, fitted.draws_)
+    np.testing.assert_array_equal(g2.noisy_counts_, fitted.noisy_counts_)
+    assert g2.sigma_dp_ == fitted.sigma_dp_ and g2.n_ == fitted.n_
+    assert g2.ledger_.to_dict() == fitted.ledger_.to_dict()
+    for x, y in zip(fitted.generate(m=2, n=100, seed=9), g2.generate(m=2, n=100, seed=9)):
+        pd.testing.assert_frame_equal(x, y)
+    # Nothing but public/noisy quantities is stored: no exact counts, no seed value.
+    with np.load(p) as z:
+        assert set(z.files) == {"meta", "noisy_counts", "kept", "draws"}
+        meta = bytes(z["meta"]).decode()
+    assert '"seed"' not in meta
+
+
+def test_given_ledger_is_charged_and_overspend_raises_before_noise(toy):
+    led = PrivacyLedger((2.0, 1e-6))
+    # Same marginals and inference as the fixture: reuses its compiled network.
+    NapsuMQ([("x1", "x2", "y")], epsilon=1.5, delta=5e-7, inference="laplace", seed=0).fit(toy.data, toy.domain, ledger=led)
+    assert led.spent[0] == pytest.approx(1.5)
+    before = led.to_dict()
+    g = NapsuMQ([("x1", "y")], epsilon=1.0, delta=1e-7, inference="mle", seed=0)
+    with pytest.raises(BudgetExceededError):
+        g.fit(toy.data, toy.domain, ledger=led)
+    assert led.to_dict() == before
+    assert not hasattr(g, "noisy_counts_")
+
+
+def test_mst_selection_and_measurement_never_exceed_the_budget():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.integers(0, 2, size=(500, 4)), columns=list("abcd"))
+    dom = Domain({c: [0, 1] for c in "abcd"})
+    g = NapsuMQ([("a", "b")], epsilon=0.8, delta=1e-6, inference="mle", select_extra="mst",
+                mst_budget_fraction=0.25, seed=1).fit(df, dom)
+    eps, delta = g.ledger_.spent
+    assert eps <= 0.8 * (1 + 1e-9) and delta <= 1e-6 * (1 + 1e-9)
+    assert eps == pytest.approx(0.8) and delta == pytest.approx(1e-6)
+    names = [c["name"] for c in g.ledger_.to_dict()["charges"]]
+    assert names[0].startswith("mst: noisy 1-way") and names[-1].startswith("napsu-mq")
+    assert len(g.selected_marginals_) == 2  # {a,b}, {c}, {d} need two edges to span
+    cols = {c for m in g.marginals_ for c in m.columns}
+    assert cols == set("abcd")
+    meas = g.ledger_.charges[-1]
+    assert meas.epsilon == pytest.approx(0.6) and meas.delta == pytest.approx(0.75e-6)
+
+
+def test_errors_name_what_is_wrong(toy, fitted):
+    with pytest.raises(UnknownColumnError, match="nope"):
+        NapsuMQ([("x1", "nope")], seed=0).fit(toy.data, toy.domain)
+    with pytest.raises(SynthinferError, match="inference"):
+        NapsuMQ([("x1", "y")], inference="vi", seed=0).fit(toy.data, toy.domain)
+    with pytest.raises(SynthinferError, match="delta"):
+        NapsuMQ([("x1", "y")], delta=0.0, seed=0).fit(toy.data, toy.domain)
+    bad = toy.data.copy()
+    bad.loc[0, "x1"] = 7
+    with pytest.raises(OutOfDomainError, match="x1"):
+        NapsuMQ([("x1", "y")], seed=0).fit(bad, toy.domain)
+    with pytest.raises(UnknownColumnError, match="x2"):
+        NapsuMQ([("x1", "y")], seed=0).fit(toy.data.drop(columns="x2"), toy.domain)
+    with pytest.raises(NotFittedError):
+        NapsuMQ([("x1", "y")]).generate(2)
+    with pytest.raises(SynthinferError, match="m must"):
+        fitted.generate(m=0)
+    with pytest.raises(SynthinferError, match="select_extra"):
+        NapsuMQ([("x1", "y")], select_extra=-1).fit(toy.data, toy.domain)

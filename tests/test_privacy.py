@@ -1,0 +1,120 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from synthinfer.data import Domain, QuerySet
+from synthinfer.privacy import (
+    PrivacyBudget,
+    PrivacyLedger,
+    gaussian_delta,
+    gaussian_mechanism,
+    gaussian_sigma,
+    laplace_mechanism,
+    make_rng,
+)
+from synthinfer.errors import BudgetExceededError, PrivacyError
+
+
+def eq2_delta(sigma, eps, sens):
+    """NAPSU-MQ Theorem 3.6, eq. 2, written out directly."""
+    return norm.cdf(sens / (2 * sigma) - eps * sigma / sens) - math.exp(eps) * norm.cdf(
+        -sens / (2 * sigma) - eps * sigma / sens
+    )
+
+
+def test_gaussian_sigma_known_value():
+    assert gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(3.7306, abs=1e-4)
+
+
+@pytest.mark.parametrize("eps,delta,sens", [(1.0, 1e-5, 1.0), (0.1, 1e-9, 2.0), (8.0, 1e-6, math.sqrt(20)), (0.5, 0.01, 3.0)])
+def test_gaussian_sigma_calibration(eps, delta, sens):
+    """sigma meets eq. 2 with equality, and is the smallest such (a slightly smaller one fails)."""
+    s = gaussian_sigma(eps, delta, sens)
+    assert eq2_delta(s, eps, sens) == pytest.approx(delta, rel=1e-6)
+    assert eq2_delta(s * 0.999, eps, sens) > delta
+    assert gaussian_delta(s, eps, sens) == pytest.approx(delta, rel=1e-6)
+
+
+def test_gaussian_sigma_errors():
+    for bad in [dict(epsilon=0), dict(epsilon=-1), dict(epsilon=float("inf"))]:
+        with pytest.raises(PrivacyError, match="epsilon"):
+            gaussian_sigma(bad["epsilon"], 1e-5)
+    with pytest.raises(PrivacyError, match="delta"):
+        gaussian_sigma(1.0, 0.0)
+    with pytest.raises(PrivacyError, match="sensitivity"):
+        gaussian_sigma(1.0, 1e-5, 0.0)
+
+
+def test_budget_validation_and_split():
+    with pytest.raises(PrivacyError):
+        PrivacyBudget(0.0)
+    with pytest.raises(PrivacyError):
+        PrivacyBudget(1.0, 1.0)
+    with pytest.raises(PrivacyError):
+        PrivacyBudget(True)
+    a, b = PrivacyBudget(1.0, 1e-6).split(0.9, 0.1, delta_fractions=[0.7, 0.3])
+    assert (a.epsilon, b.epsilon) == pytest.approx((0.9, 0.1))
+    assert (a.delta, b.delta) == pytest.approx((7e-7, 3e-7))
+    with pytest.raises(PrivacyError, match="sum"):
+        PrivacyBudget(1.0).split(0.8, 0.3)
+
+
+def test_ledger_refuses_overspend_before_noise():
+    ledger = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    rng = make_rng(0)
+    gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.9, delta=1e-6, ledger=ledger, seed=rng)
+    state = rng.bit_generator.state
+    with pytest.raises(BudgetExceededError, match="remain"):
+        gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, delta=0.0 + 1e-9, ledger=ledger, seed=rng)
+    with pytest.raises(BudgetExceededError):
+        laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, ledger=ledger, seed=rng)
+    assert rng.bit_generator.state == state  # no noise drawn
+    assert len(ledger.charges) == 1
+    laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.1, ledger=ledger, seed=rng)  # exact fit
+    assert ledger.remaining is None
+    rec = ledger.to_dict()
+    assert rec["spent"]["epsilon"] == pytest.approx(1.0)
+    assert PrivacyLedger.from_dict(rec).spent == ledger.spent
+
+
+def test_mechanisms_reproducible_and_scaled():
+    led = PrivacyLedger((100.0, 0.5))
+    a, s = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led, seed=3)
+    b, _ = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led, seed=3)
+    np.testing.assert_array_equal(a, b)
+    # sample sd within ~5 standard errors of sigma (se of sd ~ sigma / sqrt(2N))
+    assert abs(a.std() - s) < 5 * s / math.sqrt(2 * a.size)
+    c, scale = laplace_mechanism(np.zeros(20000), sensitivity=2.0, epsilon=4.0, ledger=led, seed=1)
+    assert scale == 0.5
+    assert abs(np.abs(c).mean() - scale) < 5 * scale / math.sqrt(c.size)
+
+
+# --- NAPSU-MQ Theorem 3.5: sensitivity of n_s full marginal sets is sqrt(2 n_s) ----------------
+DOM = Domain({"a": [0, 1, 2], "b": [0, 1], "c": [0, 1, 2, 3], "d": [0, 1]})
+MARGINAL_SETS = [("a",), ("a", "b"), ("b", "c"), ("a", "c", "d"), ("d",), ("c", "d")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 30),
+    k=st.integers(1, len(MARGINAL_SETS)),
+)
+def test_marginal_sensitivity_substitution(data, n, k):
+    rows = data.draw(st.lists(st.tuples(*[st.integers(0, s - 1) for s in DOM.shape]), min_size=n, max_size=n))
+    codes = np.array(rows, dtype=np.int64)
+    i = data.draw(st.integers(0, n - 1))
+    new = data.draw(st.tuples(*[st.integers(0, s - 1) for s in DOM.shape]))
+    neighbour = codes.copy()
+    neighbour[i] = new
+    qs = QuerySet(DOM, MARGINAL_SETS[:k])
+    dist = np.linalg.norm(qs.count(codes) - qs.count(neighbour))
+    assert dist <= qs.l2_sensitivity + 1e-12
+    # equality whenever the substituted row differs in every column
+    if all(codes[i, j] != new[j] for j in range(len(DOM))):
+        assert dist == pytest.approx(math.sqrt(2 * k))

@@ -82,3 +82,12 @@ class AnalysisError(SynthinferError, ValueError):
 
 class FitFailedWarning(SynthinferWarning):
     """The downstream analysis failed on one synthetic dataset; that dataset is left out."""
+
+
+# --- importance weights (synthinfer.weights) -----------------------------------------------
+class DebiasingError(SynthinferError, ValueError):
+    """The Laplace debiasing factor b(x) of BetaDebiased does not exist (|x_j| >= 1/rho)."""
+
+
+class ParetoKWarning(SynthinferWarning):
+    """The Pareto-k diagnostic of importance weights exceeds 0.7 (unreliable estimates)."""

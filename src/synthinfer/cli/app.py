@@ -26,6 +26,7 @@ def _register() -> None:
         bayes_cmds,
         data_cmds,
         generate_cmds,
+        weights_cmds,
     )
 
 

@@ -1,0 +1,44 @@
+"""The public feature map: [0, 1] scaling with user bounds, one-hot categories, unit L2 ball."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import Domain
+from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, UnknownColumnError
+from synthinfer.weights import FeatureMap
+
+
+def test_numeric_and_categorical_features_lie_in_unit_ball():
+    df = pd.DataFrame({"age": [20.0, 90.0, 55.0], "sex": ["F", "M", "M"], "edu": ["a", "c", "b"]})
+    fm = FeatureMap({"age": (10, 100), "sex": ["F", "M"], "edu": ["a", "b", "c"]})
+    assert fm.feature_names == ("age", "sex=M", "edu=b", "edu=c", "(intercept)")
+    cube = fm.unit_cube(df)
+    np.testing.assert_allclose(cube[:, 0], [10 / 90, 80 / 90, 45 / 90])
+    np.testing.assert_array_equal(cube[:, 1:], [[0, 0, 0, 1], [1, 0, 1, 1], [1, 1, 0, 1]])
+    x = fm.transform(df)
+    assert np.all(np.linalg.norm(x, axis=1) <= 1 + 1e-12)
+    assert fm.max_coordinate == pytest.approx(1 / np.sqrt(5))
+
+
+def test_domain_gives_categorical_features():
+    dom = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
+    fm = FeatureMap(dom)
+    assert fm.dim == 2 + 1 + 1
+    x = fm.unit_cube(pd.DataFrame({"a": [2, 0], "b": ["y", "x"]}))
+    np.testing.assert_array_equal(x, [[0, 1, 1, 1], [0, 0, 0, 1]])
+
+
+def test_bounds_never_taken_from_data_and_errors_are_clear():
+    df = pd.DataFrame({"age": [5.0, 50.0]})
+    with pytest.raises(OutOfDomainError, match="age"):
+        FeatureMap({"age": (10, 100)}).transform(df)
+    np.testing.assert_allclose(FeatureMap({"age": (10, 100)}, clip=True).unit_cube(df)[:, 0], [0.0, 40 / 90])
+    with pytest.raises(UnknownColumnError):
+        FeatureMap({"height": (0, 3)}).transform(df)
+    with pytest.raises(MissingValueError):
+        FeatureMap({"age": (0, 100)}).transform(pd.DataFrame({"age": [1.0, np.nan]}))
+    with pytest.raises(DomainError):
+        FeatureMap({"age": (100, 10)})
+    with pytest.raises(OutOfDomainError, match="'z'"):
+        FeatureMap({"s": ["x", "y"]}).transform(pd.DataFrame({"s": ["x", "z"]}))

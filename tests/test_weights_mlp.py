@@ -1,0 +1,74 @@
+"""(DP-)MLP weights: accounting, clipping sensitivity, Poisson lots, learning and the ledger."""
+
+import numpy as np
+import pytest
+
+from synthinfer._jax import jax, jnp
+from synthinfer.datasets import make_triangle_square
+from synthinfer.errors import BudgetExceededError, PrivacyError
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger
+from synthinfer.weights import DPMLPWeights, MLPWeights
+from synthinfer.weights.mlp import _init_mlp, clipped_gradient_sum, dp_sgd_epsilon, dp_sgd_noise_multiplier, poisson_lots
+
+BOUNDS = {"x1": (0.0, 1.0), "x2": (0.0, 1.0)}
+
+
+@pytest.mark.parametrize("eps,delta,q,steps,acc", [(1.0, 1e-5, 0.01, 500, "rdp"), (0.1, 3e-4, 0.05, 100, "rdp"),
+                                                   (3.0, 1e-5, 0.05, 60, "pld")])
+def test_solved_noise_multiplier_meets_target_within_one_percent(eps, delta, q, steps, acc):
+    sigma = dp_sgd_noise_multiplier(eps, delta, q, steps, acc)
+    got = dp_sgd_epsilon(sigma, q, steps, delta, acc)
+    assert got <= eps * (1 + 1e-6)
+    assert got >= 0.99 * eps
+
+
+def test_clipped_sum_changes_by_at_most_C_between_neighbours():
+    rng = np.random.default_rng(0)
+    params = _init_mlp(jax.random.key(0), 3, 8)
+    params = jax.tree_util.tree_map(lambda p: p * 20, params)  # large gradients, so clipping binds
+    x = jnp.asarray(rng.random((50, 3)))
+    y = jnp.asarray(rng.integers(0, 2, 50).astype(float))
+    mask = jnp.ones(50)
+    clipped = jax.jit(clipped_gradient_sum)
+    full = clipped(params, x, y, mask, 0.7)
+    worst = 0.0
+    for i in range(50):  # remove one row (add-or-remove neighbour)
+        m = mask.at[i].set(0.0)
+        diff = jax.tree_util.tree_map(lambda a, b: a - b, full, clipped(params, x, y, m, 0.7))
+        worst = max(worst, float(jnp.sqrt(sum(jnp.sum(leaf**2) for leaf in jax.tree_util.tree_leaves(diff)))))
+    assert worst <= 0.7 + 1e-9
+    assert worst > 0.69  # clipping is active: some rows hit the bound
+
+
+def test_poisson_lots_have_binomial_sizes_and_distinct_rows():
+    idx, mask = poisson_lots(1000, 0.05, 400, np.random.default_rng(1))
+    sizes = mask.sum(axis=1)
+    # Binomial(1000, 0.05): mean 50, sd 6.9; the mean of 400 sizes has sd 0.34
+    assert abs(sizes.mean() - 50) < 4 * 0.345
+    for t in range(20):
+        rows = idx[t, mask[t]]
+        assert len(np.unique(rows)) == len(rows)
+
+
+def test_dp_mlp_learns_the_triangle_and_spends_exactly_its_budget():
+    real, synth = make_triangle_square(1000, seed=0)
+    ledger = PrivacyLedger(PrivacyBudget(2.0, 1e-3))
+    m = DPMLPWeights(BOUNDS, epsilon=1.0, delta=1e-3, epochs=3, lot_size=128, seed=0).fit(real, synth, ledger=ledger)
+    (charge,) = ledger.charges
+    assert (charge.epsilon, charge.delta) == (1.0, 1e-3)
+    assert charge.details["noise_multiplier"] == pytest.approx(m.noise_multiplier_)
+    w = m.weights(synth)
+    inside = (synth.x1 + synth.x2 < 1).to_numpy()
+    assert w[inside].mean() > 1.5 * w[~inside].mean()
+    with pytest.raises(BudgetExceededError):
+        DPMLPWeights(BOUNDS, epsilon=1.5, delta=1e-4, seed=0).fit(real, synth, ledger=ledger)
+    with pytest.raises(PrivacyError):
+        DPMLPWeights(BOUNDS, epsilon=1.0, delta=0.0).fit(real, synth)
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.NonPrivateWarning")
+def test_non_private_mlp_learns_the_triangle():
+    real, synth = make_triangle_square(1000, seed=0)
+    w = MLPWeights(BOUNDS, seed=0).fit(real, synth).weights(synth)
+    inside = (synth.x1 + synth.x2 < 1).to_numpy()
+    assert w[inside].mean() > 2 * w[~inside].mean()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from synthinfer.cli.app import app
 from synthinfer.data import Domain
+from synthinfer.release import open_release
 
 
 def _files(tmp_path):
@@ -26,10 +27,10 @@ def test_baseline_privbayes_writes_release_files(tmp_path):
     res = CliRunner().invoke(app, ["baseline", str(data), "--domain", str(dom), "--generator", "privbayes",
                                    "--epsilon", "1.0", "--m", "2", "--n", "30", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["privacy.json", "synthetic_000.csv", "synthetic_001.csv"]
-    rec = json.loads((out / "privacy.json").read_text())
-    assert rec["mechanism"] == "PrivBayes" and rec["privacy"]["spent"]["epsilon"] == 1.0
-    assert rec["seed_fixed"] is False and len(pd.read_csv(out / "synthetic_001.csv")) == 30
+    release = open_release(out)
+    assert release.manifest["mechanism"] == "PrivBayes" and release.m == 2
+    assert release.ledger.spent[0] == pytest.approx(1.0)
+    assert release.manifest["seed_fixed"] is False and len(release.datasets[1]) == 30
 
 
 def test_baseline_refuses_existing_output_and_bad_domain_values(tmp_path):

@@ -15,6 +15,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 from synthinfer.analysis import MIResult, analyze, rubins_rules
 from synthinfer.data import Domain, Marginal, QuerySet, decode, encode
 from synthinfer.errors import BudgetExceededError, SynthinferError
+from synthinfer.generate import NapsuMQ, PrivBayes
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_sigma
 from synthinfer.release import open_release, write_release
 
@@ -22,6 +23,8 @@ __all__ = [
     "BudgetExceededError",
     "Domain",
     "MIResult",
+    "NapsuMQ",
+    "PrivBayes",
     "Marginal",
     "PrivacyBudget",
     "PrivacyLedger",

@@ -1,8 +1,7 @@
-"""`synthinfer baseline`: synthetic data from a baseline DP generator (PrivBayes, DP-GAN, DP-CGAN)."""
+"""`synthinfer baseline`: a release from a baseline DP generator (PrivBayes, DP-GAN, DP-CGAN)."""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 
@@ -31,16 +30,16 @@ def baseline_cmd(
     epochs: int = typer.Option(50, "--epochs", help="Training epochs (GANs only)."),
     out: Path = typer.Option(..., "--out", help="Output directory (must not exist yet)."),
 ) -> None:
-    """Fit a baseline DP generator and write m synthetic CSV files plus privacy.json (the ledger).
+    """Fit a baseline DP generator and write its m datasets as a release (see `synthinfer analyze`).
 
     Continuous columns can enter as discretised Domain columns (``bounds`` + ``bins``).
     """
     import pandas as pd
 
-    from synthinfer._io import atomic_write_text
     from synthinfer.data import Domain
     from synthinfer.errors import ReleaseError
     from synthinfer.generate import DPCGAN, DPGAN, PrivBayes, release_kwargs
+    from synthinfer.release import write_release
 
     with user_errors():
         if out.exists():
@@ -62,15 +61,6 @@ def baseline_cmd(
         with console.status(f"fitting {gen.mechanism} ..."):
             gen.fit(df, dom)
         datasets = gen.generate(m=m, n=n)
-        out.mkdir(parents=True)
-        for i, s in enumerate(datasets):
-            atomic_write_text(out / f"synthetic_{i:03d}.csv", s.to_csv(index=False))
-        kw = release_kwargs(gen)
-        record = {
-            "mechanism": kw["mechanism"], "settings": kw["settings"],
-            "domain": kw["domain"].to_dict() if kw["domain"] is not None else None,
-            "privacy": kw["ledger"].to_dict(), "n": kw["n"], "m": m, "seed_fixed": kw["seed_fixed"],
-        }
-        atomic_write_text(out / "privacy.json", json.dumps(record, indent=2, default=str))
+        write_release(out, datasets, **release_kwargs(gen), private_data=df)
     e, dl = gen.ledger_.spent
     console.print(f"[green]wrote[/] {m} dataset(s) to {out} ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")

@@ -15,6 +15,7 @@ from synthinfer.analysis.models import FitOptions, FitRecord, resolve_model
 from synthinfer.analysis.parallel import choose_n_jobs, run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
+from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import AnalysisError, FitFailedWarning, SynthinferWarning
 from synthinfer.privacy import make_rng
 
@@ -29,17 +30,7 @@ def _weights_per_dataset(weights: Any, datasets: list[pd.DataFrame]) -> list[np.
         if missing:
             raise AnalysisError(f"weight column {weights!r} is missing from dataset(s) {missing}")
         weights = [d[weights].to_numpy() for d in datasets]
-    if len(weights) != len(datasets):
-        raise AnalysisError(f"{len(weights)} weight vectors for {len(datasets)} datasets")
-    out = []
-    for i, (w, d) in enumerate(zip(weights, datasets, strict=True)):
-        w = np.asarray(w, dtype=float)
-        if w.shape != (len(d),):
-            raise AnalysisError(f"weights[{i}] has shape {w.shape}; dataset {i} has {len(d)} rows")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise AnalysisError(f"weights[{i}] must be finite and non-negative")
-        out.append(w)
-    return out
+    return check_weight_vectors(weights, datasets, AnalysisError)
 
 
 def _stack(records: list[FitRecord]) -> tuple[list[str], np.ndarray, np.ndarray]:

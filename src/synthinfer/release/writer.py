@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, Marginal, as_marginals, decode
+from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ReleaseError
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.release.manifest import (
@@ -113,17 +114,7 @@ def _categories(frame: pd.DataFrame) -> dict[str, list | None]:
 def _check_weights(weights: Any, frames: list[pd.DataFrame]) -> list[np.ndarray] | None:
     if weights is None:
         return None
-    if len(weights) != len(frames):
-        raise ReleaseError(f"weights: got {len(weights)} weight vectors for {len(frames)} datasets")
-    out = []
-    for i, (w, f) in enumerate(zip(weights, frames, strict=True)):
-        w = np.asarray(w, dtype=float)
-        if w.shape != (len(f),):
-            raise ReleaseError(f"weights[{i}] has shape {w.shape}, dataset {i} has {len(f)} rows")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ReleaseError(f"weights[{i}] must be finite and non-negative")
-        out.append(w)
-    return out
+    return check_weight_vectors(weights, frames, ReleaseError)
 
 
 def _weight_column(columns: Sequence[str]) -> str:

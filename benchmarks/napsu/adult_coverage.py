@@ -89,7 +89,7 @@ def main() -> None:
             qv = [logit(f, ds.domain) for f in frames]
             q = np.array([x[0] for x in qv])
             v = np.array([x[1] for x in qv])
-            drop = ~(v < DROP_VARIANCE)
+            drop = ~((v > 0) & (v < DROP_VARIANCE))  # also degenerate fits with v <= 0
             q[drop], v[drop] = np.nan, np.nan
             res = rubins_rules(q, v, n=n, n_syn=n)
             se = np.sqrt(res.T_star)

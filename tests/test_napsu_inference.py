@@ -6,19 +6,20 @@ import numpy as np
 import pytest
 
 from synthinfer._jax import jax, jnp
-from synthinfer.data import Domain
+from synthinfer.data import Domain, Marginal
 from synthinfer.generate import inference as inf
-from synthinfer.models.canonical import CanonicalQueries
-from synthinfer.models.markov_network import MarkovNetwork
+from synthinfer.generate.napsu_mq import _network
 
-DOMAIN = Domain({"a": [0, 1, 2], "b": [0, 1], "c": [0, 1]})
-MARGINALS = [("a", "b"), ("b", "c")]
+# The toy domain and marginal of test_napsu_mq: the cached network (and so its compiled
+# programs) is shared between the test files when they run in one process.
+DOMAIN = Domain({"x1": [0, 1], "x2": [0, 1], "y": [0, 1]})
+MARGINALS = [("x1", "x2", "y")]
 
 
 @pytest.fixture(scope="module")
 def truth():
     """A known theta, n = 200,000 rows drawn exactly from MED_theta, and their exact counts."""
-    net = MarkovNetwork(CanonicalQueries(DOMAIN, MARGINALS))
+    net = _network(DOMAIN, [Marginal(m) for m in MARGINALS])
     rng = np.random.default_rng(0)
     theta = rng.normal(0.0, 0.7, net.dimension)
     n = 200_000
@@ -44,6 +45,7 @@ def test_laplace_recovers_known_theta(truth):
     assert np.all(np.abs(fitted - counts) <= 5 * np.sqrt(counts) + 1)
 
 
+@pytest.mark.slow
 def test_nuts_agrees_with_laplace_when_gaussian(truth):
     net, theta, n, counts = truth
     sigma = 5.0
@@ -112,3 +114,4 @@ def test_pgm_mle_recovers_theta_without_noise(truth):
     res = inf.maximum_likelihood_pgm(net.mean, counts, n, rng=np.random.default_rng(0))
     mu_hat = np.asarray(net.mean(jnp.asarray(res.x)))
     np.testing.assert_allclose(n * mu_hat, counts, atol=2.0)
+

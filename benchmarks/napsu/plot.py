@@ -27,7 +27,9 @@ LABELS = {
 
 def toy() -> None:
     records = {}
-    for f in sorted(R.glob("toy_coverage*.json")):
+    for f in [R / "toy_coverage.json", *sorted(R.glob("toy_coverage_part*.json"))]:
+        if not f.exists():
+            continue
         for rec in json.loads(f.read_text())["records"]:
             records[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
     if not records:
@@ -64,8 +66,8 @@ def toy() -> None:
     (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def adult() -> None:
-    f = R / "adult_coverage.json"
+def adult(stem: str) -> None:
+    f = R / f"{stem}.json"
     if not f.exists():
         return
     d = json.loads(f.read_text())
@@ -75,12 +77,12 @@ def adult() -> None:
         axes[0].plot(levels, s["coverage_by_level"], marker=".", label=f"eps={eps} ({s['repeats']} repeats)")
         axes[1].plot(levels, s["median_width_ratio_by_level"], marker=".", label=f"eps={eps}")
     axes[0].plot([0, 1], [0, 1], "k--", lw=1)
-    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title="Adult: coverage (NUTS)")
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title=f"Adult: coverage ({d['settings'].get('inference', 'nuts')})")
     axes[1].axhline(1, color="k", ls="--", lw=1)
     axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(R / "adult_coverage.png", dpi=110)
+    fig.savefig(R / f"{stem}.png", dpi=110)
 
 
 def speed() -> None:
@@ -88,12 +90,12 @@ def speed() -> None:
     if not f.exists():
         return
     d = json.loads(f.read_text())
-    t, a = d["toy"], d["adult"]
-    rows = [
-        ("toy: fit NUTS + 100 datasets", t["with_compile"]["total_s"], t["without_compile"]["total_s"], 3),
-        ("Adult: Laplace", a["laplace_with_compile_s"], a["laplace_without_compile_s"], 15),
-        ("Adult: 100 datasets", a["generate_100_with_compile_s"], a["generate_100_without_compile_s"], 10),
-    ]
+    t, a = d["toy"], d.get("adult", {})
+    rows = [("toy: fit NUTS + 100 datasets", t["with_compile"]["total_s"], t["without_compile"]["total_s"], 3)]
+    if "laplace_without_compile_s" in a:
+        rows.append(("Adult: Laplace", a["laplace_with_compile_s"], a["laplace_without_compile_s"], 15))
+    if "generate_100_without_compile_s" in a:
+        rows.append(("Adult: 100 datasets", a["generate_100_with_compile_s"], a["generate_100_without_compile_s"], 10))
     if "nuts_fit_with_compile_s" in a:
         rows.append(("Adult: Laplace + NUTS 4x(800+2000)", a["nuts_fit_with_compile_s"],
                      a["nuts_fit_with_compile_s"] - a["nuts_compile_estimate_s"], 300))
@@ -111,5 +113,6 @@ def speed() -> None:
 
 if __name__ == "__main__":
     toy()
-    adult()
+    adult("adult_coverage")
+    adult("adult_coverage_laplace")
     speed()

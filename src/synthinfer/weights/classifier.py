@@ -16,6 +16,7 @@ paper's experiments, where ``N_G = N_D``.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -37,7 +38,7 @@ def log_weights_from_logits(logits: np.ndarray, n_real: int, n_synthetic: int) -
     return np.asarray(logits, dtype=float) + log_prior_ratio(n_real, n_synthetic)
 
 
-class WeightEstimator:
+class WeightEstimator(abc.ABC):
     """Interface: ``fit(real, synthetic, ledger=None)``, then ``log_weights`` / ``weights``.
 
     Subclasses implement ``fit`` and ``log_weights``; ``weights`` exponentiates. Weights are
@@ -45,8 +46,9 @@ class WeightEstimator:
     :func:`synthinfer.weights.diagnostics.self_normalise` where a ratio estimator is wanted.
     """
 
-    def log_weights(self, synthetic: pd.DataFrame) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def log_weights(self, synthetic: pd.DataFrame) -> np.ndarray:
+        """``log w(x)`` for each synthetic row."""
 
     def weights(self, synthetic: pd.DataFrame) -> np.ndarray:
         """``w(x) = exp(log w(x))`` for each synthetic row."""

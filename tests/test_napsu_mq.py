@@ -10,6 +10,7 @@ from synthinfer.data import Domain
 from synthinfer.datasets import make_toy_logistic
 from synthinfer.errors import (
     BudgetExceededError,
+    ConvergenceWarning,
     NotFittedError,
     OutOfDomainError,
     SynthinferError,
@@ -132,3 +133,19 @@ def test_errors_name_what_is_wrong(toy, fitted):
         fitted.generate(m=0)
     with pytest.raises(SynthinferError, match="select_extra"):
         NapsuMQ([("x1", "y")], select_extra=-1).fit(toy.data, toy.domain)
+
+
+def test_laplace_gap_flags_one_sided_posteriors(toy):
+    """Well-filled cells: the posterior is near Gaussian (no warning). An empty cell measured
+    with much noise makes it one-sided, which the Laplace adequacy check must report."""
+    import warnings
+
+    df, dom = toy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fit = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=1e-6, inference="laplace", seed=0).fit(df, dom)
+    assert fit.diagnostics_["laplace"]["max_log_density_gap"] < 1.0
+    empty = df[~((df.x1 == 1) & (df.x2 == 1) & (df.y == 0))]
+    with pytest.warns(ConvergenceWarning, match="far from Gaussian"):
+        fit = NapsuMQ([("x1", "x2", "y")], epsilon=0.05, delta=1e-6, inference="laplace", seed=0).fit(empty, dom)
+    assert fit.diagnostics_["laplace"]["max_log_density_gap"] > 1.0

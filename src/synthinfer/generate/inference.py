@@ -337,6 +337,14 @@ def _loss_for(mean_and_cov: MeanAndCov) -> tuple[Callable, Callable]:
 _LOSS_CACHE: dict[Any, Callable] = {}
 
 
+def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[jax.Array, ...]:
+    """The data arguments of :func:`_neg_log_posterior`, as float64 JAX arrays."""
+    return (
+        jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)),
+        jnp.asarray(float(n)), jnp.asarray(float(prior_sd)),
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("loss_fn",))
 def _axis_losses(loss_fn, x, chol, args, radius):
     """``loss_fn(x ± radius * chol[:, k])`` for every axis ``k`` (a sequential ``lax.map``)."""
@@ -368,10 +376,7 @@ def laplace_gap(
     log-posterior evaluations.
     """
     loss, _ = _loss_for(mean_and_cov)
-    args = (
-        jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)),
-        jnp.asarray(float(n)), jnp.asarray(float(prior_sd)),
-    )
+    args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
     x = jnp.asarray(laplace.mean)
     base = float(loss(x, *args))
     plus, minus = _axis_losses(loss, x, jnp.asarray(laplace.chol), args, float(radius))
@@ -402,7 +407,7 @@ def laplace_approximation(
     """
     t0 = time.perf_counter()
     loss, curvature = _loss_for(mean_and_cov)
-    args = (jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)), jnp.asarray(float(n)), jnp.asarray(float(prior_sd)))
+    args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
     d = int(np.asarray(s_tilde).shape[0])
     held: dict[str, np.ndarray] = {}
 
@@ -563,11 +568,7 @@ def nuts_sample(
     was about 15 times slower per draw here because of its per-step overhead.)
     """
     d = int(np.asarray(s_tilde).shape[0])
-    data = (
-        jnp.asarray(s_tilde, dtype=jnp.float64),
-        jnp.asarray(float(sigma_dp)),
-        jnp.asarray(float(n)),
-        jnp.asarray(float(prior_sd)),
+    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + (
         jnp.asarray(laplace.mean),
         jnp.asarray(laplace.chol),
     )

@@ -52,8 +52,8 @@ def test_nuts_agrees_with_laplace_when_gaussian(truth):
     s_tilde = counts + np.random.default_rng(4).normal(0, sigma, counts.shape)
     rng = np.random.default_rng(5)
     lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=rng)
-    res = inf.nuts_sample(net.mean_and_cov, s_tilde, sigma, n, lap, n_chains=2, num_warmup=200, num_samples=500, rng=rng)
-    assert res.draws.shape == (2, 500, net.dimension)
+    res = inf.nuts_sample(net.mean_and_cov, s_tilde, sigma, n, lap, n_chains=4, num_warmup=200, num_samples=1000, rng=rng)
+    assert res.draws.shape == (4, 1000, net.dimension)
     assert res.n_grad_evals > res.n_grad_evals_warmup > 0
     post = inf.to_inference_data(res.draws)
     diag = inf.convergence_diagnostics(post, ess_per_chain=50)

@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import jax, jnp, single_threaded_blas
 from synthinfer.datasets import load_adult, make_toy_logistic
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
@@ -44,8 +44,9 @@ def gradient_ms(gen: NapsuMQ, reps: int = 50) -> tuple[float, float]:
     mc = gen.network_.mean_and_cov
     vg = jax.jit(jax.value_and_grad(lambda th: inf.log_posterior(th, *args[:3], mc, args[3])))
     x = jnp.asarray(gen.draws_[0, 0])
-    _, tc = timed(lambda: jax.block_until_ready(vg(x)))
-    _, tr = timed(lambda: [jax.block_until_ready(vg(x)) for _ in range(reps)])
+    with single_threaded_blas():  # as inside NapsuMQ.fit
+        _, tc = timed(lambda: jax.block_until_ready(vg(x)))
+        _, tr = timed(lambda: [jax.block_until_ready(vg(x)) for _ in range(reps)])
     return tc, 1e3 * tr / reps
 
 

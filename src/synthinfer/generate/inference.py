@@ -16,7 +16,7 @@ Three estimators:
 * :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (optax) with the
   non-convergence detection and restarts of Supplement E.
 * :func:`nuts_sample` - NUTS (BlackJAX) on the posterior whitened by the Laplace mean and
-  Cholesky factor (dense preconditioning, Section 5.2), chains vectorised with ``vmap``.
+  Cholesky factor (dense preconditioning, Section 5.2); chains run in parallel threads.
 * :func:`maximum_likelihood_pgm` - the non-noise-aware PGM point estimate of Supplement D,
   minimising ``||s~/n - mu(theta)||^2`` (eq. 20).
 """
@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -513,33 +515,29 @@ class NUTSResult:
     jax.jit,
     static_argnames=("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept"),
 )
-def _nuts_chains(key, z0, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept):
-    """Window adaptation + NUTS for each row of ``z0`` (one chain each), vmapped over chains."""
+def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept):
+    """Window adaptation + NUTS for one chain on the whitened posterior ``theta = loc + chol z``."""
     import blackjax
 
     s_tilde, sigma_dp, n, prior_sd, loc, chol = data
 
     def logdensity(z):
-        # Whitened posterior: theta = loc + chol z; the Jacobian |chol| is constant.
+        # the Jacobian |chol| is constant
         return log_posterior(loc + chol @ z, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
 
-    def chain(key, z_init):
-        k_warm, k_draw = jax.random.split(key)
-        warmup = blackjax.window_adaptation(
-            blackjax.nuts, logdensity, target_acceptance_rate=target_accept, max_num_doublings=max_tree_depth
-        )
-        (state, params), winfo = warmup.run(k_warm, z_init, num_steps=num_warmup)
-        kernel = blackjax.nuts(logdensity, **params)  # params carry max_num_doublings too
+    k_warm, k_draw = jax.random.split(key)
+    warmup = blackjax.window_adaptation(
+        blackjax.nuts, logdensity, target_acceptance_rate=target_accept, max_num_doublings=max_tree_depth
+    )
+    (state, params), winfo = warmup.run(k_warm, z_init, num_steps=num_warmup)
+    kernel = blackjax.nuts(logdensity, **params)  # params carry max_num_doublings too
 
-        def step(st, k):
-            st, info = kernel.step(k, st)
-            return st, (st.position, info.num_integration_steps, info.is_divergent)
+    def step(st, k):
+        st, info = kernel.step(k, st)
+        return st, (loc + chol @ st.position, info.num_integration_steps, info.is_divergent)
 
-        _, (z, steps, div) = jax.lax.scan(step, state, jax.random.split(k_draw, num_samples))
-        return z, steps.sum(), div, params["step_size"], winfo.info.num_integration_steps.sum()
-
-    keys = jax.random.split(key, z0.shape[0])
-    return jax.vmap(chain)(keys, z0)
+    _, (theta, steps, div) = jax.lax.scan(step, state, jax.random.split(k_draw, num_samples))
+    return theta, steps.sum(), div, params["step_size"], winfo.info.num_integration_steps.sum()
 
 
 def nuts_sample(
@@ -555,6 +553,8 @@ def nuts_sample(
     num_samples: int = 2000,
     max_tree_depth: int = 12,
     target_accept: float = 0.8,
+    max_workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
@@ -562,33 +562,42 @@ def nuts_sample(
     Sampling runs in ``z = chol^{-1} (theta - mean)`` (dense preconditioning, NAPSU-MQ Section
     5.2), where the posterior is close to standard normal; Stan-style window adaptation then
     tunes the step size and a diagonal mass matrix during the ``num_warmup`` draws. Chains start
-    from independent ``N(0, I)`` draws in ``z`` (i.e. from the Laplace approximation) and run
-    vectorised (``vmap``) in one compiled program, which is cached per network and settings:
-    refits with new noisy statistics or epsilon do not recompile. (NumPyro's vectorised NUTS
-    was about 15 times slower per draw here because of its per-step overhead.)
+    from independent ``N(0, I)`` draws in ``z`` (i.e. from the Laplace approximation).
+
+    Each chain is one compiled program (cached per network and settings: refits with new
+    noisy statistics or epsilon do not recompile); chains run side by side in
+    ``max_workers`` threads (default: one per CPU core). That beats ``vmap``-ing them: a
+    vmapped NUTS step lasts as long as the longest of the chains' trees, and batching gave
+    no speed-up per gradient on CPU (3.7 ms for 4 chains against 0.8 ms for one on Adult).
+    ``progress(message)`` is called as chains finish.
     """
     d = int(np.asarray(s_tilde).shape[0])
-    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + (
-        jnp.asarray(laplace.mean),
-        jnp.asarray(laplace.chol),
-    )
-    z0 = jnp.asarray(rng.standard_normal((n_chains, d)))
-    key = jax.random.key(int(rng.integers(0, 2**31 - 1)))
+    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + (jnp.asarray(laplace.mean), jnp.asarray(laplace.chol))
+    z0 = rng.standard_normal((n_chains, d))
+    keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
+    settings = dict(mean_and_cov=mean_and_cov, num_warmup=int(num_warmup), num_samples=int(num_samples),
+                    max_tree_depth=int(max_tree_depth), target_accept=float(target_accept))
+    done = [0]
+
+    def run(c: int):
+        out = jax.block_until_ready(_nuts_chain(keys[c], jnp.asarray(z0[c]), data, **settings))
+        done[0] += 1
+        if progress is not None:
+            progress(f"NUTS: {done[0]}/{n_chains} chains done")
+        return out
+
     t0 = time.perf_counter()
-    z, steps, div, step_size, warm_steps = _nuts_chains(
-        key, z0, data, mean_and_cov=mean_and_cov, num_warmup=int(num_warmup), num_samples=int(num_samples),
-        max_tree_depth=int(max_tree_depth), target_accept=float(target_accept),
-    )
-    z = np.asarray(z)  # (chains, draws, d)
+    workers = max(1, min(n_chains, max_workers or os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        outs = list(pool.map(run, range(n_chains)))
     seconds = time.perf_counter() - t0
-    draws = laplace.mean + np.einsum("cdk,jk->cdj", z, laplace.chol)
-    warm = int(np.sum(np.asarray(warm_steps)))
+    warm = int(sum(int(o[4]) for o in outs))
     return NUTSResult(
-        draws=draws,
-        diverging=np.asarray(div, dtype=bool),
-        n_grad_evals=warm + int(np.sum(np.asarray(steps))),
+        draws=np.stack([np.asarray(o[0]) for o in outs]),
+        diverging=np.stack([np.asarray(o[2], dtype=bool) for o in outs]),
+        n_grad_evals=warm + int(sum(int(o[1]) for o in outs)),
         n_grad_evals_warmup=warm,
-        step_size=np.asarray(step_size).reshape(-1),
+        step_size=np.array([float(o[3]) for o in outs]),
         seconds=seconds,
     )
 

@@ -287,7 +287,8 @@ class NapsuMQ:
                 res = inf.nuts_sample(
                     net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap, prior_sd=self.prior_sd,
                     n_chains=self.n_chains, num_warmup=self.num_warmup, num_samples=self.num_samples,
-                    max_tree_depth=self.max_tree_depth, rng=rng,
+                    max_tree_depth=self.max_tree_depth, progress=stage,
+                    rng=rng,
                 )
                 draws = res.draws
                 stats = {"diverging": res.diverging}
@@ -297,6 +298,7 @@ class NapsuMQ:
                     "gradient_evaluations_warmup": res.n_grad_evals_warmup,
                     "divergences": int(res.diverging.sum()),
                     "step_size": res.step_size.tolist(),
+                    "gradient_evaluations_per_draw": res.n_grad_evals / (self.n_chains * (self.num_warmup + self.num_samples)),
                 }
         self.posterior_ = inf.to_inference_data(draws, sample_stats=stats, attrs={"inference": self.inference})
         if self.inference == "nuts":

@@ -42,7 +42,8 @@ RESULTS = HERE / "results"
 DEFAULT_TWINIFY_PYTHON = "/work/twinify-venv/bin/python"
 VENV_HELP = """twinify's interpreter {path!r} was not found. Create its venv (Python 3.10) with:
   /root/.pyenv/versions/3.10.13/bin/python -m venv /work/twinify-venv
-  /work/twinify-venv/bin/pip install twinify==2.0.0 jax==0.4.23 jaxlib==0.4.23 numpyro==0.11.0 scipy==1.11.4
+  /work/twinify-venv/bin/pip install -r benchmarks/napsu/twinify_requirements.txt
+(twinify 2.0.0's own pins let pip pick jax/numpyro/scipy versions it no longer imports with)
 or pass --twinify-python / set TWINIFY_PYTHON (see benchmarks/napsu/README.md)."""
 PARTS = ("toy_laplace", "toy_nuts", "adult")
 

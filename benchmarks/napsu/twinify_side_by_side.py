@@ -167,10 +167,10 @@ def run_json(cmd: list[str], label: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def save(res: dict) -> None:
+def save(res: dict, out: Path) -> None:
     from synthinfer._io import atomic_write_text
 
-    atomic_write_text(RESULTS / "twinify_side_by_side.json", json.dumps(res, indent=1, default=str) + "\n")
+    atomic_write_text(out, json.dumps(res, indent=1, default=str) + "\n")
 
 
 def measurements(res: dict) -> list[tuple[str, dict]]:
@@ -212,7 +212,7 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(res: dict) -> None:
+def plot(res: dict, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -248,7 +248,7 @@ def plot(res: dict) -> None:
     ax.legend(fontsize=8, loc="upper left", ncol=2)
     ax.grid(axis="y", which="major", alpha=0.3)
     fig.tight_layout()
-    atomic_write(RESULTS / "twinify_side_by_side.png", lambda p: fig.savefig(p, format="png", dpi=130))
+    atomic_write(out, lambda p: fig.savefig(p, format="png", dpi=130))
     plt.close(fig)
 
 
@@ -260,6 +260,9 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=2000)
     ap.add_argument("--grad-reps", type=int, default=20)
     ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of " + ",".join(PARTS))
+    ap.add_argument("--blas-threads", type=int, help="set OPENBLAS/OMP/MKL_NUM_THREADS for both tools' processes")
+    ap.add_argument("--out", default=str(RESULTS / "twinify_side_by_side.json"),
+                    help="result JSON (the PNG goes beside it, for a run of all parts)")
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG and print the table from the JSON")
     ap.add_argument("--part", help=argparse.SUPPRESS)  # internal: run our side of one part
     ap.add_argument("--config", help=argparse.SUPPRESS)
@@ -269,9 +272,10 @@ def main() -> None:
 
         print(json.dumps(ours(a.part, json.loads(a.config)), default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
         return
+    out = Path(a.out)
     if a.plot_only:
-        res = json.loads((RESULTS / "twinify_side_by_side.json").read_text())
-        plot(res)
+        res = json.loads(out.read_text())
+        plot(res, out.with_suffix(".png"))
         print(table(res))
         return
     if not Path(a.twinify_python).exists():
@@ -298,6 +302,12 @@ def main() -> None:
                      "generate": "100 datasets x 2000 rows", "gradient_reps": a.grad_reps},
         "synthinfer": {}, "twinify": {}, "loadavg_before_part": {},
     }
+    if a.blas_threads:
+        # Both tools' LAPACK calls (e.g. the Cholesky factorisation in the likelihood) go
+        # through OpenBLAS, whose thread pool spins when the cores are shared.
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(a.blas_threads)
+    res["blas_threads_env"] = {v: os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     with tempfile.TemporaryDirectory(prefix="twinify_bench_") as tmp:
         files = write_inputs(Path(tmp))
         for part in parts:
@@ -313,11 +323,11 @@ def main() -> None:
             res["twinify"][part] = tw[part]
             res["twinify_versions"] = tw["versions"]
             res["loadavg_end"] = os.getloadavg()
-            save(res)
+            save(res, out)
     res["loadavg_end"] = os.getloadavg()
-    save(res)
+    save(res, out)
     if set(parts) == set(PARTS):
-        plot(res)
+        plot(res, out.with_suffix(".png"))
         print(table(res))
 
 

@@ -56,18 +56,20 @@ def log_likelihood(
 
     ``log N(s~ | n mu(theta), n Sigma(theta) + sigma_DP^2 I)``: the exact query values
     ``s = a(X)`` are replaced by their central-limit normal approximation and integrated out
-    against the Gaussian mechanism's noise. Evaluated in float64 with one LU factorisation
-    for both the log-determinant and the quadratic form: XLA's CPU Cholesky measured ~200x
-    slower than its LU here (75 ms vs 0.4 ms at d = 130), and the matrix is SPD either way.
+    against the Gaussian mechanism's noise. Evaluated in float64 with one Cholesky
+    factorisation ``L L^T = n Sigma + sigma_DP^2 I`` (symmetric positive definite as
+    ``sigma_DP > 0``) for both the log-determinant and the quadratic form ``|L^{-1} r|^2``.
+    With one BLAS thread (see :func:`synthinfer._jax.single_threaded_blas`) its value and
+    gradient at d = 130 took 0.73 ms against 1.8 ms for an LU factorisation; with OpenBLAS
+    threads contending for busy cores both were 20-200 times slower.
     """
     mu, sigma = mean_and_cov(theta)
     d = s_tilde.shape[0]
     cov = n * sigma + (sigma_dp**2) * jnp.eye(d)
-    lu, piv = jax.scipy.linalg.lu_factor(cov)
-    r = s_tilde - n * mu
-    quad = jnp.dot(r, jax.scipy.linalg.lu_solve((lu, piv), r))
-    logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(lu))))
-    return -0.5 * quad - 0.5 * logdet - 0.5 * d * _LOG_2PI
+    chol = jnp.linalg.cholesky(cov)
+    y = jax.scipy.linalg.solve_triangular(chol, s_tilde - n * mu, lower=True)
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
+    return -0.5 * jnp.dot(y, y) - 0.5 * logdet - 0.5 * d * _LOG_2PI
 
 
 def log_prior(theta: jax.Array, prior_sd: float | jax.Array = PRIOR_SD) -> jax.Array:

@@ -77,7 +77,8 @@ def adult(stem: str) -> None:
         axes[0].plot(levels, s["coverage_by_level"], marker=".", label=f"eps={eps} ({s['repeats']} repeats)")
         axes[1].plot(levels, s["median_width_ratio_by_level"], marker=".", label=f"eps={eps}")
     axes[0].plot([0, 1], [0, 1], "k--", lw=1)
-    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title=f"Adult: coverage ({d['settings'].get('inference', 'nuts')})")
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title=f"Adult: coverage ({d['settings'].get('inference', 'nuts')}"
+           + (", MST-selected marginals)" if isinstance(d["settings"]["marginals"], dict) else ", paper's marginals)"))
     axes[1].axhline(1, color="k", ls="--", lw=1)
     axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
     axes[0].legend(fontsize=8)
@@ -115,4 +116,5 @@ if __name__ == "__main__":
     toy()
     adult("adult_coverage")
     adult("adult_coverage_laplace")
+    adult("adult_coverage_laplace_mst")
     speed()

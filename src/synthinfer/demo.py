@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     ci_syn = result.conf_int(0.05)
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
-    for col in ["coefficient", "real estimate", "synthetic estimate", "synthetic interval",
-                "covers real?", "width ratio"]:
-        table.add_column(col, justify="right" if col != "coefficient" else "left")
+    table.caption = "syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
+    for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
+        table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:
         real_name = name.replace("income[>50K]", "").strip() or name
         if real_name not in fit.params.index:
@@ -92,9 +92,22 @@ def main(argv: list[str] | None = None) -> None:
         lo, hi = ci_syn.loc[name]
         rlo, rhi = ci_real.loc[real_name]
         truth = fit.params[real_name]
-        table.add_row(name, f"{truth:.3f}", f"{result.params[name]:.3f}", f"[{lo:.3f}, {hi:.3f}]",
+        table.add_row(_short(name), _num(truth), _num(result.params[name]), f"[{_num(lo)}, {_num(hi)}]",
                       "yes" if lo <= truth <= hi else "no", f"{(hi - lo) / (rhi - rlo):.2f}")
     console.print(table)
+
+
+def _num(x: float) -> str:
+    """Two decimals, three for small values (the age slope is ~0.04)."""
+    return f"{x:.2f}" if abs(x) >= 0.1 else f"{x:.3f}"
+
+
+def _short(term: str) -> str:
+    """``C(race, Treatment('White'))[T.Black]`` -> ``race[Black]`` (fits an 80-column terminal)."""
+    if term.startswith("C(") and "[T." in term:
+        var = term[2:].split(",")[0].split(")")[0]
+        return f"{var}[{term.rsplit('[T.', 1)[1].rstrip(']')}]"
+    return term
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -579,13 +580,14 @@ def nuts_sample(
     keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
     settings = dict(mean_and_cov=mean_and_cov, num_warmup=int(num_warmup), num_samples=int(num_samples),
                     max_tree_depth=int(max_tree_depth), target_accept=float(target_accept))
-    done = [0]
+    done, lock = [0], threading.Lock()
 
     def run(c: int):
         out = jax.block_until_ready(_nuts_chain(keys[c], jnp.asarray(z0[c]), data, **settings))
-        done[0] += 1
-        if progress is not None:
-            progress(f"NUTS: {done[0]}/{n_chains} chains done")
+        with lock:
+            done[0] += 1
+            if progress is not None:
+                progress(f"NUTS: {done[0]}/{n_chains} chains done")
         return out
 
     t0 = time.perf_counter()

@@ -149,3 +149,16 @@ def test_laplace_gap_flags_one_sided_posteriors(toy):
     with pytest.warns(ConvergenceWarning, match="far from Gaussian"):
         fit = NapsuMQ([("x1", "x2", "y")], epsilon=0.05, delta=1e-6, inference="laplace", seed=0).fit(empty, dom)
     assert fit.diagnostics_["laplace"]["max_log_density_gap"] > 1.0
+
+
+def test_nuts_fit_reports_progress_and_diagnostics(toy):
+    stages: list[str] = []
+    gen = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=N**-2.0, inference="nuts", n_chains=3, num_warmup=100,
+                  num_samples=200, seed=2).fit(toy.data, toy.domain, progress=stages.append)
+    assert [s for s in stages if s.startswith("NUTS:")] == [f"NUTS: {k}/3 chains done" for k in (1, 2, 3)]
+    nuts = gen.diagnostics_["nuts"]
+    assert gen.posterior_.posterior["theta"].shape == (3, 200, gen.queries_.dimension)
+    # the gradient count is the sum of every chain's leapfrog steps, warmup included
+    assert nuts["gradient_evaluations"] > nuts["gradient_evaluations_warmup"] > 0
+    assert nuts["gradient_evaluations_per_draw"] == pytest.approx(nuts["gradient_evaluations"] / (3 * 300))
+    assert len(nuts["step_size"]) == 3

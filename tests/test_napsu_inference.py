@@ -115,3 +115,15 @@ def test_pgm_mle_recovers_theta_without_noise(truth):
     mu_hat = np.asarray(net.mean(jnp.asarray(res.x)))
     np.testing.assert_allclose(n * mu_hat, counts, atol=2.0)
 
+
+
+def test_evicted_networks_release_their_cached_objectives(monkeypatch):
+    from synthinfer.generate import napsu_mq
+
+    monkeypatch.setattr(napsu_mq, "_MAX_NETWORKS", 1)
+    first = _network(DOMAIN, [Marginal(("x1", "y"))])
+    inf._loss_for(first.mean_and_cov)
+    assert first.mean_and_cov in inf._LOSS_CACHE
+    second = _network(DOMAIN, [Marginal(("x2", "y"))])  # evicts the first
+    assert second is not first
+    assert first.mean_and_cov not in inf._LOSS_CACHE

@@ -342,6 +342,24 @@ def _loss_for(mean_and_cov: MeanAndCov) -> tuple[Callable, Callable]:
 _LOSS_CACHE: dict[Any, Callable] = {}
 
 
+def forget_network(mean_and_cov: MeanAndCov, mean: Mean) -> None:
+    """Drop the cached objectives of a network and JAX's compiled programs.
+
+    The caches above hold one entry per network, and ``jax.jit`` keeps the programs compiled
+    for each; a long study that fits many marginal sets (e.g. with MST selection) would
+    otherwise keep all of them alive. Called when a network leaves
+    ``napsu_mq``'s network cache; ``jax.clear_caches`` also drops other networks'
+    programs, which then recompile on their next use.
+    """
+    pair = _LOSS_CACHE.pop(mean_and_cov, None)
+    if pair is not None:
+        _PRECOND_CACHE.pop(pair[0], None)
+    pgm = _PGM_CACHE.pop(mean, None)
+    if pgm is not None:
+        _PRECOND_CACHE.pop(pgm[0], None)
+    jax.clear_caches()
+
+
 def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[jax.Array, ...]:
     """The data arguments of :func:`_neg_log_posterior`, as float64 JAX arrays."""
     return (

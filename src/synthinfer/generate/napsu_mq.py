@@ -44,6 +44,7 @@ NON_NOISE_AWARE_SIGMA = 0.005
 # Networks are cached per (domain, marginals) so repeated fits (studies, refits at other
 # epsilons) reuse their compiled JAX code: compilation is keyed on the network object.
 _NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
+_MAX_NETWORKS = 8
 
 
 def _network(domain: Domain, marginals: Sequence[Marginal]):
@@ -56,8 +57,9 @@ def _network(domain: Domain, marginals: Sequence[Marginal]):
         return _NETWORKS[key]
     net = MarkovNetwork(CanonicalQueries(domain, marginals))
     _NETWORKS[key] = net
-    while len(_NETWORKS) > 8:
-        _NETWORKS.popitem(last=False)
+    while len(_NETWORKS) > _MAX_NETWORKS:
+        _, old = _NETWORKS.popitem(last=False)
+        inf.forget_network(old.mean_and_cov, old.mean)
     return net
 
 

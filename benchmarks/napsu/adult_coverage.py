@@ -72,6 +72,8 @@ def logit(frame, domain) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--start", type=int, default=0, help="first repeat index (to continue an interrupted run)")
+    ap.add_argument("--merge", help="JSON of earlier repeats to include (e.g. the interrupted run's --out)")
     ap.add_argument("--m", type=int, default=100)
     ap.add_argument("--num-warmup", type=int, default=800)
     ap.add_argument("--num-samples", type=int, default=2000)
@@ -87,9 +89,10 @@ def main() -> None:
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
     real_q, real_v = logit(ds.data, ds.domain)
-    records = []
+    records = json.loads(Path(a.merge).read_text())["records"] if a.merge else []
+    records = [x for x in records if x["repeat"] < a.start]
     t_start = time.time()
-    for r in range(a.repeats):
+    for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
             gen = NapsuMQ(MARGINALS if a.marginals == "paper" else FORCED, epsilon=eps, delta=n**-2.0,

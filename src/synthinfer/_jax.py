@@ -19,7 +19,7 @@ __all__ = ["jax", "jnp", "single_threaded_blas"]
 def single_threaded_blas():
     """Context manager: run the BLAS/LAPACK libraries with one thread (threadpoolctl).
 
-    JAX's CPU LAPACK kernels (the LU factorisation of NAPSU-MQ's eq. 6 likelihood) run
+    JAX's CPU LAPACK kernels (the Cholesky factorisation of NAPSU-MQ's eq. 6 likelihood) run
     inside the process's OpenBLAS, which by default starts one spinning thread per core. For
     the small matrices here (d ~ 100-200) those threads only contend: on the 2-core CI
     machine with one other busy process, one log-posterior gradient on Adult took 18-34 ms

@@ -242,7 +242,7 @@ class NapsuMQ:
         self.n_ = n
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
-        with single_threaded_blas():  # see synthinfer._jax: 20x faster on a busy machine
+        with single_threaded_blas():  # see synthinfer._jax: ~20x faster gradients on a busy machine
             self._infer(rng, stage, timings)
         self.privacy_ = self._privacy_record()
         return self

@@ -18,6 +18,7 @@ from synthinfer.data import Domain, Marginal
 from synthinfer.datasets import load_adult
 from synthinfer.errors import DomainError, UnknownColumnError
 from synthinfer.models import CanonicalQueries, MarkovNetwork
+from synthinfer.models.canonical import most_frequent_reference
 
 ADULT_MARGINALS = [
     ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
@@ -42,10 +43,15 @@ def canonical_dimension(domain: Domain, marginals) -> int:
     return sum(math.prod(domain[c].size - 1 for c in s) for s in scopes)
 
 
+LAST = {name: DOM[name].size - 1 for name in DOM.names}  # every column's last category
+
+
+@pytest.mark.parametrize("reference", [None, LAST, {"c": 2}], ids=["first", "last", "c2"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_dimension_and_basis(name):
-    """Kept queries + constant are linearly independent and span every original query."""
-    q = CanonicalQueries(DOM, CASES[name])
+def test_dimension_and_basis(name, reference):
+    """Kept queries + constant are linearly independent and span every original query,
+    whatever the reference categories."""
+    q = CanonicalQueries(DOM, CASES[name], reference=reference)
     assert q.dimension == canonical_dimension(DOM, CASES[name])
     ones = np.ones((DOM.size, 1))
     kept = np.hstack([ones, design(q)])
@@ -62,15 +68,16 @@ def structures(draw):
     names = list(dom.names)
     scopes = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True),
                            min_size=1, max_size=4, unique_by=lambda s: frozenset(s)))
-    return dom, [tuple(s) for s in scopes]
+    reference = {name: draw(st.integers(0, k - 1)) for name, k in zip(names, sizes)}
+    return dom, [tuple(s) for s in scopes], reference
 
 
 @settings(max_examples=40, deadline=None)
 @given(structures())
 def test_canonical_basis_property(structure):
     """Any marginal set: kept cells + constant form a basis of the span of all cell queries."""
-    dom, marginals = structure
-    q = CanonicalQueries(dom, marginals)
+    dom, marginals, reference = structure
+    q = CanonicalQueries(dom, marginals, reference=reference)
     assert q.dimension == canonical_dimension(dom, marginals)
     ones = np.ones((dom.size, 1))
     assert np.linalg.matrix_rank(np.hstack([ones, design(q)])) == q.dimension + 1
@@ -101,6 +108,35 @@ def test_kept_queries_are_original_cells_and_describe():
     rows = pd.DataFrame({"a": ["a1", "a2", "a1"], "b": ["b1", "b0", "b1"], "c": ["c3", "c0", "c1"],
                          "d": ["d0"] * 3, "e": ["e0"] * 3})
     np.testing.assert_array_equal(q.count(rows), q.queryset.count(rows)[q.kept])
+
+
+def test_reference_moves_the_dropped_cells():
+    """With reference (b1, a2) the dropped cell of (b, a) is (b1, a2), and the kept cells of
+    (a, c) are those with c off its reference."""
+    q = CanonicalQueries(DOM, [("b", "a"), ("a", "c")], reference={"b": 1, "a": 2, "c": 3})
+    desc = q.describe()
+    assert q.reference == {"a": 2, "b": 1, "c": 3, "d": 0, "e": 0}
+    assert (Marginal(("b", "a")), ("b1", "a2")) not in desc
+    assert sum(m.columns == ("b", "a") for m, _ in desc) == 5
+    assert all(cats[1] != "c3" for m, cats in desc if m.columns == ("a", "c"))
+
+
+def test_most_frequent_reference_reads_each_column_from_its_first_marginal():
+    qs = CanonicalQueries(DOM, [("b", "a"), ("a", "c")]).queryset
+    table_ba = np.array([[1.0, 2.0, 9.0], [3.0, 0.0, 4.0]])  # b0: 12, b1: 7; a2 largest
+    table_ac = np.zeros((3, 4))
+    table_ac[0, 1] = 100.0  # c1 largest; a's count here is ignored (a comes from (b, a))
+    counts = np.concatenate([table_ba.ravel(), table_ac.ravel()])
+    assert most_frequent_reference(qs, counts) == {"b": 0, "a": 2, "c": 1}
+    with pytest.raises(ValueError, match="shape"):
+        most_frequent_reference(qs, counts[:-1])
+
+
+def test_bad_reference_raises():
+    with pytest.raises(DomainError, match="zzz"):
+        CanonicalQueries(DOM, [("a", "b")], reference={"zzz": 0})
+    with pytest.raises(DomainError, match=r"reference\['b'\]"):
+        CanonicalQueries(DOM, [("a", "b")], reference={"b": 2})
 
 
 def test_bad_marginals_raise():
@@ -134,11 +170,12 @@ def _fit_maxent(mn: MarkovNetwork, target: np.ndarray) -> np.ndarray:
     return res.x
 
 
+@pytest.mark.parametrize("reference", [None, LAST], ids=["first", "last"])
 @pytest.mark.parametrize("name", ["4-cycle", "3-way+overlap"])
-def test_pruned_model_reaches_same_distributions_as_full(name):
+def test_pruned_model_reaches_same_distributions_as_full(name, reference):
     """Max-ent fits to the same exact marginals agree between pruned and full query sets."""
     marg = CASES[name]
-    q, qfull = CanonicalQueries(DOM, marg), CanonicalQueries(DOM, marg, prune=False)
+    q, qfull = CanonicalQueries(DOM, marg, reference=reference), CanonicalQueries(DOM, marg, prune=False)
     rng = np.random.default_rng(7)
     joint = rng.dirichlet(np.ones(DOM.size) * 2.0)  # an arbitrary positive distribution
     fits = []

@@ -32,8 +32,11 @@ ADULT_MARGINALS = [
 ]
 
 
-@pytest.fixture(scope="module", params=sorted(STRUCTURES))
+@pytest.fixture(scope="module", params=sorted(STRUCTURES) + ["3-way+star, last reference"])
 def network(request):
+    if request.param.endswith("last reference"):
+        last = {name: DOM[name].size - 1 for name in DOM.names}
+        return MarkovNetwork(CanonicalQueries(DOM, STRUCTURES["3-way+star"], reference=last))
     return MarkovNetwork(CanonicalQueries(DOM, STRUCTURES[request.param]))
 
 

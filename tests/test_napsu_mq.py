@@ -74,6 +74,7 @@ def test_save_load_round_trip(fitted, tmp_path):
     np.testing.assert_array_equal(g2.noisy_counts_, fitted.noisy_counts_)
     assert g2.sigma_dp_ == fitted.sigma_dp_ and g2.n_ == fitted.n_
     assert g2.ledger_.to_dict() == fitted.ledger_.to_dict()
+    assert g2.queries_.reference == fitted.queries_.reference
     for x, y in zip(fitted.generate(m=2, n=100, seed=9), g2.generate(m=2, n=100, seed=9)):
         pd.testing.assert_frame_equal(x, y)
     # Nothing but public/noisy quantities is stored: no exact counts, no seed value.
@@ -112,6 +113,26 @@ def test_mst_selection_and_measurement_never_exceed_the_budget():
     assert cols == set("abcd")
     meas = g.ledger_.charges[-1]
     assert meas.epsilon == pytest.approx(0.6) and meas.delta == pytest.approx(0.75e-6)
+
+
+def test_reference_categories_come_from_noisy_counts_or_the_user():
+    """Default: each column's most frequent category by the noisy counts (here unambiguous:
+    90% of rows have a = 1); a user mapping overrides it by category label."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": np.where(rng.random(3000) < 0.9, "yes", "no"), "b": rng.integers(0, 3, 3000)})
+    dom = Domain({"a": ["no", "yes"], "b": [0, 1, 2]})
+    g = NapsuMQ([("a", "b")], epsilon=1.0, delta=1e-6, inference="mle", seed=1).fit(df, dom)
+    assert g.queries_.reference["a"] == 1
+    g = NapsuMQ([("a", "b")], epsilon=1.0, delta=1e-6, inference="mle", reference={"b": 2}, seed=1).fit(df, dom)
+    assert g.queries_.reference == {"a": 0, "b": 2}
+    g = NapsuMQ([("a", "b")], epsilon=1.0, delta=1e-6, inference="mle", reference="first", seed=1).fit(df, dom)
+    assert g.queries_.reference == {"a": 0, "b": 0}
+    with pytest.raises(OutOfDomainError, match="maybe"):
+        NapsuMQ([("a", "b")], reference={"a": "maybe"}, seed=0).fit(df, dom)
+    with pytest.raises(UnknownColumnError, match="zz"):
+        NapsuMQ([("a", "b")], reference={"zz": 1}, seed=0).fit(df, dom)
+    with pytest.raises(SynthinferError, match="reference"):
+        NapsuMQ([("a", "b")], reference="mode", seed=0).fit(df, dom)
 
 
 def test_errors_name_what_is_wrong(toy, fitted):

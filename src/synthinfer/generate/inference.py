@@ -38,6 +38,7 @@ import numpy as np
 
 from synthinfer._jax import jax, jnp
 from synthinfer.errors import ConvergenceError, ConvergenceWarning
+from synthinfer.generate.reparam import one_sided_map, to_theta
 
 MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 Mean = Callable[[jax.Array], jax.Array]
@@ -530,6 +531,7 @@ class NUTSResult:
     n_grad_evals_warmup: int
     step_size: np.ndarray  # (chains,)
     seconds: float  # warmup + sampling, including compilation on the first call
+    n_one_sided: int = 0  # parameters sampled through the one-sided map
 
 
 @functools.partial(
@@ -537,14 +539,14 @@ class NUTSResult:
     static_argnames=("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept"),
 )
 def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept):
-    """Window adaptation + NUTS for one chain on the whitened posterior ``theta = loc + chol z``."""
+    """Window adaptation + NUTS for one chain on the reparametrised posterior ``theta(u)``."""
     import blackjax
 
-    s_tilde, sigma_dp, n, prior_sd, loc, chol = data
+    s_tilde, sigma_dp, n, prior_sd, *map_arrays = data
 
-    def logdensity(z):
-        # the Jacobian |chol| is constant
-        return log_posterior(loc + chol @ z, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
+    def logdensity(u):
+        theta, log_jac = to_theta(u, map_arrays)
+        return log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd) + log_jac
 
     k_warm, k_draw = jax.random.split(key)
     warmup = blackjax.window_adaptation(
@@ -555,7 +557,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
 
     def step(st, k):
         st, info = kernel.step(k, st)
-        return st, (loc + chol @ st.position, info.num_integration_steps, info.is_divergent)
+        return st, (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent)
 
     _, (theta, steps, div) = jax.lax.scan(step, state, jax.random.split(k_draw, num_samples))
     return theta, steps.sum(), div, params["step_size"], winfo.info.num_integration_steps.sum()
@@ -574,6 +576,7 @@ def nuts_sample(
     num_samples: int = 2000,
     max_tree_depth: int = 12,
     target_accept: float = 0.8,
+    one_sided_threshold: float = 5.0,
     max_workers: int | None = None,
     progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
@@ -581,9 +584,12 @@ def nuts_sample(
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
 
     Sampling runs in ``z = chol^{-1} (theta - mean)`` (dense preconditioning, NAPSU-MQ Section
-    5.2), where the posterior is close to standard normal; Stan-style window adaptation then
-    tunes the step size and a diagonal mass matrix during the ``num_warmup`` draws. Chains start
-    from independent ``N(0, I)`` draws in ``z`` (i.e. from the Laplace approximation).
+    5.2), where the posterior is close to standard normal, except for the parameters of
+    near-empty cells (noisy count below ``one_sided_threshold`` noise standard deviations),
+    which get the one-sided map of :mod:`synthinfer.generate.reparam` (an exact change of
+    variables; ``one_sided_threshold=-inf`` turns it off). Stan-style window adaptation then
+    tunes the step size and a diagonal mass matrix during the ``num_warmup`` draws. Chains
+    start at independent ``N(u*, I)`` draws around the Laplace mean's position ``u*``.
 
     Each chain is one compiled program (cached per network and settings: refits with new
     noisy statistics or epsilon do not recompile); chains run side by side in
@@ -593,8 +599,11 @@ def nuts_sample(
     ``progress(message)`` is called as chains finish.
     """
     d = int(np.asarray(s_tilde).shape[0])
-    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + (jnp.asarray(laplace.mean), jnp.asarray(laplace.chol))
-    z0 = rng.standard_normal((n_chains, d))
+    mu_mode = np.asarray(mean_and_cov(jnp.asarray(laplace.mean))[0])
+    umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, laplace.mean, laplace.cov,
+                         prior_sd=prior_sd, threshold=one_sided_threshold)
+    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + umap.arrays()
+    z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
     settings = dict(mean_and_cov=mean_and_cov, num_warmup=int(num_warmup), num_samples=int(num_samples),
                     max_tree_depth=int(max_tree_depth), target_accept=float(target_accept))
@@ -621,6 +630,7 @@ def nuts_sample(
         n_grad_evals_warmup=warm,
         step_size=np.array([float(o[3]) for o in outs]),
         seconds=seconds,
+        n_one_sided=umap.n_one_sided,
     )
 
 

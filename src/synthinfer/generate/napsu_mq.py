@@ -22,7 +22,7 @@ import json
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,8 +31,9 @@ import pandas as pd
 
 from synthinfer._jax import single_threaded_blas
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
-from synthinfer.errors import ConvergenceWarning, NotFittedError, SynthinferError
+from synthinfer.errors import ConvergenceWarning, NotFittedError, OutOfDomainError, SynthinferError, UnknownColumnError
 from synthinfer.generate import inference as inf
+from synthinfer.models.canonical import most_frequent_reference
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
@@ -47,15 +48,15 @@ _NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
 _MAX_NETWORKS = 8
 
 
-def _network(domain: Domain, marginals: Sequence[Marginal]):
+def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str, int] | None = None):
     from synthinfer.models.canonical import CanonicalQueries
     from synthinfer.models.markov_network import MarkovNetwork
 
-    key = (domain, tuple(m.columns for m in marginals))
+    key = (domain, tuple(m.columns for m in marginals), tuple(sorted((reference or {}).items())))
     if key in _NETWORKS:
         _NETWORKS.move_to_end(key)
         return _NETWORKS[key]
-    net = MarkovNetwork(CanonicalQueries(domain, marginals))
+    net = MarkovNetwork(CanonicalQueries(domain, marginals, reference=reference))
     _NETWORKS[key] = net
     while len(_NETWORKS) > _MAX_NETWORKS:
         _, old = _NETWORKS.popitem(last=False)
@@ -86,6 +87,13 @@ class NapsuMQ:
     laplace_max_iter, laplace_max_restarts : L-BFGS settings (Supplement E).
     noise_aware : ``False`` runs inference as if the noise were ``sigma_DP = 0.005``
         (the "-NA" ablation of Fig. 3b). Only for studies.
+    reference : the reference category of each column in the canonical parametrisation
+        (Supplement C): ``"most_frequent"`` (default) picks each column's most frequent
+        category from the *noisy* counts (post-processing, no privacy cost), so the cells the
+        parametrisation drops are large ones and NUTS mixes far better on sparse tables;
+        ``"first"`` uses each column's first category; a mapping ``{column: category}`` fixes
+        some (the others take their first category). The family of distributions is the same;
+        the N(0, prior_sd^2 I) prior is relative to the reference.
     seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
         only choice for a real release) draws the DP noise from OS entropy.
 
@@ -115,6 +123,7 @@ class NapsuMQ:
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
         noise_aware: bool = True,
+        reference: Literal["most_frequent", "first"] | Mapping[str, Any] = "most_frequent",
         seed: SeedLike = None,
     ):
         self.marginals = marginals
@@ -131,6 +140,7 @@ class NapsuMQ:
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
         self.noise_aware = noise_aware
+        self.reference = reference
         self.seed = seed
 
     # ------------------------------------------------------------------------------------
@@ -151,6 +161,7 @@ class NapsuMQ:
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
             "noise_aware": self.noise_aware,
+            "reference": self.reference if isinstance(self.reference, str) else dict(self.reference),
         }
 
     def _check_settings(self) -> None:
@@ -166,6 +177,24 @@ class NapsuMQ:
                 raise SynthinferError(f"{name} must be a positive integer, got {v!r}")
         if not (isinstance(self.num_warmup, (int, np.integer)) and self.num_warmup >= 0):
             raise SynthinferError(f"num_warmup must be a non-negative integer, got {self.num_warmup!r}")
+        if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
+            raise SynthinferError(
+                f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
+            )
+
+    def _user_reference(self, domain: Domain) -> dict[str, int] | None:
+        """The user's reference categories as codes (``None`` for the automatic choices)."""
+        if isinstance(self.reference, str):
+            return {} if self.reference == "first" else None
+        out = {}
+        for name, value in self.reference.items():
+            if name not in domain.names:
+                raise UnknownColumnError(f"reference: unknown column {name!r}")
+            cats = list(domain[name].categories)
+            if value not in cats:
+                raise OutOfDomainError(f"reference[{name!r}] = {value!r} is not a category of {name!r}")
+            out[name] = cats.index(value)
+        return out
 
     # ------------------------------------------------------------------------------------
     def fit(
@@ -214,22 +243,31 @@ class NapsuMQ:
                 timings["selection"] = time.perf_counter() - t0
         marginals = tuple(fixed) + tuple(selected)
 
-        # -- canonical queries and the Gaussian mechanism ---------------------------------
+        # -- the Gaussian mechanism and the canonical queries ---------------------------------
+        # Every cell of the full marginals is measured (same L2 sensitivity sqrt(2 n_s) as the
+        # canonical subset, Theorem 3.5); the canonical queries are then a subset of the noisy
+        # vector, with the same distribution as measuring them alone. Measuring all cells first
+        # lets the reference categories be chosen from noisy counts (post-processing).
         stage("measuring marginals")
         t0 = time.perf_counter()
-        network = _network(domain, marginals)
-        queries = network.queries
-        counts = queries.count(codes)
-        noisy, sigma = gaussian_mechanism(
+        queryset = QuerySet(domain, marginals)
+        counts = queryset.count(codes)
+        noisy_all, sigma = gaussian_mechanism(
             counts,
-            sensitivity=queries.l2_sensitivity,
+            sensitivity=queryset.l2_sensitivity,
             epsilon=meas_budget.epsilon,
             delta=meas_budget.delta,
             ledger=ledger,
             seed=rng,
-            name="napsu-mq: canonical marginal queries",
+            name="napsu-mq: marginal queries",
         )
         del counts, codes
+        reference = self._user_reference(domain)
+        if reference is None:
+            reference = most_frequent_reference(queryset, noisy_all)
+        network = _network(domain, marginals, reference)
+        queries = network.queries
+        noisy = noisy_all[queries.kept]
         timings["network_and_measurement"] = time.perf_counter() - t0
 
         self.marginals_ = marginals
@@ -422,6 +460,7 @@ class NapsuMQ:
             "marginals": [list(m.columns) for m in self.marginals_],
             "selected_marginals": [list(m.columns) for m in self.selected_marginals_],
             "n": self.n_,
+            "reference": self.queries_.reference,
             "sigma_dp": self.sigma_dp_,
             "seed_fixed": self.seed_fixed_,
             "ledger": self.ledger_.to_dict(),
@@ -458,7 +497,7 @@ class NapsuMQ:
         obj = cls(**params)
         domain = Domain.from_dict(meta["domain"])
         marginals = as_marginals(meta["marginals"])
-        net = _network(domain, marginals)
+        net = _network(domain, marginals, meta.get("reference"))  # older files: all first categories
         if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
             raise SynthinferError(f"{path}: its canonical queries differ from this version's; cannot load")
         obj.marginals_ = marginals

@@ -4,12 +4,13 @@ The indicator queries of full marginal sets are linearly dependent (each margina
 to one, overlapping marginals share lower-order sums), so ``theta`` in
 ``p(x) ∝ exp(theta · a(x))`` (NAPSU-MQ eq. 3) is not identifiable from them. Supplement C
 removes the dependencies with the *canonical parametrisation* (Abbeel et al. 2006; Koller and
-Friedman 2009, Section 4.4.2.1) relative to the reference assignment ``x* = (0, ..., 0)``:
+Friedman 2009, Section 4.4.2.1) relative to a reference assignment ``x*`` (one category per
+column; ``x* = (0, ..., 0)`` unless given):
 
 * the canonical factors live on every non-empty subset ``D`` of a marginal's columns, and their
-  non-trivial values are the cells ``v`` of ``D`` with every component non-zero, so the
+  non-trivial values are the cells ``v`` of ``D`` with every component off the reference, so the
   identifiable statistics are ``{1[x_D = v] : D in S*, v_i != 0}``, of dimension
-  ``sum_{D in S*} prod_{i in D} (k_i - 1)``;
+  ``sum_{D in S*} prod_{i in D} (k_i - 1)`` (below, "non-zero" means "not the reference");
 * ``1[x_D = v]`` for a ``D`` that is not itself a marginal is a sum of cells of a marginal
   ``C ⊇ D``; the cells with some non-zero component outside ``D`` are already canonical
   queries of larger scopes, so the one new query it contributes is the cell
@@ -23,18 +24,29 @@ supersets ``D ⊂ D' ⊆ C`` (all in ``S*``), so the kept cells form a unit-tria
 invertible, transform of the canonical basis: they are linearly independent (together with the
 constant) and span every marginal query. Every kept query is a cell of an original marginal,
 so the L2 sensitivity is still at most ``sqrt(2 n_s)`` (Theorem 3.5).
+
+Choice of reference. Every choice spans the same family of distributions, but the dropped
+cells are those with a reference component, and their probabilities are functions of many
+parameters at once. If a dropped cell is (nearly) empty, the posterior has a one-sided,
+prior-dominated direction that no coordinate follows, which is what makes NUTS slow on Adult
+(e.g. ``(age 75-90, Federal-gov)`` with 4 rows when ``Federal-gov`` is the reference). With
+each column's most frequent category as the reference (:func:`most_frequent_reference`),
+the dropped cells are the large ones and every near-empty cell owns its parameter. The prior
+``N(0, 10^2 I)`` on ``theta`` is stated relative to the reference; the paper does not say which
+one it used, so this is a choice within the specification, not a change of model family.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.marginals import Marginal, QuerySet
+from synthinfer.errors import DomainError
 
 
 class CanonicalQueries:
@@ -50,6 +62,10 @@ class CanonicalQueries:
     prune : bool, default True
         ``False`` keeps *every* cell query (a non-identifiable parametrisation of the same
         family); only for comparisons and tests.
+    reference : mapping of column name to category code, optional
+        The reference category of each column (default 0 for every column; missing columns
+        default to 0). For a private fit, choose it from *noisy* counts (post-processing,
+        :func:`most_frequent_reference`), never from the raw data.
 
     Attributes
     ----------
@@ -59,6 +75,8 @@ class CanonicalQueries:
         Increasing indices of the kept queries in ``queryset``'s concatenated query vector.
     dimension : int
         ``d = len(kept)``, the number of model parameters.
+    reference : dict of column name to category code
+        The reference assignment ``x*``.
     query_marginal, query_cell : ndarray of int64, shape (d,)
         For each kept query, the index of its marginal in ``queryset`` and its flat (row-major)
         cell index within that marginal.
@@ -70,9 +88,11 @@ class CanonicalQueries:
         marginals: Iterable[Sequence[str] | Marginal],
         *,
         prune: bool = True,
+        reference: Mapping[str, int] | None = None,
     ) -> None:
         self.domain = domain
         self.queryset = QuerySet(domain, marginals)
+        self.reference = _check_reference(domain, reference)
         offsets = self.queryset.offsets()
         host: dict[frozenset[str], int] = {}
         for i, m in enumerate(self.queryset.marginals):
@@ -83,7 +103,7 @@ class CanonicalQueries:
         for i, m in enumerate(self.queryset.marginals):
             shape = m.shape(domain)
             for flat, cell in enumerate(np.ndindex(*shape)):
-                support = frozenset(c for c, v in zip(m.columns, cell) if v != 0)
+                support = frozenset(c for c, v in zip(m.columns, cell) if v != self.reference[c])
                 if prune and (not support or host[support] != i):
                     continue
                 kept.append(offsets[i] + flat)
@@ -127,3 +147,36 @@ class CanonicalQueries:
             f"CanonicalQueries({len(self.queryset)} marginals, "
             f"{self.dimension} of {self.queryset.dimension} queries kept)"
         )
+
+
+def _check_reference(domain: Domain, reference: Mapping[str, int] | None) -> dict[str, int]:
+    out = {name: 0 for name in domain.names}
+    for name, code in (reference or {}).items():
+        if name not in out:
+            raise DomainError(f"reference: unknown column {name!r}")
+        k = domain[name].size
+        if not (isinstance(code, (int, np.integer)) and 0 <= int(code) < k):
+            raise DomainError(f"reference[{name!r}] must be a category code in [0, {k}), got {code!r}")
+        out[name] = int(code)
+    return out
+
+
+def most_frequent_reference(queryset: QuerySet, counts: np.ndarray) -> dict[str, int]:
+    """Each column's category with the largest count, from the marginal counts ``counts``.
+
+    ``counts`` is the full concatenated query vector of ``queryset`` (all cells of every
+    marginal). For a private fit pass the *noisy* counts: the choice is then post-processing
+    of the Gaussian mechanism's output and costs no privacy. A column's count comes from the
+    first marginal that contains it (its cells summed over the other columns).
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.shape != (queryset.dimension,):
+        raise ValueError(f"counts must have shape ({queryset.dimension},), got {counts.shape}")
+    out: dict[str, int] = {}
+    for m, part in zip(queryset.marginals, queryset.split(counts)):
+        table = part.reshape(m.shape(queryset.domain))
+        for axis, name in enumerate(m.columns):
+            if name not in out:
+                other = tuple(a for a in range(table.ndim) if a != axis)
+                out[name] = int(np.argmax(table.sum(axis=other)))
+    return out

@@ -27,9 +27,20 @@ def test_generate_writes_a_release(tmp_path):
     man = rel.manifest
     text = json.dumps(man)
     assert "napsu" in text.lower() and '"seed":' not in text
+    assert set(man["settings"]["reference_categories"]) == {"x1", "x2", "y"}
     # Refuses to overwrite, and a bad column is a clean error (exit 2), not a traceback.
     assert CliRunner().invoke(app, args).exit_code != 0
     bad = args[:4] + ["--marginals", "x1,nope"] + args[6:]
     bad[bad.index(str(out))] = str(tmp_path / "other")
     r = CliRunner().invoke(app, bad)
     assert r.exit_code == 2 and "nope" in r.output
+    # --reference COL=CATEGORY matches the Domain's categories by text (y's are integers)
+    fixed = args[:-2] + ["--reference", "y=1"]
+    fixed[fixed.index(str(out))] = str(tmp_path / "fixed")
+    r = CliRunner().invoke(app, fixed)
+    assert r.exit_code == 0, r.output
+    assert open_release(tmp_path / "fixed").manifest["settings"]["reference_categories"]["y"] == 1
+    fixed[-1] = "y=7"
+    fixed[fixed.index(str(tmp_path / "fixed"))] = str(tmp_path / "bad")
+    r = CliRunner().invoke(app, fixed)
+    assert r.exit_code == 2 and "y" in r.output and "7" in r.output

@@ -28,6 +28,11 @@ def generate_cmd(
     num_warmup: int = typer.Option(800, "--num-warmup", help="NUTS warmup draws per chain."),
     num_samples: int = typer.Option(2000, "--num-samples", help="NUTS kept draws per chain."),
     chains: int = typer.Option(4, "--chains", help="NUTS chains."),
+    reference: str = typer.Option(
+        "most_frequent", "--reference",
+        help="Reference categories of the canonical parametrisation: most_frequent (by noisy counts), "
+             "first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
+    ),
     midpoints: bool = typer.Option(False, "--midpoints", help="Write discretised columns as bin midpoints."),
     seed: int = typer.Option(None, "--seed", help="Fix the randomness (tests only: a real release must not)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing release at --out."),
@@ -53,6 +58,7 @@ def generate_cmd(
             n_chains=chains,
             num_warmup=num_warmup,
             num_samples=num_samples,
+            reference=_parse_reference(reference, dom),
             seed=seed,
         )
         with Progress(
@@ -69,7 +75,8 @@ def generate_cmd(
             )
         settings = gen.get_params() | {"m": m, "n_syn": n_syn or gen.n_, "midpoints": midpoints,
                                        "selected_marginals": [list(x.columns) for x in gen.selected_marginals_],
-                                       "sigma_dp": gen.sigma_dp_, "diagnostics": _diag_summary(gen.diagnostics_)}
+                                       "sigma_dp": gen.sigma_dp_, "diagnostics": _diag_summary(gen.diagnostics_),
+                                       "reference_categories": {c: dom[c].categories[k] for c, k in gen.queries_.reference.items()}}
         path = write_release(
             out, datasets, mechanism="napsu-mq", settings=settings, domain=dom, marginals=list(gen.marginals_),
             ledger=gen.ledger_, n=gen.n_, seed_fixed=seed is not None, posterior=gen.posterior_,
@@ -87,4 +94,22 @@ def _diag_summary(diag: dict) -> dict:
             out[k] = {kk: vv for kk, vv in v.items() if kk not in ("rhat", "ess_bulk", "attempts")}
         else:
             out[k] = v
+    return out
+
+
+def _parse_reference(text: str, dom) -> str | dict:
+    """``most_frequent``, ``first``, or ``col=cat,col=cat`` matched to the Domain's categories
+    by their text (so ``y=1`` finds the integer category 1)."""
+    from synthinfer.errors import SynthinferError
+
+    if text in ("most_frequent", "first"):
+        return text
+    out = {}
+    for pair in text.split(","):
+        col, sep, cat = pair.partition("=")
+        if not sep:
+            raise SynthinferError(f"--reference: expected most_frequent, first or COL=CATEGORY pairs, got {pair!r}")
+        col, cat = col.strip(), cat.strip()
+        cats = dom[col].categories if col in dom.names else ()
+        out[col] = next((c for c in cats if str(c) == cat), cat)  # unmatched: NapsuMQ names it
     return out

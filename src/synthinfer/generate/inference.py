@@ -587,7 +587,8 @@ def nuts_sample(
     5.2), where the posterior is close to standard normal, except for the parameters of
     near-empty cells (noisy count below ``one_sided_threshold`` noise standard deviations),
     which get the one-sided map of :mod:`synthinfer.generate.reparam` (an exact change of
-    variables; ``one_sided_threshold=-inf`` turns it off). Stan-style window adaptation then
+    variables that compresses their prior-dominated flat sides; ``one_sided_threshold=-inf``
+    turns it off). Stan-style window adaptation then
     tunes the step size and a diagonal mass matrix during the ``num_warmup`` draws. Chains
     start at independent ``N(u*, I)`` draws around the Laplace mean's position ``u*``.
 

@@ -183,3 +183,4 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert nuts["gradient_evaluations"] > nuts["gradient_evaluations_warmup"] > 0
     assert nuts["gradient_evaluations_per_draw"] == pytest.approx(nuts["gradient_evaluations"] / (3 * 300))
     assert len(nuts["step_size"]) == 3
+    assert 0 <= nuts["one_sided_parameters"] <= gen.queries_.dimension

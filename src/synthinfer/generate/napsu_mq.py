@@ -338,6 +338,7 @@ class NapsuMQ:
                     "gradient_evaluations_warmup": res.n_grad_evals_warmup,
                     "divergences": int(res.diverging.sum()),
                     "step_size": res.step_size.tolist(),
+                    "one_sided_parameters": res.n_one_sided,
                     "gradient_evaluations_per_draw": res.n_grad_evals / (self.n_chains * (self.num_warmup + self.num_samples)),
                 }
         self.posterior_ = inf.to_inference_data(draws, sample_stats=stats, attrs={"inference": self.inference})

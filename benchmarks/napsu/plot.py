@@ -25,6 +25,17 @@ LABELS = {
 }
 
 
+def _toy_coverage(rs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Coverage of TRUE and median width of the 95% intervals in ``rs``, per coefficient."""
+    if not rs:
+        return np.full(2, np.nan), np.full(2, np.nan)
+    lo = np.array([r["lower"] for r in rs], float)
+    hi = np.array([r["upper"] for r in rs], float)
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    c = np.where(ok, (lo <= TRUE) & (TRUE <= hi), np.nan)
+    return np.nanmean(c, axis=0), np.nanmedian(np.where(ok, hi - lo, np.nan), axis=0)
+
+
 def toy() -> None:
     records = {}
     for f in [R / "toy_coverage.json", *sorted(R.glob("toy_coverage_part*.json"))]:
@@ -41,12 +52,9 @@ def toy() -> None:
         cov, wid, counts = [], [], []
         for e in eps:
             rs = [r for k, r in records.items() if k[1] == e and k[2] == method]
-            lo = np.array([r["lower"] for r in rs], float)
-            hi = np.array([r["upper"] for r in rs], float)
-            ok = np.isfinite(lo) & np.isfinite(hi)
-            c = np.where(ok, (lo <= TRUE) & (TRUE <= hi), np.nan)
-            cov.append(np.nanmean(c, axis=0) if rs else [np.nan, np.nan])
-            wid.append(np.nanmedian(np.where(ok, hi - lo, np.nan), axis=0) if rs else [np.nan, np.nan])
+            c, w = _toy_coverage(rs)
+            cov.append(c)
+            wid.append(w)
             counts.append(len(rs))
         cov, wid = np.array(cov), np.array(wid)
         summary[method] = {"epsilons": eps, "repeats": counts, "coverage_x1": cov[:, 0].tolist(),
@@ -64,6 +72,41 @@ def toy() -> None:
     fig.tight_layout()
     fig.savefig(R / "toy_coverage.png", dpi=110)
     (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def toy_session3() -> None:
+    """NUTS with the session-3 defaults (reference categories from noisy counts, one-sided
+    map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
+    from scipy.stats import binomtest
+
+    f = R / "toy_coverage_session3_nuts.json"
+    if not f.exists():
+        return
+    recs = json.loads(f.read_text())["records"]
+    eps = sorted({r["epsilon"] for r in recs})
+    fig, ax = plt.subplots(figsize=(6, 4))
+    summary = {}
+    for j, name in enumerate(["x1 (coef 1)", "x2 (coef 0)"]):
+        cov, lo, hi, counts = [], [], [], []
+        for e in eps:
+            rs = [r for r in recs if r["epsilon"] == e]
+            c = float(_toy_coverage(rs)[0][j])
+            k = int(round(c * len(rs)))
+            ci = binomtest(k, len(rs)).proportion_ci(0.95)
+            cov.append(c)
+            lo.append(c - ci.low)
+            hi.append(ci.high - c)
+            counts.append(len(rs))
+        summary[name] = {"epsilons": eps, "repeats": counts, "coverage": cov}
+        ax.errorbar(np.array(eps) * (1.06 if j else 1 / 1.06), cov, yerr=[lo, hi], marker="o", capsize=3, label=name)
+    ax.axhline(0.95, color="k", lw=1)
+    ax.axhspan(0.92, 0.98, color="0.9")
+    ax.set(xscale="log", ylim=(0.75, 1.0), xlabel="epsilon", ylabel="95% CI coverage",
+           title=f"Toy, NAPSU-MQ NUTS, session-3 defaults ({min(summary[name]['repeats'])}+ repeats)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(R / "toy_coverage_session3_nuts.png", dpi=110)
+    (R / "toy_coverage_session3_summary.json").write_text(json.dumps(summary, indent=1))
 
 
 def adult(stem: str) -> None:
@@ -114,6 +157,7 @@ def speed() -> None:
 
 if __name__ == "__main__":
     toy()
+    toy_session3()
     adult("adult_coverage")
     adult("adult_coverage_laplace")
     adult("adult_coverage_laplace_mst")

@@ -127,8 +127,10 @@ def test_reference_categories_come_from_noisy_counts_or_the_user():
     assert g.queries_.reference == {"a": 0, "b": 2}
     g = NapsuMQ([("a", "b")], epsilon=1.0, delta=1e-6, inference="mle", reference="first", seed=1).fit(df, dom)
     assert g.queries_.reference == {"a": 0, "b": 0}
+    led = PrivacyLedger((1.0, 1e-6))
     with pytest.raises(OutOfDomainError, match="maybe"):
-        NapsuMQ([("a", "b")], reference={"a": "maybe"}, seed=0).fit(df, dom)
+        NapsuMQ([("a", "b")], reference={"a": "maybe"}, seed=0).fit(df, dom, ledger=led)
+    assert led.spent == (0.0, 0.0)  # rejected before any noise was drawn
     with pytest.raises(UnknownColumnError, match="zz"):
         NapsuMQ([("a", "b")], reference={"zz": 1}, seed=0).fit(df, dom)
     with pytest.raises(SynthinferError, match="reference"):

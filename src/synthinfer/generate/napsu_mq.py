@@ -219,6 +219,7 @@ class NapsuMQ:
             raise TypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         fixed = as_marginals(self.marginals)
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
+        reference = self._user_reference(domain)  # validated before any budget is spent
         ledger = PrivacyLedger(budget) if ledger is None else ledger
         if not ledger.can_spend(budget.epsilon, budget.delta):
             ledger.spend("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")  # raises
@@ -262,7 +263,6 @@ class NapsuMQ:
             name="napsu-mq: marginal queries",
         )
         del counts, codes
-        reference = self._user_reference(domain)
         if reference is None:
             reference = most_frequent_reference(queryset, noisy_all)
         network = _network(domain, marginals, reference)

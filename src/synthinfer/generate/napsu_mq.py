@@ -49,10 +49,11 @@ _MAX_NETWORKS = 8
 
 
 def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str, int] | None = None):
-    from synthinfer.models.canonical import CanonicalQueries
+    from synthinfer.models.canonical import CanonicalQueries, _check_reference
     from synthinfer.models.markov_network import MarkovNetwork
 
-    key = (domain, tuple(m.columns for m in marginals), tuple(sorted((reference or {}).items())))
+    # key on the completed reference, so "first" ({}) and an explicit all-first mapping share a network
+    key = (domain, tuple(m.columns for m in marginals), tuple(sorted(_check_reference(domain, reference).items())))
     if key in _NETWORKS:
         _NETWORKS.move_to_end(key)
         return _NETWORKS[key]

@@ -109,6 +109,26 @@ def test_lbfgs_reports_failure_after_max_restarts():
     assert not res.converged and res.n_restarts == 1
 
 
+def test_lbfgs_treats_a_non_finite_loss_as_a_failed_attempt():
+    # The minimum (x = 2) lies beyond a region where the loss is infinite. SciPy's line search
+    # alone would stop at the edge and report success; Supplement E calls it a failure.
+    def loss(x):
+        return jnp.where(x[0] > 1.5, jnp.inf, jnp.sum((x - 2.0) ** 2))
+
+    res = inf.lbfgs_minimize(loss, np.zeros(2), (), rng=np.random.default_rng(0), max_restarts=2)
+    assert not res.converged
+    assert all(a["failed"] for a in res.attempts) and len(res.attempts) == 3
+
+
+def test_finite_difference_hessian_matches_autodiff(truth):
+    net, theta, n, counts = truth
+    args = inf._posterior_args(counts, 3.0, n, 10.0)
+    loss, _ = inf._loss_for(net.mean_and_cov)
+    x = np.asarray(theta) + 0.1
+    want = np.asarray(jax.hessian(loss)(jnp.asarray(x), *args))
+    np.testing.assert_allclose(inf._hessian(loss, x, args), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
 def test_pgm_mle_recovers_theta_without_noise(truth):
     net, theta, n, counts = truth
     res = inf.maximum_likelihood_pgm(net.mean, counts, n, rng=np.random.default_rng(0))

@@ -13,7 +13,7 @@ Model (eq. 4-6), with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism
 
 Three estimators:
 
-* :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (optax) with the
+* :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (SciPy, around one compiled gradient) with the
   non-convergence detection and restarts of Supplement E.
 * :func:`nuts_sample` - NUTS (BlackJAX) on the posterior whitened by the Laplace mean and
   Cholesky factor (dense preconditioning, Section 5.2); chains run in parallel threads.
@@ -119,47 +119,76 @@ class OptimResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
-@functools.partial(jax.jit, static_argnames=("loss_fn", "max_iter"))
-def _lbfgs_run(loss_fn, x0, args, max_iter: int, tol: float, blowup: float):
-    """Minimise ``loss_fn(x, *args)`` with optax L-BFGS inside one ``lax.while_loop``.
+_VG_CACHE: dict[Any, Callable] = {}
 
-    Stops when the loss improves by less than ``tol`` in an iteration (Supplement E), or after
-    ``max_iter`` iterations, or when the loss rises by more than ``blowup`` or turns
-    non-finite (the failure signals of Supplement E).
+
+def _value_and_grad(loss_fn: Callable) -> Callable:
+    """``jax.jit(jax.value_and_grad(loss_fn))``, one compiled program per objective.
+
+    Everything the Laplace approximation evaluates (the L-BFGS iterations, the Hessian by
+    differences of gradients, the diagnostics along its axes) calls this one program, so an
+    objective compiles once. Keyed on the function's identity, like ``jax.jit`` itself.
     """
-    import optax
-
-    f = lambda x: loss_fn(x, *args)  # noqa: E731
-    opt = optax.lbfgs()
-    vg = optax.value_and_grad_from_state(f)
-
-    def cond(c):
-        _, _, i, f_prev, f_cur, _, failed = c
-        return (i < max_iter) & (jnp.abs(f_prev - f_cur) >= tol) & ~failed
-
-    def body(c):
-        x, state, i, _, f_cur, nfev, _ = c
-        value, grad = vg(x, state=state)
-        updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=f)
-        x_new = optax.apply_updates(x, updates)
-        f_new = optax.tree_utils.tree_get(state, "value")
-        ls = optax.tree_utils.tree_get(state, "num_linesearch_steps")
-        failed = ~jnp.isfinite(f_new) | (f_new > value + blowup)
-        return x_new, state, i + 1, value, f_new, nfev + 1 + ls, failed
-
-    state0 = opt.init(x0)
-    f0 = f(x0)
-    c = (x0, state0, jnp.asarray(0), f0 + 2 * tol + 1.0, f0, jnp.asarray(0), ~jnp.isfinite(f0))
-    x, _, i, _, f_fin, nfev, failed = jax.lax.while_loop(cond, body, c)
-    g = jax.grad(f)(x)
-    return x, f_fin, jnp.max(jnp.abs(g)), i, nfev + 1, failed
+    vg = _VG_CACHE.get(loss_fn)
+    if vg is None:
+        vg = _VG_CACHE[loss_fn] = jax.jit(jax.value_and_grad(loss_fn))
+    return vg
 
 
-def _preconditioned(u, x0, p, *args, loss_fn):
-    return loss_fn(x0 + p @ u, *args)
+def _lbfgs_run(vg: Callable, args: tuple, max_iter: int, tol: float, *, x0: np.ndarray,
+               precond: np.ndarray | None = None) -> tuple[np.ndarray, float, float, int, int, bool, bool]:
+    """One L-BFGS run on ``u``, ``x = x0 + precond @ u`` (``x = x0 + u`` without ``precond``).
 
+    Stops when the loss improves by less than ``tol`` in an iteration (Supplement E) or after
+    ``max_iter`` iterations; any non-finite loss or gradient is a failure (Supplement E's
+    divergence signal). Returns ``(x, loss, max |grad|, iterations, evaluations, failed,
+    met_tol)``.
 
-_PRECOND_CACHE: dict[Any, Callable] = {}
+    Why SciPy's L-BFGS-B and not optax: the optimiser loop runs in Python around the one
+    compiled ``vg``. An optax L-BFGS inside ``lax.while_loop`` compiled the objective again
+    with its zoom line search (6.5 of the 16 s of Adult's first Laplace fit were that
+    compilation); here the loop costs ~50 us per iteration against a ~1 ms gradient.
+    """
+    from scipy.optimize import minimize
+
+    x0 = np.asarray(x0, dtype=np.float64)
+    st = {"nfev": 0, "nonfinite": False, "prev": None, "it": 0, "met": False}
+
+    def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
+        x = x0 + (u if precond is None else precond @ u)
+        f, g = vg(jnp.asarray(x), *args)
+        f, g = float(f), np.asarray(g, dtype=np.float64)
+        st["nfev"] += 1
+        if st["prev"] is None:
+            st["prev"] = f
+        if not (math.isfinite(f) and np.all(np.isfinite(g))):
+            st["nonfinite"] = True
+            raise StopIteration  # caught below: the attempt has failed
+        return f, (g if precond is None else precond.T @ g)
+
+    def callback(intermediate_result) -> None:
+        st["it"] += 1
+        st["u"] = np.array(intermediate_result.x)
+        f = float(intermediate_result.fun)
+        if abs(st["prev"] - f) < tol:
+            st["met"] = True
+            raise StopIteration
+        st["prev"] = f
+
+    u0 = np.zeros_like(x0)
+    try:
+        # ftol = gtol = 0: only the rule above (or no progress at all) stops it
+        res = minimize(fun, u0, jac=True, method="L-BFGS-B", callback=callback,
+                       options={"maxiter": max_iter, "maxfun": 50 * max_iter, "ftol": 0.0, "gtol": 0.0})
+        u, success = res.x, bool(res.success)
+    except StopIteration:  # a non-finite evaluation inside the line search: keep the last iterate
+        u, success = st.get("u", u0), False
+    x = x0 + (u if precond is None else precond @ u)
+    f, g = vg(jnp.asarray(x), *args)
+    f, gmax = float(f), float(np.max(np.abs(np.asarray(g))))
+    failed = st["nonfinite"] or not math.isfinite(f)
+    met = not failed and (st["met"] or (success and st["it"] < max_iter))
+    return x, (f if math.isfinite(f) else math.nan), gmax, st["it"], st["nfev"] + 1, failed, met
 
 
 def _preconditioner(curvature: np.ndarray) -> np.ndarray:
@@ -180,15 +209,13 @@ def lbfgs_minimize(
     tol: float = 1e-5,
     max_restarts: int = 5,
     round_iter: int = 20,
-    blowup: float = 1000.0,
     restart_scale: float = 1.0,
     rng: np.random.Generator,
     accept: Callable[[np.ndarray], bool] | None = None,
 ) -> OptimResult:
-    """L-BFGS (optax) with the restart rule of NAPSU-MQ Supplement E, optionally preconditioned.
+    """L-BFGS with the restart rule of NAPSU-MQ Supplement E, optionally preconditioned.
 
-    An attempt fails if the loss becomes non-finite or rises by more than ``blowup`` in one
-    iteration, if ``max_iter`` is reached without the per-iteration improvement dropping below
+    An attempt fails if the loss or its gradient becomes non-finite, if ``max_iter`` is reached without the per-iteration improvement dropping below
     ``tol``, or if ``accept(x)`` (e.g. a positive-definite Hessian) is false. A failed attempt
     is restarted from ``N(0, restart_scale^2 I)``; after ``max_restarts`` restarts the best
     attempt is returned with ``converged=False``.
@@ -201,39 +228,28 @@ def lbfgs_minimize(
     tens of thousands, noisy counts below zero); plain L-BFGS needed ~1400 iterations on Adult.
     """
     x = np.asarray(x0, dtype=np.float64)
+    vg = _value_and_grad(loss_fn)
     attempts: list[dict[str, Any]] = []
     best = None
     iters = nfev = 0
-    if curvature_fn is not None:
-        if loss_fn not in _PRECOND_CACHE:
-            _PRECOND_CACHE[loss_fn] = functools.partial(_preconditioned, loss_fn=loss_fn)
-        pre_loss = _PRECOND_CACHE[loss_fn]
-        curv = curvature_fn
     for attempt in range(max_restarts + 1):
         if curvature_fn is None:
-            xo, fo, gmax, it, nf, failed = _lbfgs_run(loss_fn, jnp.asarray(x), args, max_iter, tol, blowup)
-            xo, fo, gmax, it, nf, failed = np.asarray(xo), float(fo), float(gmax), int(it), int(nf), bool(failed)
-            ok = (not failed) and it < max_iter and math.isfinite(fo)
+            xo, fo, gmax, it, nf, failed, ok = _lbfgs_run(vg, args, max_iter, tol, x0=x)
         else:
             xo, it, nf, failed, ok, fo, gmax = x, 0, 0, False, False, math.inf, math.nan
             rounds: list[int] = []
             while it < max_iter:
                 try:
-                    p = _preconditioner(np.asarray(curv(jnp.asarray(xo), *args)))
+                    p = _preconditioner(np.asarray(curvature_fn(jnp.asarray(xo), *args)))
                 except np.linalg.LinAlgError:
                     failed = True
                     break
-                uo, fo, gmax, itr, nfr, failed = _lbfgs_run(
-                    pre_loss, jnp.zeros_like(jnp.asarray(xo)), (jnp.asarray(xo), jnp.asarray(p), *args), round_iter, tol, blowup
-                )
-                xo = xo + p @ np.asarray(uo)
-                fo, gmax, itr, failed = float(fo), float(gmax), int(itr), bool(failed)
-                it, nf = it + itr, nf + int(nfr)
+                xo, fo, gmax, itr, nfr, failed, met = _lbfgs_run(vg, args, round_iter, tol, x0=xo, precond=p)
+                it, nf = it + itr, nf + nfr
                 rounds.append(itr)
-                if failed or not math.isfinite(fo):
-                    failed = True
+                if failed:
                     break
-                if itr < min(3, round_iter):
+                if met and itr < min(3, round_iter):
                     ok = True
                     break
         iters += it
@@ -293,15 +309,16 @@ def _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
     return -log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
 
 
-def _gauss_newton_map(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
+def _gauss_newton_map(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov) -> np.ndarray:
     """Gauss-Newton (Fisher) curvature of the negative log posterior:
     ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
-    ``C = n Sigma + sigma_DP^2 I``. Used only to precondition the optimiser."""
-    _, sig = mean_and_cov(theta)
-    d = sig.shape[0]
-    j = n * sig
-    c = j + sigma_dp**2 * jnp.eye(d)
-    return j @ jnp.linalg.solve(c, j) + jnp.eye(d) / prior_sd**2
+    ``C = n Sigma + sigma_DP^2 I``. Used only to precondition the optimiser; NumPy around the
+    network's compiled ``mean_and_cov`` (no program of its own to compile)."""
+    _, sig = mean_and_cov(jnp.asarray(theta))
+    j = float(n) * np.asarray(sig, dtype=np.float64)
+    d = j.shape[0]
+    c = j + float(sigma_dp) ** 2 * np.eye(d)
+    return j @ np.linalg.solve(c, j) + np.eye(d) / float(prior_sd) ** 2
 
 
 def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
@@ -310,21 +327,24 @@ def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
     return 2.0 * j.T @ j
 
 
-@functools.partial(jax.jit, static_argnames=("loss_fn",))
-def _hessian(loss_fn, x, args, step=1e-5):
+def _hessian(loss_fn: Callable, x: np.ndarray, args: tuple, step: float = 1e-5) -> np.ndarray:
     """Hessian of ``loss_fn`` at ``x`` by central differences of its exact gradient.
 
-    ``(g(x + h e_i) - g(x - h e_i)) / 2h`` for all ``i`` (a ``lax.map``), symmetrised.
+    ``(g(x + h e_i) - g(x - h e_i)) / 2h`` for all ``i``, symmetrised: ``2 d`` calls of the
+    objective's compiled value-and-gradient (:func:`_value_and_grad`), nothing new to compile.
     Exact third-order autodiff (``jax.hessian``) of the noise-aware likelihood compiled for
-    2 min on Adult under load; this reuses the gradient's program (truncation error
-    O(h^2), rounding O(1e-16 |g| / h)); against ``jax.hessian`` on a 7-parameter network the
-    largest entry differed by 4e-11 relative.
+    2 min on Adult under load, and even a ``lax.map`` of gradients was a 3 s compilation of
+    its own. Truncation error O(h^2), rounding O(1e-16 |g| / h); against ``jax.hessian`` on a
+    7-parameter network the largest entry differed by 4e-11 relative.
     """
-    grad = jax.grad(loss_fn)
+    vg = _value_and_grad(loss_fn)
+    x = np.asarray(x, dtype=np.float64)
     d = x.shape[0]
-    # lax.map, not vmap: a batch of 2d reverse-over-forward gradients did not finish
-    # compiling on Adult; a sequential map compiles like one gradient.
-    h = jax.lax.map(lambda e: (grad(x + e, *args) - grad(x - e, *args)) / (2.0 * step), step * jnp.eye(d))
+    h = np.empty((d, d))
+    for i in range(d):
+        e = np.zeros(d)
+        e[i] = step
+        h[i] = (np.asarray(vg(jnp.asarray(x + e), *args)[1]) - np.asarray(vg(jnp.asarray(x - e), *args)[1])) / (2.0 * step)
     return 0.5 * (h + h.T)
 
 
@@ -335,7 +355,7 @@ def _loss_for(mean_and_cov: MeanAndCov) -> tuple[Callable, Callable]:
     if key not in _LOSS_CACHE:
         _LOSS_CACHE[key] = (
             functools.partial(_neg_log_posterior, mean_and_cov=mean_and_cov),
-            jax.jit(functools.partial(_gauss_newton_map, mean_and_cov=mean_and_cov)),
+            functools.partial(_gauss_newton_map, mean_and_cov=mean_and_cov),
         )
     return _LOSS_CACHE[key]
 
@@ -354,10 +374,10 @@ def forget_network(mean_and_cov: MeanAndCov, mean: Mean) -> None:
     """
     pair = _LOSS_CACHE.pop(mean_and_cov, None)
     if pair is not None:
-        _PRECOND_CACHE.pop(pair[0], None)
+        _VG_CACHE.pop(pair[0], None)
     pgm = _PGM_CACHE.pop(mean, None)
     if pgm is not None:
-        _PRECOND_CACHE.pop(pgm[0], None)
+        _VG_CACHE.pop(pgm[0], None)
     jax.clear_caches()
 
 
@@ -367,15 +387,6 @@ def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[jax.Array, ...]:
         jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)),
         jnp.asarray(float(n)), jnp.asarray(float(prior_sd)),
     )
-
-
-@functools.partial(jax.jit, static_argnames=("loss_fn",))
-def _axis_losses(loss_fn, x, chol, args, radius):
-    """``loss_fn(x ± radius * chol[:, k])`` for every axis ``k`` (a sequential ``lax.map``)."""
-    steps = radius * chol.T
-    plus = jax.lax.map(lambda e: loss_fn(x + e, *args), steps)
-    minus = jax.lax.map(lambda e: loss_fn(x - e, *args), steps)
-    return plus, minus
 
 
 def laplace_gap(
@@ -399,11 +410,17 @@ def laplace_gap(
     paper only reports that the Laplace approximation did poorly on Adult); it costs ``4 d``
     log-posterior evaluations.
     """
-    loss, _ = _loss_for(mean_and_cov)
+    vg = _value_and_grad(_loss_for(mean_and_cov)[0])
     args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
-    x = jnp.asarray(laplace.mean)
-    base = float(loss(x, *args))
-    plus, minus = _axis_losses(loss, x, jnp.asarray(laplace.chol), args, float(radius))
+
+    def loss(x: np.ndarray) -> float:  # the compiled value-and-gradient: nothing new to compile
+        return float(vg(jnp.asarray(x), *args)[0])
+
+    x = np.asarray(laplace.mean, dtype=np.float64)
+    base = loss(x)
+    steps = radius * np.asarray(laplace.chol).T
+    plus = np.array([loss(x + e) for e in steps])
+    minus = np.array([loss(x - e) for e in steps])
     expected = radius**2 / 2.0
     gap_plus = np.abs(np.asarray(plus) - base - expected)
     gap_minus = np.abs(np.asarray(minus) - base - expected)
@@ -436,8 +453,7 @@ def laplace_approximation(
     held: dict[str, np.ndarray] = {}
 
     def accept(x: np.ndarray) -> bool:
-        h = np.asarray(_hessian(loss, jnp.asarray(x), args))
-        h = 0.5 * (h + h.T)
+        h = _hessian(loss, x, args)
         try:
             lh = np.linalg.cholesky(h)
         except np.linalg.LinAlgError:

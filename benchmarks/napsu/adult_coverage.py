@@ -16,6 +16,15 @@ Results are rewritten after every fit, so an interrupted run leaves a valid JSON
         --out benchmarks/napsu/results/adult_coverage_laplace.json
     PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --inference laplace --marginals mst \
         --out benchmarks/napsu/results/adult_coverage_laplace_mst.json
+
+Long runs can be split over processes (``--start``, ``--repeats``, ``--epsilons``, one ``--out``
+each) and joined afterwards; ``--combine`` only merges (a later file's record of the same repeat
+and epsilon wins) and rewrites the summary:
+
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --combine a.json,b.json \
+        --out benchmarks/napsu/results/adult_coverage.json
+
+Each record carries the git commit that produced it (``code``).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -83,7 +93,12 @@ def main() -> None:
                     help="paper: the authors' 10 fixed marginals; mst: FORCED plus private MST selection")
     ap.add_argument("--epsilons", default=",".join(str(e) for e in EPSILONS),
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
+    ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
+    if a.combine:
+        combine(a.combine.split(","), a.out)
+        return
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     epsilons = sorted((float(e) for e in a.epsilons.split(",")), reverse=True)  # the weakest privacy samples fastest
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
@@ -123,7 +138,7 @@ def main() -> None:
                 "fit_seconds": t_fit, "total_seconds": time.time() - t0,
                 "rhat_max": nd["rhat_max"], "ess_bulk_min": nd["ess_bulk_min"], "divergences": nd["divergences"],
                 "gradient_evaluations": nd["gradient_evaluations"],
-                "marginals": [list(m.columns) for m in gen.marginals_],
+                "marginals": [list(m.columns) for m in gen.marginals_], "code": code,
             })
             payload = {
                 "settings": {"marginals": MARGINALS if a.marginals == "paper" else {"forced": FORCED, "selection": "mst"},
@@ -142,6 +157,26 @@ def main() -> None:
                   f"R-hat {nd['rhat_max']:.3f}", flush=True)
 
 
+def combine(paths: list[str], out: str) -> None:
+    """Merge the records of several runs (same settings apart from repeats and epsilons)."""
+    payloads = [json.loads(Path(p).read_text()) for p in paths]
+    merged: dict[tuple, dict] = {}
+    for pl in payloads:
+        for r in pl["records"]:
+            merged[(r["repeat"], r["epsilon"])] = r
+    records = sorted(merged.values(), key=lambda r: (r["repeat"], -r["epsilon"]))
+    base = payloads[0]
+    settings = dict(base["settings"], epsilons=sorted({r["epsilon"] for r in records}, reverse=True),
+                    repeats_requested=max(pl["settings"].get("repeats_requested", 0) for pl in payloads),
+                    combined_from=[str(p) for p in paths])
+    payload = dict(base, settings=settings, summary=summarise(records), records=records,
+                   elapsed_s=sum(pl.get("elapsed_s", 0.0) for pl in payloads))
+    tmp = Path(out + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, out)
+    print(f"{len(records)} records -> {out}")
+
+
 def summarise(records: list[dict]) -> dict:
     out = {}
     for eps in EPSILONS:
@@ -155,7 +190,11 @@ def summarise(records: list[dict]) -> dict:
             "coverage_by_level": np.nanmean(cov, axis=(0, 2)).tolist(),
             "median_width_ratio_by_level": np.nanmedian(rat, axis=(0, 2)).tolist(),
             "rhat_max": max(r["rhat_max"] for r in rs),
+            # the issue-3 targets per fit: R-hat < 1.01 and bulk ESS >= 400 for every parameter
+            "share_fits_rhat_below_1.01": float(np.mean([r["rhat_max"] < 1.01 for r in rs])),
+            "share_fits_ess_at_least_400": float(np.mean([r["ess_bulk_min"] >= 400 for r in rs])),
             "fit_seconds_median": float(np.median([r["fit_seconds"] for r in rs])),
+            "gradient_evaluations_median": float(np.median([r["gradient_evaluations"] for r in rs])),
         }
     return out
 

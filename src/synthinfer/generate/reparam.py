@@ -28,6 +28,16 @@ emptying (implied count ~140 +- 70, with the others compensating), holds ~5% of 
 ``theta`` for ``(age 75-90, <=50K)`` below -6 in long plain NUTS runs; that version put ~2%
 there. A linear right side keeps such directions as reachable as in plain NUTS.
 
+Why the bend stays where and as wide as it is. With the kink lower (expected count
+``e^{-2} sigma_DP^2 / (sigma_DP + s~^+)``, where the likelihood is ~0.1 nat from its limit at
+0) and a sharper bend (``softplus(-phi / 0.5)``), the data-informed bulk of cells with ``s~``
+1-2 noise sd above zero moves off the bend, where ``T'`` ~5 made them the stiffest
+coordinates; one Adult chain then needed 13 instead of 63 gradients per draw and 4 chains
+gave bulk ESS 1240. But it had 46 divergent transitions, and against the long plain run it
+put the 2.5% quantiles of two such cells' parameters at -5.4 and -5.6 instead of -10.2 and
+-10.7 (z = 12 and 4.5, ``benchmarks/napsu/results/one_sided_check_low_kink.json``): it
+misses the far tails. Dropped.
+
 The other coordinates ``R`` are whitened by the Laplace approximation's covariance, and each
 flagged ``theta_j`` is shifted by its Laplace regression on them::
 

@@ -33,10 +33,12 @@ Why the bend stays where and as wide as it is. With the kink lower (expected cou
 0) and a sharper bend (``softplus(-phi / 0.5)``), the data-informed bulk of cells with ``s~``
 1-2 noise sd above zero moves off the bend, where ``T'`` ~5 made them the stiffest
 coordinates; one Adult chain then needed 13 instead of 63 gradients per draw and 4 chains
-gave bulk ESS 1240. But it had 46 divergent transitions, and against the long plain run it
-put the 2.5% quantiles of two such cells' parameters at -5.4 and -5.6 instead of -10.2 and
--10.7 (z = 12 and 4.5, ``benchmarks/napsu/results/one_sided_check_low_kink.json``): it
-misses the far tails. Dropped.
+gave bulk ESS 1240. But it had 46 divergent transitions (divergences bias a sampler away
+from where they occur), and against the long plain run it put the 2.5% quantiles of two such
+cells' parameters at -5.4 and -5.6 instead of -10.2 and -10.7, with a small MCSE (0.4: z = 12
+against the map's MCSE alone; the plain run's was not recorded;
+``benchmarks/napsu/results/one_sided_check_low_kink.json``). Not shown to sample the same
+far tails, so dropped.
 
 The other coordinates ``R`` are whitened by the Laplace approximation's covariance, and each
 flagged ``theta_j`` is shifted by its Laplace regression on them::

@@ -496,6 +496,7 @@ class NapsuMQ:
                 raise SynthinferError(f"{path}: unknown format {meta.get('format')!r} (expected {_FORMAT})")
             arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
         params = dict(meta["params"])
+        params.setdefault("reference", "first")  # files written before the setting existed
         obj = cls(**params)
         domain = Domain.from_dict(meta["domain"])
         marginals = as_marginals(meta["marginals"])

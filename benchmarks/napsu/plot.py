@@ -79,10 +79,13 @@ def toy_session3() -> None:
     map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
     from scipy.stats import binomtest
 
-    f = R / "toy_coverage_session3_nuts.json"
-    if not f.exists():
+    merged = {}
+    for f in sorted(R.glob("toy_coverage_session3_nuts*.json")):  # the run and its continuations
+        for rec in json.loads(f.read_text())["records"]:
+            merged[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
+    if not merged:
         return
-    recs = json.loads(f.read_text())["records"]
+    recs = list(merged.values())
     eps = sorted({r["epsilon"] for r in recs})
     fig, ax = plt.subplots(figsize=(6, 4))
     summary = {}

@@ -14,7 +14,7 @@ Results are appended after every repeat, so an interrupted run still leaves a va
 
     PYTHONPATH=src python benchmarks/napsu/toy_coverage.py --repeats 200
 
-``--start/--methods`` split the repeats over processes; ``plot_toy.py`` merges the JSON files.
+``--start/--methods`` split the repeats over processes; ``plot.py`` merges the JSON files.
 """
 
 from __future__ import annotations

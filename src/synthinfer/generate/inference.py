@@ -13,8 +13,8 @@ Model (eq. 4-6), with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism
 
 Three estimators:
 
-* :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (SciPy, around one compiled gradient) with the
-  non-convergence detection and restarts of Supplement E.
+* :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (SciPy, around one
+  compiled gradient) with the non-convergence detection and restarts of Supplement E.
 * :func:`nuts_sample` - NUTS (BlackJAX) on the posterior whitened by the Laplace mean and
   Cholesky factor (dense preconditioning, Section 5.2); chains run in parallel threads.
 * :func:`maximum_likelihood_pgm` - the non-noise-aware PGM point estimate of Supplement D,
@@ -215,10 +215,11 @@ def lbfgs_minimize(
 ) -> OptimResult:
     """L-BFGS with the restart rule of NAPSU-MQ Supplement E, optionally preconditioned.
 
-    An attempt fails if the loss or its gradient becomes non-finite, if ``max_iter`` is reached without the per-iteration improvement dropping below
-    ``tol``, or if ``accept(x)`` (e.g. a positive-definite Hessian) is false. A failed attempt
-    is restarted from ``N(0, restart_scale^2 I)``; after ``max_restarts`` restarts the best
-    attempt is returned with ``converged=False``.
+    An attempt fails if the loss or its gradient becomes non-finite, if ``max_iter`` is
+    reached without the per-iteration improvement dropping below ``tol``, or if ``accept(x)``
+    (e.g. a positive-definite Hessian) is false. A failed attempt is restarted from
+    ``N(0, restart_scale^2 I)``; after ``max_restarts`` restarts the best attempt is returned
+    with ``converged=False``.
 
     With ``curvature_fn(x, *args)`` (a positive-definite approximation of the Hessian, e.g.
     Gauss-Newton), L-BFGS runs in rounds of at most ``round_iter`` iterations on ``u`` with

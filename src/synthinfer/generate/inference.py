@@ -345,7 +345,8 @@ def _hessian(loss_fn: Callable, x: np.ndarray, args: tuple, step: float = 1e-5) 
     for i in range(d):
         e = np.zeros(d)
         e[i] = step
-        h[i] = (np.asarray(vg(jnp.asarray(x + e), *args)[1]) - np.asarray(vg(jnp.asarray(x - e), *args)[1])) / (2.0 * step)
+        g_plus, g_minus = (np.asarray(vg(jnp.asarray(x + s * e), *args)[1]) for s in (1.0, -1.0))
+        h[i] = (g_plus - g_minus) / (2.0 * step)
     return 0.5 * (h + h.T)
 
 

@@ -10,28 +10,14 @@ of Adult's posterior at epsilon = 1.
 
 What. For each flagged cell ``j``::
 
-    theta_j = b_j + T(phi_j),   T(phi) = phi - (kappa_j - 1) w (softplus(-phi / w) - log 2)
+    theta_j = b_j + T(phi_j),   T(phi) = phi - (kappa_j - 1) (softplus(-phi) - log 2)
 
-``T`` has slope 1 above ``phi = 0`` and ``kappa_j`` below it, smoothly over ``|phi| < 3 w``
-(``w = 0.5``), with ``T(0) = 0``. ``kappa_j`` is the prior's scale below ``b_j``, so the flat
-side is compressed to unit scale and the wall side is left as it is. ``T`` is strictly
-increasing (``T' = 1 + (kappa - 1) sigmoid(-phi / w) >= 1``), and NUTS samples ``phi`` under
-the exact density ``p(theta(phi)) |T'(phi)|``: the draws of ``theta`` are from the same
-posterior, only the geometry changes.
-
-Where the kink goes. ``b_j`` is where the expected count is
-``c_j = e^{-2} sigma_DP^2 / (sigma_DP + max(s~_j, 0))``: there the likelihood of eq. 6 is within
-~0.1 nat of its limit at count 0 (it changes by about ``c (s~ + sigma_DP) / sigma_DP^2``), so
-what lies below is prior-dominated and what the data inform lies on the slope-1 side. The
-session-3 version put the kink at count ``sigma_DP`` with ``w = 1``; the data-informed bulk of
-a cell 1-2 noise sd above zero then sat in the bend, where ``T'`` ~5 multiplies the wall's
-curvature by ~25, and those few coordinates set NUTS's step size (``benchmarks/napsu/
-stiffness.py``). On Adult at epsilon = 1 (``benchmarks/napsu/results/one_sided_check*.json``,
-same noisy counts): 53 instead of 84 gradients per draw, min bulk ESS 1240 instead of 405,
-min tail ESS 1034 instead of 114, max R-hat 1.009 instead of 1.013; its 650 posterior
-quantiles agree with a 4 x (1000 + 5000) plain NUTS run (two-sample z: max |z| 3.46). It has
-more divergent transitions (46 of 8000 against 1; plain NUTS had 45): they are reported in
-the diagnostics and did not show as a difference in any quantile.
+``T`` has slope 1 above ``phi = 0`` and ``kappa_j`` below it, smoothly, with ``T(0) = 0``.
+``b_j`` is where the expected count is ``sigma_DP`` (the wall), and ``kappa_j`` is the
+prior's scale below ``b_j``, so the flat side is compressed to unit scale and the wall side is
+left as it is. ``T`` is strictly increasing (``T' = 1 + (kappa - 1) sigmoid(-phi) >= 1``), and
+NUTS samples ``phi`` under the exact density ``p(theta(phi)) |T'(phi)|``: the draws of
+``theta`` are from the same posterior, only the geometry changes.
 
 Why not straighten the wall too. A first version used ``T ≈ log phi`` above 0, which makes
 the likelihood Gaussian in ``phi`` (17 instead of ~120 gradients per draw on Adult) and passed
@@ -41,6 +27,18 @@ count fixed. One such direction, the unmeasured cell ``(age 75-90, Married-civ-s
 emptying (implied count ~140 +- 70, with the others compensating), holds ~5% of the mass of
 ``theta`` for ``(age 75-90, <=50K)`` below -6 in long plain NUTS runs; that version put ~2%
 there. A linear right side keeps such directions as reachable as in plain NUTS.
+
+Why the bend stays where and as wide as it is. With the kink lower (expected count
+``e^{-2} sigma_DP^2 / (sigma_DP + s~^+)``, where the likelihood is ~0.1 nat from its limit at
+0) and a sharper bend (``softplus(-phi / 0.5)``), the data-informed bulk of cells with ``s~``
+1-2 noise sd above zero moves off the bend, where ``T'`` ~5 made them the stiffest
+coordinates; one Adult chain then needed 13 instead of 63 gradients per draw and 4 chains
+gave bulk ESS 1240. But it had 46 divergent transitions (divergences bias a sampler away
+from where they occur), and against the long plain run it put the 2.5% quantiles of two such
+cells' parameters at -5.4 and -5.6 instead of -10.2 and -10.7, with a small MCSE (0.4: z = 12
+against the map's MCSE alone; the plain run's was not recorded;
+``benchmarks/napsu/results/one_sided_check_low_kink.json``). Not shown to sample the same
+far tails, so dropped.
 
 The other coordinates ``R`` are whitened by the Laplace approximation's covariance, and each
 flagged ``theta_j`` is shifted by its Laplace regression on them::
@@ -76,10 +74,6 @@ import numpy as np
 from synthinfer._jax import jax, jnp
 
 _LOG2 = float(np.log(2.0))
-#: Width ``w`` of ``T``'s bend (in ``phi``): slope ``kappa`` below ``-3 w``, ~1 above ``3 w``.
-_BEND = 0.5
-#: The kink's expected count is ``e^{-_KINK_NATS} sigma_DP^2 / (sigma_DP + s~^+)``.
-_KINK_NATS = 2.0
 
 
 @dataclass(frozen=True)
@@ -117,7 +111,7 @@ class OneSidedMap:
         if one.any():
             target = theta[one] - self.offset[one] - (self.linear @ u)[one]
             kappa = jnp.asarray(self.kappa[one])
-            # T(phi) > phi above 0 and T(phi) <= kappa phi + (kappa - 1) w log 2 below 0
+            # T(phi) > phi above 0 and T(phi) <= kappa phi + (kappa - 1) log 2 below 0
             lo = np.minimum(target, (target - self.kappa[one]) / self.kappa[one]) - 1.0
             hi = np.maximum(target, 0.0) + 1.0
             for _ in range(200):
@@ -129,13 +123,13 @@ class OneSidedMap:
 
 
 def _t(phi: jax.Array, kappa: jax.Array) -> jax.Array:
-    """``T(phi) = phi - (kappa - 1) w (softplus(-phi / w) - log 2)``: slope 1 above 0, kappa below."""
-    return phi - (kappa - 1.0) * _BEND * (jax.nn.softplus(-phi / _BEND) - _LOG2)
+    """``T(phi) = phi - (kappa - 1) (softplus(-phi) - log 2)``: slope 1 above 0, kappa below."""
+    return phi - (kappa - 1.0) * (jax.nn.softplus(-phi) - _LOG2)
 
 
 def _log_t_prime(phi: jax.Array, kappa: jax.Array) -> jax.Array:
-    """``log T'(phi) = log(1 + (kappa - 1) sigmoid(-phi / w))``."""
-    return jnp.log1p((kappa - 1.0) * jax.nn.sigmoid(-phi / _BEND))
+    """``log T'(phi) = log(1 + (kappa - 1) sigmoid(-phi))``."""
+    return jnp.log1p((kappa - 1.0) * jax.nn.sigmoid(-phi))
 
 
 def to_theta(u: jax.Array, arrays: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
@@ -161,9 +155,8 @@ def one_sided_map(
     """The map for the cells flagged by ``s~_j < threshold * sqrt(sigma_DP^2 + max(s~_j, 0))``.
 
     ``mu_at_mode`` is ``mu(theta*)`` at the Laplace mean ``theta*``; ``b_j = theta*_j +
-    log(c_j / (n mu_j(theta*)))`` places the expected count ``c_j = e^{-2} sigma_DP^2 /
-    (sigma_DP + max(s~_j, 0))`` where ``T = 0`` (holding the other parameters at the mode,
-    where ``n p_j ∝ e^{theta_j}`` for a small cell; see the module docstring).
+    log(sigma_DP / (n mu_j(theta*)))`` places the expected count ``sigma_DP`` where ``T = 0``
+    (holding the other parameters at the mode, where ``n p_j ∝ e^{theta_j}`` for a small cell).
     ``kappa_j = prior_sd^2 / max(prior_sd, -b_j)``: the ``N(0, prior_sd^2)`` prior below
     ``b_j`` has scale ``prior_sd`` when ``b_j`` is above about ``-prior_sd``, and the scale
     ``prior_sd^2 / |b_j|`` of its tail below that (floored at 2). With no cell flagged (or
@@ -174,8 +167,7 @@ def one_sided_map(
     d = s.size
     mean = np.asarray(laplace_mean, dtype=np.float64)
     expected = np.maximum(n * np.asarray(mu_at_mode, dtype=np.float64), 1e-300)
-    kink = np.exp(-_KINK_NATS) * sigma_dp**2 / (sigma_dp + np.maximum(s, 0.0))
-    offset = np.where(flagged, mean + np.log(kink / expected), 0.0)
+    offset = np.where(flagged, mean + np.log(sigma_dp / expected), 0.0)
     # floored at 2: a prior tail steeper than that is slightly over-stretched, which the
     # step-size and mass-matrix adaptation absorbs
     kappa = np.where(flagged, np.maximum(prior_sd**2 / np.maximum(prior_sd, -offset), 2.0), 2.0)

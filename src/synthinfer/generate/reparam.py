@@ -28,17 +28,15 @@ emptying (implied count ~140 +- 70, with the others compensating), holds ~5% of 
 ``theta`` for ``(age 75-90, <=50K)`` below -6 in long plain NUTS runs; that version put ~2%
 there. A linear right side keeps such directions as reachable as in plain NUTS.
 
-Why the bend stays where and as wide as it is. With the kink lower (expected count
-``e^{-2} sigma_DP^2 / (sigma_DP + s~^+)``, where the likelihood is ~0.1 nat from its limit at
-0) and a sharper bend (``softplus(-phi / 0.5)``), the data-informed bulk of cells with ``s~``
-1-2 noise sd above zero moves off the bend, where ``T'`` ~5 made them the stiffest
-coordinates; one Adult chain then needed 13 instead of 63 gradients per draw and 4 chains
-gave bulk ESS 1240. But it had 46 divergent transitions (divergences bias a sampler away
-from where they occur), and against the long plain run it put the 2.5% quantiles of two such
-cells' parameters at -5.4 and -5.6 instead of -10.2 and -10.7, with a small MCSE (0.4: z = 12
-against the map's MCSE alone; the plain run's was not recorded;
-``benchmarks/napsu/results/one_sided_check_low_kink.json``). Not shown to sample the same
-far tails, so dropped.
+Why the bend stays where and as wide as it is. The stiffest coordinates under this map are
+cells 1-2 noise sd above zero whose data-informed bulk sits in the bend, where ``T'`` ~5
+(``benchmarks/napsu/stiffness.py``). Moving the kink down to where the likelihood is ~0.1 nat
+from its limit at count 0 (expected count ``e^{-2} sigma_DP^2 / (sigma_DP + s~^+)``) and
+halving the bend's width (``benchmarks/napsu/variants/low_kink.patch``) looked better on one
+Adult fit at epsilon = 1: 53 instead of 84 gradients per draw, bulk ESS 1240 instead of 405,
+quantiles agreeing with long plain NUTS (max two-sample |z| 3.46 over 650), though with 46
+divergent transitions. On another fit (``speed.py``'s) it gave 417 divergences, max R-hat
+1.044 and bulk ESS 104 (``results/speed_low_kink.json``): not robust, so dropped.
 
 The other coordinates ``R`` are whitened by the Laplace approximation's covariance, and each
 flagged ``theta_j`` is shifted by its Laplace regression on them::

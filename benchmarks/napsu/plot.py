@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-R = Path("benchmarks/napsu/results")
+R = Path(__file__).resolve().parent / "results"  # wherever it is run from
 TRUE = np.array([1.0, 0.0])
 LABELS = {
     "napsu_laplace": "NAPSU-MQ (Laplace)",
@@ -36,13 +36,18 @@ def _toy_coverage(rs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     return np.nanmean(c, axis=0), np.nanmedian(np.where(ok, hi - lo, np.nan), axis=0)
 
 
-def toy() -> None:
+def _merged_records(files) -> dict[tuple, dict]:
+    """Toy records of a run split over files, keyed (repeat, epsilon, method); later files win."""
     records = {}
-    for f in [R / "toy_coverage.json", *sorted(R.glob("toy_coverage_part*.json"))]:
-        if not f.exists():
-            continue
-        for rec in json.loads(f.read_text())["records"]:
-            records[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
+    for f in files:
+        if f.exists():
+            for rec in json.loads(f.read_text())["records"]:
+                records[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
+    return records
+
+
+def toy() -> None:
+    records = _merged_records([R / "toy_coverage.json", *sorted(R.glob("toy_coverage_part*.json"))])
     if not records:
         return
     eps = sorted({k[1] for k in records})
@@ -79,10 +84,7 @@ def toy_session3() -> None:
     map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
     from scipy.stats import binomtest
 
-    merged = {}
-    for f in sorted(R.glob("toy_coverage_session3_nuts*.json")):  # the run and its continuations
-        for rec in json.loads(f.read_text())["records"]:
-            merged[(rec["repeat"], rec["epsilon"], rec["method"])] = rec
+    merged = _merged_records(sorted(R.glob("toy_coverage_session3_nuts*.json")))  # run + continuations
     if not merged:
         return
     recs = list(merged.values())

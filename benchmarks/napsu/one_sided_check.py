@@ -51,7 +51,7 @@ def run(gen: NapsuMQ, threshold: float, warmup: int, samples: int, seed: int) ->
     t0 = time.perf_counter()
     res = inf.nuts_sample(gen.network_.mean_and_cov, gen.noisy_counts_, gen.sigma_dp_, gen.n_, gen.laplace_,
                           n_chains=4, num_warmup=warmup, num_samples=samples, one_sided_threshold=threshold,
-                          rng=np.random.default_rng(seed))
+                          dropped_cell_jacobian=gen.network_.dropped_cell_log_prob_jacobian, rng=np.random.default_rng(seed))
     seconds = time.perf_counter() - t0
     post = inf.to_inference_data(res.draws)
     with warnings.catch_warnings():

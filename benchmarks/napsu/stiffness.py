@@ -44,7 +44,8 @@ def main() -> None:
     lap, mc = gen.laplace_, gen.network_.mean_and_cov
     s = np.asarray(gen.noisy_counts_)
     mu_mode = np.asarray(mc(jnp.asarray(lap.mean))[0])
-    umap = one_sided_map(s, gen.sigma_dp_, n, mu_mode, lap.mean, lap.cov, prior_sd=gen.prior_sd)
+    umap = one_sided_map(s, gen.sigma_dp_, n, mu_mode, lap.mean, lap.cov, prior_sd=gen.prior_sd,
+                         dropped_jacobian=np.asarray(gen.network_.dropped_cell_log_prob_jacobian(jnp.asarray(lap.mean))))
     arrays = umap.arrays()
     args = inf._posterior_args(s, gen.sigma_dp_, n, gen.prior_sd)
 

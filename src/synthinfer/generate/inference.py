@@ -552,13 +552,43 @@ class NUTSResult:
     n_one_sided: int = 0  # parameters sampled through the one-sided map
 
 
+def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
+    """Per-step flags of one scan over warmup and sampling: ``(slow, window_end, warm, last)``.
+
+    ``slow``/``window_end`` follow Stan's warmup schedule (BlackJAX's ``build_schedule``: a fast
+    window adapting the step size, doubling slow windows that also estimate the mass matrix,
+    a final fast window); ``warm`` marks the warmup steps and ``last`` the final one, after
+    which the averaged step size is fixed for sampling.
+    """
+    from blackjax.adaptation.window_adaptation import build_schedule
+
+    total = num_warmup + num_samples
+    slow, end = np.zeros(total, bool), np.zeros(total, bool)
+    if num_warmup:
+        with jax.ensure_compile_time_eval():  # called while tracing: keep it concrete
+            sched = np.asarray(build_schedule(num_warmup))
+        slow[:num_warmup], end[:num_warmup] = sched[:, 0] == 1, sched[:, 1].astype(bool)
+    warm = np.arange(total) < num_warmup
+    return slow, end, warm, np.arange(total) == num_warmup - 1
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept"),
 )
 def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept):
-    """Window adaptation + NUTS for one chain on the reparametrised posterior ``theta(u)``."""
-    import blackjax
+    """Stan window adaptation and NUTS for one chain on the reparametrised posterior ``theta(u)``.
+
+    One ``lax.scan`` runs warmup and sampling with a single NUTS kernel whose step size and
+    inverse mass matrix are carried values; during warmup they are updated after each step
+    by BlackJAX's dual averaging and Welford mass-matrix estimators on Stan's schedule (the
+    algorithm of ``blackjax.window_adaptation``), after it they stay fixed. Why not
+    ``window_adaptation`` followed by a sampling scan: that traces and compiles the NUTS
+    tree-building loops twice, and compiling them is most of the toy pipeline's time.
+    """
+    import blackjax.mcmc.nuts as nuts
+    from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     s_tilde, sigma_dp, n, prior_sd, *map_arrays = data
 
@@ -566,19 +596,36 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
         theta, log_jac = to_theta(u, map_arrays)
         return log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd) + log_jac
 
-    k_warm, k_draw = jax.random.split(key)
-    warmup = blackjax.window_adaptation(
-        blackjax.nuts, logdensity, target_acceptance_rate=target_accept, max_num_doublings=max_tree_depth
-    )
-    (state, params), winfo = warmup.run(k_warm, z_init, num_steps=num_warmup)
-    kernel = blackjax.nuts(logdensity, **params)  # params carry max_num_doublings too
+    mm_init, mm_update, mm_final = mass_matrix_adaptation(True)  # diagonal
+    da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
+    kernel = nuts.build_kernel()
+    mm0 = mm_init(z_init.shape[0])
+    carry0 = (nuts.init(z_init, logdensity), da_init(1.0), mm0, jnp.asarray(1.0, z_init.dtype),
+              mm0.inverse_mass_matrix)
 
-    def step(st, k):
-        st, info = kernel.step(k, st)
-        return st, (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent)
+    def pick(flag, a, b):
+        return jax.tree.map(lambda x, y: jnp.where(flag, x, y), a, b)
 
-    _, (theta, steps, div) = jax.lax.scan(step, state, jax.random.split(k_draw, num_samples))
-    return theta, steps.sum(), div, params["step_size"], winfo.info.num_integration_steps.sum()
+    def step(carry, xs):
+        st, ss, mm, eps, imm = carry
+        k, slow, end, warm, last = xs
+        st, info = kernel(k, st, logdensity, eps, imm, max_num_doublings=max_tree_depth)
+        # warmup: dual averaging every step, Welford in slow windows, new mass matrix and a
+        # restarted dual averaging at each slow window's end (Stan's schedule)
+        ss_w = da_update(ss, info.acceptance_rate)
+        mm_w = pick(slow, mm_update(mm, st.position), mm)
+        mm_w, ss_w = jax.lax.cond(end, lambda m, a: (mm_final(m), da_init(da_final(a))), lambda m, a: (m, a),
+                                  mm_w, ss_w)
+        eps_w = jnp.where(last, jnp.exp(ss_w.log_step_size_avg), jnp.exp(ss_w.log_step_size))
+        carry_w = (st, ss_w, mm_w, eps_w, mm_w.inverse_mass_matrix)
+        out = (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent)
+        return pick(warm, carry_w, (st, ss, mm, eps, imm)), out
+
+    flags = tuple(jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
+    keys = jax.random.split(key, num_warmup + num_samples)
+    (_, _, _, eps, _), (theta, steps, div) = jax.lax.scan(step, carry0, (keys, *flags))
+    return (theta[num_warmup:], steps[num_warmup:].sum(), div[num_warmup:], eps,
+            steps[:num_warmup].sum())
 
 
 def nuts_sample(
@@ -595,6 +642,7 @@ def nuts_sample(
     max_tree_depth: int = 12,
     target_accept: float = 0.8,
     one_sided_threshold: float = 5.0,
+    dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
     max_workers: int | None = None,
     progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
@@ -602,13 +650,18 @@ def nuts_sample(
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
 
     Sampling runs in ``z = chol^{-1} (theta - mean)`` (dense preconditioning, NAPSU-MQ Section
-    5.2), where the posterior is close to standard normal, except for the parameters of
+    5.2), where the posterior is close to standard normal, except along the log counts of
     near-empty cells (noisy count below ``one_sided_threshold`` noise standard deviations),
     which get the one-sided map of :mod:`synthinfer.generate.reparam` (an exact change of
     variables that compresses their prior-dominated flat sides; ``one_sided_threshold=-inf``
-    turns it off). Stan-style window adaptation then
-    tunes the step size and a diagonal mass matrix during the ``num_warmup`` draws. Chains
-    start at independent ``N(u*, I)`` draws around the Laplace mean's position ``u*``.
+    turns it off). ``dropped_cell_jacobian(theta)``, the Jacobian of the log-probabilities of
+    the cells the canonical parametrisation dropped
+    (``MarkovNetwork.dropped_cell_log_prob_jacobian``), lets the map align the emptying
+    directions of such cells with coordinate axes; without it they are left to plain NUTS.
+    Stan-style window adaptation then tunes the step size and a diagonal mass matrix during
+    the ``num_warmup`` draws (a dense one, tried once on Adult, ran over twice as long).
+    Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position
+    ``u*``.
 
     Each chain is one compiled program (cached per network and settings: refits with new
     noisy statistics or epsilon do not recompile); chains run side by side in
@@ -619,8 +672,9 @@ def nuts_sample(
     """
     d = int(np.asarray(s_tilde).shape[0])
     mu_mode = np.asarray(mean_and_cov(jnp.asarray(laplace.mean))[0])
+    jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, laplace.mean, laplace.cov,
-                         prior_sd=prior_sd, threshold=one_sided_threshold)
+                         prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + umap.arrays()
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)

@@ -328,8 +328,8 @@ class NapsuMQ:
                 res = inf.nuts_sample(
                     net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap, prior_sd=self.prior_sd,
                     n_chains=self.n_chains, num_warmup=self.num_warmup, num_samples=self.num_samples,
-                    max_tree_depth=self.max_tree_depth, progress=stage,
-                    rng=rng,
+                    max_tree_depth=self.max_tree_depth, dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian,
+                    progress=stage, rng=rng,
                 )
                 draws = res.draws
                 stats = {"diverging": res.diverging}

@@ -34,7 +34,9 @@ each column's most frequent category as the reference (:func:`most_frequent_refe
 the dropped cells are the large ones in most rows, and most near-empty cells own their
 parameter. Not all: in a rare row every cell is small against the summed noise of its row
 (Adult's ``(age 75-90, Married-civ-spouse)``, implied count ~140 +- 70, is dropped and can
-empty), and no choice of reference avoids that. The prior
+empty), and no choice of reference avoids that; NUTS's one-sided map
+(:mod:`synthinfer.generate.reparam`) therefore works on every cell's log count, not on the
+parameters' axes. The prior
 ``N(0, 10^2 I)`` on ``theta`` is stated relative to the reference; the paper does not say which
 one it used, so this is a choice within the specification, not a change of model family.
 """

@@ -98,6 +98,7 @@ class MarkovNetwork:
             c = home[i]
             incidence[offsets[c] + np.flatnonzero(cell_of[i] == cell), j] = 1.0
         self._incidence = incidence
+        self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
         # that puts the per-clique rows of E[a a^T] back into parameter order.
         blocks = [incidence[offsets[c] : offsets[c + 1]] for c in range(n_cliques)]
@@ -133,6 +134,7 @@ class MarkovNetwork:
         self.mean = jax.jit(self._mean)
         self.mean_and_cov = jax.jit(self._mean_and_cov)
         self.query_marginals = jax.jit(self._query_marginals)
+        self.dropped_cell_log_prob_jacobian = jax.jit(jax.jacfwd(self._dropped_cell_log_probs))
         self.sample = jax.jit(self._sample, static_argnums=1)
         self.sample_many = jax.jit(self._sample_many, static_argnums=1)
 
@@ -272,6 +274,15 @@ class MarkovNetwork:
             kept = [v for v in cl if v in mc]
             out.append(jnp.transpose(t, [kept.index(v) for v in mc]))
         return out
+
+    def _dropped_cell_log_probs(self, theta: jax.Array) -> jax.Array:
+        """Log-probabilities of the marginals' cells the canonical parametrisation dropped.
+
+        Their probabilities depend on many parameters at once (used by the one-sided map of
+        :mod:`synthinfer.generate.reparam`). In the full query order, without the kept ones.
+        """
+        full = jnp.concatenate([t.ravel() for t in self._query_marginals(theta)])
+        return jnp.log(full[self._dropped])
 
     # ---------------------------------------------------------------------------------------
     # sampling

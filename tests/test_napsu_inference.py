@@ -144,9 +144,14 @@ def test_evicted_networks_release_their_cached_objectives(monkeypatch):
     first = _network(DOMAIN, [Marginal(("x1", "y"))])
     inf._loss_for(first.mean_and_cov)
     assert first.mean_and_cov in inf._LOSS_CACHE
+    program = inf.compile_nuts(first.mean_and_cov, first.dimension, num_warmup=10, num_samples=10)
+    # one compilation per network and settings, started once however often it is asked for
+    assert inf.compile_nuts(first.mean_and_cov, first.dimension, num_warmup=10, num_samples=10) is program
+    program.result()
     second = _network(DOMAIN, [Marginal(("x2", "y"))])  # evicts the first
     assert second is not first
     assert first.mean_and_cov not in inf._LOSS_CACHE
+    assert not any(k[0] is first.mean_and_cov for k in inf._NUTS_COMPILED)
 
 
 # -- the one-sided map (synthinfer.generate.reparam) ----------------------------------------

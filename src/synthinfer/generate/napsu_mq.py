@@ -300,6 +300,9 @@ class NapsuMQ:
             diag["mle"] = {"converged": res.converged, "loss": res.loss, "iterations": res.n_iterations,
                            "gradient_evaluations": res.n_grad_evals, "restarts": res.n_restarts}
         else:
+            if self.inference == "nuts":  # compiles on the other core while the Laplace fit runs
+                inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=self.num_warmup,
+                                 num_samples=self.num_samples, max_tree_depth=self.max_tree_depth)
             stage("Laplace approximation")
             lap = inf.laplace_approximation(
                 net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, prior_sd=self.prior_sd,

@@ -71,8 +71,10 @@ these directions first), so their Laplace approximation stays ``N(0, I)`` and th
 mass-matrix adaptation can stretch the emptying direction. No bend there: a general map
 (``psi_c = J_c (theta - m)`` for every cell, kept or dropped, with ``T`` on each and the rest
 whitened conditionally) raised bulk ESS on one Adult fit from ~300 to ~1000 but halved the
-step size (0.03 against 0.06; 178 gradients per draw), because moving a log-count
-coordinate far into its flat side dragged the other parameters along the Laplace regression.
+step size (0.03 against 0.06; 127 gradients per iteration against 69-79;
+``benchmarks/napsu/results/sampler_variants.json``). Our guess, not verified: moving a
+log-count coordinate far into its flat side drags the other parameters along the Laplace
+regression, which only holds near the mode.
 
 This transformation is our addition; the paper's NUTS (Section 5.2) runs on the
 Laplace-whitened posterior only.

@@ -175,8 +175,12 @@ def one_sided_map(
     (holding the other parameters at the mode, where ``n p_j ∝ e^{theta_j}`` for a small cell).
     ``kappa_j = prior_sd^2 / max(prior_sd, -b_j)``: the ``N(0, prior_sd^2)`` prior below
     ``b_j`` has scale ``prior_sd`` when ``b_j`` is above about ``-prior_sd``, and the scale
-    ``prior_sd^2 / |b_j|`` of its tail below that (floored at 2). With no cell flagged (or
-    ``threshold = -inf``) this is plain whitening by the Laplace approximation.
+    ``prior_sd^2 / |b_j|`` of its tail below that (floored at 2). ``dropped_jacobian`` (rows:
+    the gradients at the Laplace mean of the log-probabilities of the cells the canonical
+    parametrisation dropped) turns on the rotation of the unflagged coordinates described in
+    the module docstring, for the dropped cells whose Laplace log-count sd exceeds
+    ``1 / threshold``. With no cell flagged (or ``threshold = -inf``) this is plain whitening
+    by the Laplace approximation.
     """
     s = np.asarray(s_tilde, dtype=np.float64)
     flagged = s < threshold * np.sqrt(sigma_dp**2 + np.maximum(s, 0.0))

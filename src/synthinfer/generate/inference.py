@@ -38,7 +38,7 @@ import numpy as np
 
 from synthinfer._jax import jax, jnp
 from synthinfer.errors import ConvergenceError, ConvergenceWarning
-from synthinfer.generate.reparam import one_sided_map, to_theta
+from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
 
 MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 Mean = Callable[[jax.Array], jax.Array]
@@ -644,11 +644,6 @@ _COMPILE_POOL = ThreadPoolExecutor(1, thread_name_prefix="synthinfer-compile")
 _COMPILE_LOCK = threading.Lock()
 
 
-def _nuts_settings(num_warmup: int, num_samples: int, max_tree_depth: int, target_accept: float) -> dict:
-    return dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
-                target_accept=float(target_accept))
-
-
 def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 800, num_samples: int = 2000,
                  max_tree_depth: int = 12, target_accept: float = 0.8) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
@@ -658,21 +653,22 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
     needs first, runs: on two cores the two overlap. Returns a future of the compiled
     program; :func:`nuts_sample` reuses it (one compilation per network and settings).
     """
-    settings = _nuts_settings(num_warmup, num_samples, max_tree_depth, target_accept)
+    settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
+                    target_accept=float(target_accept))
     key = (mean_and_cov, int(dimension), tuple(sorted(settings.items())))
     with _COMPILE_LOCK:
         fut = _NUTS_COMPILED.get(key)
         if fut is None:
             d = int(dimension)
-            f64 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float64)  # noqa: E731
-            # the layout of _posterior_args(...) + OneSidedMap.arrays(); a mismatch fails every
-            # NUTS call (the compiled program checks its arguments), so tests catch it
-            data = (f64(d), f64(), f64(), f64(), jax.ShapeDtypeStruct((d,), jnp.bool_), f64(d), f64(d), f64(d),
-                    f64(d, d))
+            # argument shapes from the same builders nuts_sample uses, on placeholder values
+            placeholder = (_posterior_args(np.zeros(d), 1.0, 1, 1.0)
+                           + OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays())
+            data, z_init = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type),
+                                        (placeholder, jnp.zeros(d)))
             fn = _NUTS_JIT[d <= SMALL_MODEL_DIMENSION]
             key_shape = jax.eval_shape(lambda: jax.random.key(0))
             fut = _COMPILE_POOL.submit(
-                lambda: fn.lower(key_shape, f64(d), data, mean_and_cov=mean_and_cov, **settings).compile())
+                lambda: fn.lower(key_shape, z_init, data, mean_and_cov=mean_and_cov, **settings).compile())
             _NUTS_COMPILED[key] = fut
     return fut
 

@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--nuts-seed", type=int, default=0)
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--no-rotate", action="store_true")
+    ap.add_argument("--no-jumps", action="store_true")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -56,7 +57,7 @@ def main() -> None:
     with single_threaded_blas():
         res = inf.nuts_sample(net.mean_and_cov, s, gen.sigma_dp_, n, lap, prior_sd=gen.prior_sd,
                               num_warmup=WARMUP, num_samples=SAMPLES,
-                              rng=np.random.default_rng(a.nuts_seed), **extra)
+                              rng=np.random.default_rng(a.nuts_seed), jump_moves=not a.no_jumps, **extra)
     seconds = time.perf_counter() - t0
     idata = inf.to_inference_data(res.draws)
     rhat = np.asarray(az.rhat(idata)["theta"])
@@ -66,6 +67,7 @@ def main() -> None:
     out = {
         "args": vars(a), "seconds": seconds, "grads": res.n_grad_evals,
         "grad_per_draw": res.n_grad_evals / (res.draws.shape[0] * (WARMUP + SAMPLES)),
+        "jump_cells": res.n_jump_cells, "jumps_accepted": res.n_jumps_accepted,
         "div": int(res.diverging.sum()), "step": res.step_size.tolist(), "n_one_sided": res.n_one_sided,
         "rhat_max": float(rhat.max()), "ess_bulk_min": float(bulk.min()), "ess_tail_min": float(tail.min()),
         "sigma_dp": float(gen.sigma_dp_),

@@ -38,6 +38,7 @@ import numpy as np
 
 from synthinfer._jax import jax, jnp
 from synthinfer.errors import ConvergenceError, ConvergenceWarning
+from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
 
 MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
@@ -553,6 +554,8 @@ class NUTSResult:
     step_size: np.ndarray  # (chains,)
     seconds: float  # warmup + sampling, including compilation on the first call
     n_one_sided: int = 0  # parameters sampled through the one-sided map
+    n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values per iteration
+    n_jumps_accepted: int = 0  # post-warmup, all chains
 
 
 def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
@@ -589,7 +592,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
-    s_tilde, sigma_dp, n, prior_sd, *map_arrays = data
+    (s_tilde, sigma_dp, n, prior_sd), map_arrays, jump_arrays = data
 
     def logdensity(u):
         theta, log_jac = to_theta(u, map_arrays)
@@ -608,7 +611,11 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
     def step(carry, xs):
         st, ss, mm, eps, imm = carry
         k, slow, end, warm, last = xs
-        st, info = kernel(k, st, logdensity, eps, imm, max_num_doublings=max_tree_depth)
+        k_nuts, k_jump = jax.random.split(k)
+        st, info = kernel(k_nuts, st, logdensity, eps, imm, max_num_doublings=max_tree_depth)
+        # plateau jumps (synthinfer.generate.jumps); a new gradient only if one was accepted
+        u, logp, accepted = jump_sweep(k_jump, st.position, st.logdensity, logdensity, *jump_arrays)
+        st = jax.lax.cond(accepted > 0, lambda: nuts.init(u, logdensity), lambda: st)
         # warmup: dual averaging every step, Welford in slow windows, new mass matrix and a
         # restarted dual averaging at each slow window's end (Stan's schedule)
         ss_w = da_update(ss, info.acceptance_rate)
@@ -617,14 +624,14 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
                                   mm_w, ss_w)
         eps_w = jnp.where(last, jnp.exp(ss_w.log_step_size_avg), jnp.exp(ss_w.log_step_size))
         carry_w = (st, ss_w, mm_w, eps_w, mm_w.inverse_mass_matrix)
-        out = (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent)
+        out = (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent, accepted)
         return pick(warm, carry_w, (st, ss, mm, eps, imm)), out
 
     flags = tuple(jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
     keys = jax.random.split(key, num_warmup + num_samples)
-    (_, _, _, eps, _), (theta, steps, div) = jax.lax.scan(step, carry0, (keys, *flags))
+    (_, _, _, eps, _), (theta, steps, div, jumps) = jax.lax.scan(step, carry0, (keys, *flags))
     return (theta[num_warmup:], steps[num_warmup:].sum(), div[num_warmup:], eps,
-            steps[:num_warmup].sum())
+            steps[:num_warmup].sum(), jumps[num_warmup:].sum())
 
 
 _NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept")
@@ -661,8 +668,9 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
         if fut is None:
             d = int(dimension)
             # argument shapes from the same builders nuts_sample uses, on placeholder values
-            placeholder = (_posterior_args(np.zeros(d), 1.0, 1, 1.0)
-                           + OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays())
+            placeholder = (_posterior_args(np.zeros(d), 1.0, 1, 1.0),
+                           OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
+                           PlateauJumps.none(d).arrays())
             data, z_init = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type),
                                         (placeholder, jnp.zeros(d)))
             fn = _NUTS_JIT[d <= SMALL_MODEL_DIMENSION]
@@ -688,6 +696,7 @@ def nuts_sample(
     target_accept: float = 0.8,
     one_sided_threshold: float = 5.0,
     dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
+    jump_moves: bool = True,
     max_workers: int | None = None,
     progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
@@ -720,7 +729,8 @@ def nuts_sample(
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
-    data = _posterior_args(s_tilde, sigma_dp, n, prior_sd) + umap.arrays()
+    jumps = plateau_jumps(umap, s_tilde, sigma_dp, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
+    data = (_posterior_args(s_tilde, sigma_dp, n, prior_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
     t0 = time.perf_counter()
@@ -749,6 +759,8 @@ def nuts_sample(
         step_size=np.array([float(o[3]) for o in outs]),
         seconds=seconds,
         n_one_sided=umap.n_one_sided,
+        n_jump_cells=jumps.count,
+        n_jumps_accepted=int(sum(int(o[5]) for o in outs)),
     )
 
 

@@ -16,7 +16,8 @@ Three estimators:
 * :func:`laplace_approximation` - Gaussian at the MAP, found by L-BFGS (SciPy, around one
   compiled gradient) with the non-convergence detection and restarts of Supplement E.
 * :func:`nuts_sample` - NUTS (BlackJAX) on the posterior whitened by the Laplace mean and
-  Cholesky factor (dense preconditioning, Section 5.2); chains run in parallel threads.
+  Cholesky factor (dense preconditioning, Section 5.2), with our one-sided map and plateau
+  jumps for near-empty cells; chains run in parallel threads.
 * :func:`maximum_likelihood_pgm` - the non-noise-aware PGM point estimate of Supplement D,
   minimising ``||s~/n - mu(theta)||^2`` (eq. 20).
 """
@@ -549,12 +550,12 @@ class NUTSResult:
 
     draws: np.ndarray
     diverging: np.ndarray  # (chains, draws) bool, post-warmup
-    n_grad_evals: int  # leapfrog steps = gradient evaluations, warmup + sampling, all chains
+    n_grad_evals: int  # leapfrog steps + gradients after accepted jumps, warmup + sampling, all chains
     n_grad_evals_warmup: int
     step_size: np.ndarray  # (chains,)
     seconds: float  # warmup + sampling, including compilation on the first call
     n_one_sided: int = 0  # parameters sampled through the one-sided map
-    n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values per iteration
+    n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
 
 
@@ -630,8 +631,9 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
     flags = tuple(jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
     keys = jax.random.split(key, num_warmup + num_samples)
     (_, _, _, eps, _), (theta, steps, div, jumps) = jax.lax.scan(step, carry0, (keys, *flags))
-    return (theta[num_warmup:], steps[num_warmup:].sum(), div[num_warmup:], eps,
-            steps[:num_warmup].sum(), jumps[num_warmup:].sum())
+    # a gradient is recomputed after each iteration with an accepted jump
+    return (theta[num_warmup:], steps[num_warmup:].sum() + (jumps[num_warmup:] > 0).sum(), div[num_warmup:], eps,
+            steps[:num_warmup].sum() + (jumps[:num_warmup] > 0).sum(), jumps[num_warmup:].sum())
 
 
 _NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept")
@@ -712,6 +714,10 @@ def nuts_sample(
     the cells the canonical parametrisation dropped
     (``MarkovNetwork.dropped_cell_log_prob_jacobian``), lets the map align the emptying
     directions of such cells with coordinate axes; without it they are left to plain NUTS.
+    With ``jump_moves`` (default), each NUTS transition is followed by independence
+    Metropolis-Hastings updates that jump one-sided cells between their bulk and their
+    empty-cell plateau (:mod:`synthinfer.generate.jumps`; a barrier NUTS alone crosses a few
+    times per chain), one log-density evaluation per such cell and iteration.
     Stan-style window adaptation then tunes the step size and a diagonal mass matrix during
     the ``num_warmup`` draws (a dense one, tried once on Adult, ran over twice as long).
     Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position

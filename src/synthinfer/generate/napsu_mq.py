@@ -343,6 +343,9 @@ class NapsuMQ:
                     "divergences": int(res.diverging.sum()),
                     "step_size": res.step_size.tolist(),
                     "one_sided_parameters": res.n_one_sided,
+                    "plateau_jump_parameters": res.n_jump_cells,
+                    "plateau_jump_acceptance": (res.n_jumps_accepted / (res.n_jump_cells * self.n_chains * self.num_samples)
+                                                if res.n_jump_cells else None),
                     "gradient_evaluations_per_draw": res.n_grad_evals / (self.n_chains * (self.num_warmup + self.num_samples)),
                 }
         self.posterior_ = inf.to_inference_data(draws, sample_stats=stats, attrs={"inference": self.inference})

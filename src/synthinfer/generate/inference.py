@@ -579,7 +579,8 @@ def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
     return slow, end, warm, np.arange(total) == num_warmup - 1
 
 
-def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept):
+def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept,
+                jump_moves):
     """Stan window adaptation and NUTS for one chain on the reparametrised posterior ``theta(u)``.
 
     One ``lax.scan`` runs warmup and sampling with a single NUTS kernel whose step size and
@@ -614,9 +615,10 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
         k, slow, end, warm, last = xs
         k_nuts, k_jump = jax.random.split(k)
         st, info = kernel(k_nuts, st, logdensity, eps, imm, max_num_doublings=max_tree_depth)
-        # plateau jumps (synthinfer.generate.jumps); a new gradient only if one was accepted
-        u, logp, accepted = jump_sweep(k_jump, st.position, st.logdensity, logdensity, *jump_arrays)
-        st = jax.lax.cond(accepted > 0, lambda: nuts.init(u, logdensity), lambda: st)
+        accepted = jnp.asarray(0, jnp.int32)
+        if jump_moves:  # plateau jumps (synthinfer.generate.jumps); a new gradient only if one was accepted
+            u, logp, accepted = jump_sweep(k_jump, st.position, st.logdensity, logdensity, *jump_arrays)
+            st = jax.lax.cond(accepted > 0, lambda: nuts.init(u, logdensity), lambda: st)
         # warmup: dual averaging every step, Welford in slow windows, new mass matrix and a
         # restarted dual averaging at each slow window's end (Stan's schedule)
         ss_w = da_update(ss, info.acceptance_rate)
@@ -636,7 +638,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
             steps[:num_warmup].sum() + (jumps[:num_warmup] > 0).sum(), jumps[num_warmup:].sum())
 
 
-_NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept")
+_NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
 #: Models with at most this many parameters compile NUTS at XLA's lowest backend optimisation
 #: level: their gradients take microseconds, so compiling is most of what the user waits for
 #: (NUTS on a trivial target: 1.0 s instead of 1.6 s to lower and compile; the toy's warm
@@ -654,16 +656,19 @@ _COMPILE_LOCK = threading.Lock()
 
 
 def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 800, num_samples: int = 2000,
-                 max_tree_depth: int = 12, target_accept: float = 0.8) -> Future:
+                 max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
 
     The program depends only on the network and the shapes (every datum is a traced
     argument), so it can be compiled while the Laplace approximation, which :func:`nuts_sample`
     needs first, runs: on two cores the two overlap. Returns a future of the compiled
     program; :func:`nuts_sample` reuses it (one compilation per network and settings).
+    ``jump_moves=False`` compiles the program without plateau jumps, for data with no
+    one-sided cell (:func:`synthinfer.generate.reparam.one_sided_cells`, known before the
+    Laplace fit): a smaller program, which on small models is most of the wait.
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
-                    target_accept=float(target_accept))
+                    target_accept=float(target_accept), jump_moves=bool(jump_moves))
     key = (mean_and_cov, int(dimension), tuple(sorted(settings.items())))
     with _COMPILE_LOCK:
         fut = _NUTS_COMPILED.get(key)
@@ -735,13 +740,14 @@ def nuts_sample(
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
+    jump_moves = bool(jump_moves and umap.mask.any())
     jumps = plateau_jumps(umap, s_tilde, sigma_dp, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
     data = (_posterior_args(s_tilde, sigma_dp, n, prior_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
     t0 = time.perf_counter()
     program = compile_nuts(mean_and_cov, d, num_warmup=num_warmup, num_samples=num_samples,
-                           max_tree_depth=max_tree_depth, target_accept=target_accept).result()
+                           max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves).result()
     done, lock = [0], threading.Lock()
 
     def run(c: int):

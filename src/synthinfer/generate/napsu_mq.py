@@ -33,6 +33,7 @@ from synthinfer._jax import single_threaded_blas
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import ConvergenceWarning, NotFittedError, OutOfDomainError, SynthinferError, UnknownColumnError
 from synthinfer.generate import inference as inf
+from synthinfer.generate.reparam import one_sided_cells
 from synthinfer.models.canonical import most_frequent_reference
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
@@ -302,7 +303,8 @@ class NapsuMQ:
         else:
             if self.inference == "nuts":  # compiles on the other core while the Laplace fit runs
                 inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=self.num_warmup,
-                                 num_samples=self.num_samples, max_tree_depth=self.max_tree_depth)
+                                 num_samples=self.num_samples, max_tree_depth=self.max_tree_depth,
+                                 jump_moves=bool(one_sided_cells(self.noisy_counts_, sigma_inf).any()))
             stage("Laplace approximation")
             lap = inf.laplace_approximation(
                 net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, prior_sd=self.prior_sd,

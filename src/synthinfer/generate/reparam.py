@@ -156,6 +156,12 @@ def to_theta(u: jax.Array, arrays: tuple[jax.Array, ...]) -> tuple[jax.Array, ja
     return theta, jnp.sum(jnp.where(mask, _log_t_prime(phi, kappa), 0.0))
 
 
+def one_sided_cells(s_tilde: np.ndarray, sigma_dp: float, threshold: float = 5.0) -> np.ndarray:
+    """The cells :func:`one_sided_map` flags: ``s~_j < threshold * sqrt(sigma_DP^2 + max(s~_j, 0))``."""
+    s = np.asarray(s_tilde, dtype=np.float64)
+    return s < threshold * np.sqrt(sigma_dp**2 + np.maximum(s, 0.0))
+
+
 def one_sided_map(
     s_tilde: np.ndarray,
     sigma_dp: float,
@@ -183,7 +189,7 @@ def one_sided_map(
     by the Laplace approximation.
     """
     s = np.asarray(s_tilde, dtype=np.float64)
-    flagged = s < threshold * np.sqrt(sigma_dp**2 + np.maximum(s, 0.0))
+    flagged = one_sided_cells(s, sigma_dp, threshold)
     d = s.size
     mean = np.asarray(laplace_mean, dtype=np.float64)
     expected = np.maximum(n * np.asarray(mu_at_mode, dtype=np.float64), 1e-300)

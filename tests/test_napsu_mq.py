@@ -207,3 +207,5 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert nuts["gradient_evaluations_per_draw"] == pytest.approx(nuts["gradient_evaluations"] / (3 * 300))
     assert len(nuts["step_size"]) == 3
     assert 0 <= nuts["one_sided_parameters"] <= gen.queries_.dimension
+    assert 0 <= nuts["plateau_jump_parameters"] <= nuts["one_sided_parameters"]
+    assert f"NUTS: max R-hat {nuts['rhat_max']:.4f}" in gen.summary()

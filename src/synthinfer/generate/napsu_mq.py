@@ -451,6 +451,9 @@ class NapsuMQ:
             nu = d["nuts"]
             lines.append(f"  NUTS: max R-hat {nu['rhat_max']:.4f}, min bulk ESS {nu['ess_bulk_min']:.0f}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
+            if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
+                lines.append(f"  plateau jumps on {nu['plateau_jump_parameters']} parameters, "
+                             f"{nu['plateau_jump_acceptance']:.0%} accepted")
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> None:

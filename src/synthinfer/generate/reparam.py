@@ -76,6 +76,12 @@ step size (0.03 against 0.06; 127 gradients per iteration against 69-79;
 log-count coordinate far into its flat side drags the other parameters along the Laplace
 regression, which only holds near the mode.
 
+What the map cannot do. A cell a few noise sd above zero has its bulk on the slope-1 side
+and an empty-cell plateau below the bend. ``T`` compresses the plateau to unit scale, not
+below the bulk's width, so its density stays a few nats below the bulk's, and Hamiltonian
+dynamics climbs such a drop only with the one direction's kinetic energy (``chi^2_1 / 2``).
+:mod:`synthinfer.generate.jumps` adds Metropolis-Hastings jumps between the two.
+
 This transformation is our addition; the paper's NUTS (Section 5.2) runs on the
 Laplace-whitened posterior only.
 """

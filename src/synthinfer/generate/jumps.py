@@ -80,7 +80,7 @@ def plateau_jumps(umap: OneSidedMap, s_tilde: np.ndarray, sigma_dp: float, n: in
     """The jump proposals for the one-sided cells of ``umap`` with a plateau worth visiting."""
     s = np.asarray(s_tilde, dtype=np.float64)
     d = s.size
-    edges = PlateauJumps.none(d).edges.copy()
+    edges = PlateauJumps.none(d).edges  # a fresh array
     chosen = []
     for j in np.flatnonzero(umap.mask):
         logp, count = _profile(_GRID, s[j], sigma_dp, n * float(mu_at_mode[j]), float(umap.loc[j]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from synthinfer import _jax
 from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain, Marginal
 from synthinfer.generate import inference as inf
@@ -148,10 +149,13 @@ def test_evicted_networks_release_their_cached_objectives(monkeypatch):
     # one compilation per network and settings, started once however often it is asked for
     assert inf.compile_nuts(first.mean_and_cov, first.dimension, num_warmup=10, num_samples=10) is program
     program.result()
+    sampler = first.compile_sample_many(3, 5)
+    assert first.compile_sample_many(3, 5) is sampler
+    assert np.asarray(sampler.result()(np.zeros((3, first.dimension)), jax.random.key(0))).shape == (3, 5, 3)
     second = _network(DOMAIN, [Marginal(("x2", "y"))])  # evicts the first
     assert second is not first
     assert first.mean_and_cov not in inf._LOSS_CACHE
-    assert not any(k[0] is first.mean_and_cov for k in inf._NUTS_COMPILED)
+    assert not any(k[0] is first.mean_and_cov or k[0] is first.sample_many for k in _jax._PROGRAMS)
 
 
 # -- the one-sided map (synthinfer.generate.reparam) ----------------------------------------

@@ -33,14 +33,17 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import compile_ahead, forget_programs, jax, jnp
 from synthinfer.errors import ConvergenceError, ConvergenceWarning
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
+
+if TYPE_CHECKING:
+    from synthinfer.models.markov_network import MarkovNetwork
 
 MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 Mean = Callable[[jax.Array], jax.Array]
@@ -367,7 +370,7 @@ def _loss_for(mean_and_cov: MeanAndCov) -> tuple[Callable, Callable]:
 _LOSS_CACHE: dict[Any, Callable] = {}
 
 
-def forget_network(mean_and_cov: MeanAndCov, mean: Mean) -> None:
+def forget_network(network: MarkovNetwork) -> None:
     """Drop the cached objectives of a network and JAX's compiled programs.
 
     The caches above hold one entry per network, and ``jax.jit`` keeps the programs compiled
@@ -376,15 +379,15 @@ def forget_network(mean_and_cov: MeanAndCov, mean: Mean) -> None:
     ``napsu_mq``'s network cache; ``jax.clear_caches`` also drops other networks'
     programs, which then recompile on their next use.
     """
+    mean_and_cov, mean = network.mean_and_cov, network.mean
     pair = _LOSS_CACHE.pop(mean_and_cov, None)
     if pair is not None:
         _VG_CACHE.pop(pair[0], None)
     pgm = _PGM_CACHE.pop(mean, None)
     if pgm is not None:
         _VG_CACHE.pop(pgm[0], None)
-    with _COMPILE_LOCK:
-        for key in [k for k in _NUTS_COMPILED if k[0] is mean_and_cov]:
-            del _NUTS_COMPILED[key]
+    forget_programs(mean_and_cov)
+    forget_programs(network.sample_many)
     jax.clear_caches()
 
 
@@ -639,20 +642,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
 
 
 _NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
-#: Models with at most this many parameters compile NUTS at XLA's lowest backend optimisation
-#: level: their gradients take microseconds, so compiling is most of what the user waits for
-#: (NUTS on a trivial target: 1.0 s instead of 1.6 s to lower and compile; the toy's warm
-#: 4 x 2800 NUTS iterations take 0.47 s instead of 0.37 s); larger models keep the default,
-#: whose faster code matters over ~10^6 gradient evaluations (Adult: d = 130).
-SMALL_MODEL_DIMENSION = 32
-_NUTS_JIT = {
-    False: jax.jit(_nuts_chain, static_argnames=_NUTS_STATIC),
-    True: jax.jit(_nuts_chain, static_argnames=_NUTS_STATIC,
-                  compiler_options={"xla_backend_optimization_level": 0}),
-}
-_NUTS_COMPILED: dict[Any, Future] = {}
-_COMPILE_POOL = ThreadPoolExecutor(1, thread_name_prefix="synthinfer-compile")
-_COMPILE_LOCK = threading.Lock()
+_NUTS_JIT = jax.jit(_nuts_chain, static_argnames=_NUTS_STATIC)
 
 
 def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 800, num_samples: int = 2000,
@@ -669,23 +659,19 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
                     target_accept=float(target_accept), jump_moves=bool(jump_moves))
-    key = (mean_and_cov, int(dimension), tuple(sorted(settings.items())))
-    with _COMPILE_LOCK:
-        fut = _NUTS_COMPILED.get(key)
-        if fut is None:
-            d = int(dimension)
-            # argument shapes from the same builders nuts_sample uses, on placeholder values
-            placeholder = (_posterior_args(np.zeros(d), 1.0, 1, 1.0),
-                           OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
-                           PlateauJumps.none(d).arrays())
-            data, z_init = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type),
-                                        (placeholder, jnp.zeros(d)))
-            fn = _NUTS_JIT[d <= SMALL_MODEL_DIMENSION]
-            key_shape = jax.eval_shape(lambda: jax.random.key(0))
-            fut = _COMPILE_POOL.submit(
-                lambda: fn.lower(key_shape, z_init, data, mean_and_cov=mean_and_cov, **settings).compile())
-            _NUTS_COMPILED[key] = fut
-    return fut
+    d = int(dimension)
+
+    def lower():
+        # argument shapes (weak types included) from the same builders nuts_sample uses, on
+        # placeholder values; abstractly, so no conversion kernels compile first
+        data, z_init, key = jax.eval_shape(lambda: (
+            (_posterior_args(np.zeros(d), 1.0, 1, 1.0),
+             OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
+             PlateauJumps.none(d).arrays()),
+            jnp.zeros(d), jax.random.key(0)))
+        return _NUTS_JIT.lower(key, z_init, data, mean_and_cov=mean_and_cov, **settings)
+
+    return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, d)
 
 
 def nuts_sample(

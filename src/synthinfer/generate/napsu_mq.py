@@ -49,6 +49,16 @@ _NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
 _MAX_NETWORKS = 8
 
 
+#: generate()'s default number of datasets (fit compiles the sampler for it ahead of time)
+DEFAULT_M = 100
+
+
+def _generate_batch(m: int, n: int, n_columns: int) -> int:
+    """Datasets sampled per call: at most ~2e7 codes, so memory stays bounded; a fixed size
+    (the last batch padded) so the sampler compiles once per ``(m, n)``."""
+    return max(1, min(m, int(2e7 // max(1, n * n_columns))))
+
+
 def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str, int] | None = None):
     from synthinfer.models.canonical import CanonicalQueries, _check_reference
     from synthinfer.models.markov_network import MarkovNetwork
@@ -62,7 +72,7 @@ def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str,
     _NETWORKS[key] = net
     while len(_NETWORKS) > _MAX_NETWORKS:
         _, old = _NETWORKS.popitem(last=False)
-        inf.forget_network(old.mean_and_cov, old.mean)
+        inf.forget_network(old)
     return net
 
 
@@ -292,6 +302,8 @@ class NapsuMQ:
         sigma_inf = self.sigma_dp_ if self.noise_aware else NON_NOISE_AWARE_SIGMA
         diag: dict[str, Any] = {"inference": self.inference, "noise_aware": self.noise_aware, "sigma_inference": sigma_inf}
         stats = None
+        if self.inference != "nuts":  # generate()'s sampler compiles beside the fit
+            self._compile_sampler()
         if self.inference == "mle":
             stage("maximum likelihood (PGM objective)")
             t0 = time.perf_counter()
@@ -329,6 +341,8 @@ class NapsuMQ:
                     )
                 draws = lap.sample(self.n_chains * self.num_samples, rng).reshape(self.n_chains, self.num_samples, -1)
             else:
+                # after the Laplace fit, on the core it leaves while the NUTS program compiles
+                self._compile_sampler()
                 stage("NUTS")
                 res = inf.nuts_sample(
                     net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap, prior_sd=self.prior_sd,
@@ -364,6 +378,10 @@ class NapsuMQ:
         diag["timings"] = timings
         self.diagnostics_ = diag
 
+    def _compile_sampler(self) -> None:
+        """Start compiling generate()'s sampler for its defaults on a background thread."""
+        self.network_.compile_sample_many(_generate_batch(DEFAULT_M, self.n_, len(self.domain_)), self.n_)
+
     def _privacy_record(self) -> dict[str, Any]:
         rec = self.ledger_.to_dict()
         rec.update({
@@ -389,7 +407,7 @@ class NapsuMQ:
 
     def generate(
         self,
-        m: int = 100,
+        m: int = DEFAULT_M,
         n: int | None = None,
         seed: SeedLike = None,
         midpoints: bool | Sequence[str] = False,
@@ -414,17 +432,15 @@ class NapsuMQ:
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
         idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
         thetas = flat[idx]
-        # Batches of a fixed size (the last one padded) so sample_many compiles once per n.
-        batch = max(1, min(m, int(2e7 // max(1, n * len(self.domain_)))))
+        batch = _generate_batch(m, n, len(self.domain_))
+        program = self.network_.compile_sample_many(batch, n).result()  # started by fit for the defaults
         out: list[pd.DataFrame] = []
-        from synthinfer._jax import jnp
-
         for start in range(0, m, batch):
             chunk = thetas[start : start + batch]
             pad = batch - chunk.shape[0]
             if pad:
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
-            codes = np.asarray(self.network_.sample_many(jnp.asarray(chunk), int(n), jax_key(rng)))
+            codes = np.asarray(program(chunk, jax_key(rng)))
             for i in range(batch - pad):
                 out.append(decode(codes[i], self.domain_, midpoints=midpoints))
             if progress:

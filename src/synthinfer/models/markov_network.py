@@ -35,10 +35,11 @@ unrolled over the few cliques, which keeps run time per call in the tens of micr
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
 
 import numpy as np
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import compile_ahead, jax, jnp
 from synthinfer.models.canonical import CanonicalQueries
 from synthinfer.models.junction_tree import JunctionTree
 
@@ -326,6 +327,18 @@ class MarkovNetwork:
             )
         keys = jax.random.split(key, thetas.shape[0])
         return jax.vmap(lambda t, k: self._sample(t, n, k))(thetas, keys)
+
+    def compile_sample_many(self, m: int, n: int) -> Future:
+        """Future of :attr:`sample_many` compiled for ``m`` parameter vectors and ``n`` rows.
+
+        Compiles once per ``(m, n)`` on a background thread (:func:`synthinfer._jax.compile_ahead`),
+        so a fit can start it for the datasets it will be asked for while inference runs. The
+        compiled program is called as ``program(thetas, key)``, without ``n``.
+        """
+        m, n = int(m), int(n)
+        thetas = jax.ShapeDtypeStruct((m, self.dimension), jnp.float64)
+        key = jax.eval_shape(lambda: jax.random.key(0))
+        return compile_ahead((self.sample_many, m, n), lambda: self.sample_many.lower(thetas, n, key), self.dimension)
 
     def __repr__(self) -> str:
         jt = self.junction_tree

@@ -37,8 +37,10 @@ def single_threaded_blas():
 
 
 # Programs a fit will need next (NUTS; the synthetic-data sampler) compile on background
-# threads while the main thread works: XLA compiles a program on one core, so on two cores
-# compiling beside the Laplace fit hides most of a small model's wait (the toy pipeline).
+# threads while the main thread computes: on two cores that hides most of a small model's
+# wait (the toy pipeline). Two compilations side by side gain little, each taking about twice
+# as long (Adult: the sampler beside the Laplace fit's compilations made fit + generate 0.7 s
+# slower), so callers start a program where the main thread has numerics to run.
 _COMPILE_POOL = ThreadPoolExecutor(2, thread_name_prefix="synthinfer-compile")
 _PROGRAMS: dict[tuple, Future] = {}
 _PROGRAMS_LOCK = threading.Lock()

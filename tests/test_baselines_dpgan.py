@@ -16,7 +16,6 @@ from synthinfer.errors import (
     UnknownColumnError,
 )
 from synthinfer.generate.dpgan import DPCGAN, DPGAN, noisy_clipped_sum
-from synthinfer.generate.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from synthinfer.generate.tabular import TabularSchema
 from synthinfer.privacy import PrivacyLedger
 
@@ -29,38 +28,6 @@ def _data(n: int = 240, seed: int = 0) -> pd.DataFrame:
     colour = rng.choice(["red", "green", "blue"], n, p=[0.6, 0.3, 0.1])
     y = np.where(rng.random(n) < 1 / (1 + np.exp(-(x - 5))), "yes", "no")
     return pd.DataFrame({"x": x, "colour": colour, "y": y})
-
-
-# -- accounting ---------------------------------------------------------------------------
-@pytest.mark.parametrize("epsilon", [1.0, 6.0])
-def test_noise_multiplier_reaches_target_epsilon_within_one_percent(epsilon):
-    q, steps, delta = 64 / 5000, 400, 1e-5
-    sigma = dpsgd_noise_multiplier(epsilon, delta, q, steps)
-    eps = dpsgd_epsilon(sigma, q, steps, delta)
-    assert eps <= epsilon * (1 + 1e-6)
-    assert eps == pytest.approx(epsilon, rel=0.01)
-    # a 2% smaller noise multiplier must overshoot the target: sigma is (nearly) the smallest
-    assert dpsgd_epsilon(0.98 * sigma, q, steps, delta) > epsilon
-
-
-def test_substitution_accounting_is_at_least_add_remove():
-    import dp_accounting
-    from dp_accounting.pld import PLDAccountant
-
-    q, steps, sigma, delta = 0.02, 300, 1.2, 1e-5
-    acc = PLDAccountant(value_discretization_interval=1e-3)  # add/remove neighbours
-    acc.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
-    assert dpsgd_epsilon(sigma, q, steps, delta) >= acc.get_epsilon(delta)
-
-
-def test_accounting_rejects_bad_parameters():
-    with pytest.raises(PrivacyError):
-        dpsgd_epsilon(1.0, 0.0, 10, 1e-5)
-    with pytest.raises(PrivacyError):
-        dpsgd_noise_multiplier(1.0, 0.0, 0.1, 10)
-    with pytest.raises(PrivacyError, match="epsilon"):
-        dpsgd_noise_multiplier(500.0, 0.5, 0.5, 1)
 
 
 def test_clipped_sum_has_l2_sensitivity_2c_under_substitution():

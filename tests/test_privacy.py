@@ -18,6 +18,7 @@ from synthinfer.privacy import (
     make_rng,
 )
 from synthinfer.errors import BudgetExceededError, PrivacyError
+from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 
 
 def eq2_delta(sigma, eps, sens):
@@ -118,3 +119,35 @@ def test_marginal_sensitivity_substitution(data, n, k):
     # equality whenever the substituted row differs in every column
     if all(codes[i, j] != new[j] for j in range(len(DOM))):
         assert dist == pytest.approx(math.sqrt(2 * k))
+
+
+# -- DP-SGD accounting (synthinfer.privacy.dpsgd) ----------------------------------------
+@pytest.mark.parametrize("epsilon", [1.0, 6.0])
+def test_noise_multiplier_reaches_target_epsilon_within_one_percent(epsilon):
+    q, steps, delta = 64 / 5000, 400, 1e-5
+    sigma = dpsgd_noise_multiplier(epsilon, delta, q, steps)
+    eps = dpsgd_epsilon(sigma, q, steps, delta)
+    assert eps <= epsilon * (1 + 1e-6)
+    assert eps == pytest.approx(epsilon, rel=0.01)
+    # a 2% smaller noise multiplier must overshoot the target: sigma is (nearly) the smallest
+    assert dpsgd_epsilon(0.98 * sigma, q, steps, delta) > epsilon
+
+
+def test_substitution_accounting_is_at_least_add_remove():
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    q, steps, sigma, delta = 0.02, 300, 1.2, 1e-5
+    acc = PLDAccountant(value_discretization_interval=1e-3)  # add/remove neighbours
+    acc.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    assert dpsgd_epsilon(sigma, q, steps, delta) >= acc.get_epsilon(delta)
+
+
+def test_accounting_rejects_bad_parameters():
+    with pytest.raises(PrivacyError):
+        dpsgd_epsilon(1.0, 0.0, 10, 1e-5)
+    with pytest.raises(PrivacyError):
+        dpsgd_noise_multiplier(1.0, 0.0, 0.1, 10)
+    with pytest.raises(PrivacyError, match="epsilon"):
+        dpsgd_noise_multiplier(500.0, 0.5, 0.5, 1)

@@ -10,7 +10,7 @@ the loss on generated rows need no noise (they do not touch private data).
 
 Privacy: (epsilon, delta)-DP under substitution neighbours. ``sigma`` is the smallest noise
 multiplier for which the PLD accountant of ``dp_accounting`` certifies the ``T = epochs *
-round(N / batch_size)`` steps (:mod:`synthinfer.generate.dpsgd`). ``N`` (the number of rows) is
+round(N / batch_size)`` steps (:mod:`synthinfer.privacy.dpsgd`). ``N`` (the number of rows) is
 treated as public, as everywhere in synthinfer. The conditional variant (DP-CGAN) also
 releases the label distribution, through the Laplace mechanism on the label histogram (L1
 sensitivity 2 under substitution), with ``label_epsilon_fraction`` of epsilon; the generator
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.errors import BudgetExceededError, DomainError, EmptyDataError, NotFittedError, PrivacyError
-from synthinfer.generate.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from synthinfer.generate.tabular import Continuous, SchemaLike, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
@@ -79,7 +79,7 @@ def noisy_clipped_sum(per_example_grads, mask, clip_norm: float, noise_multiplie
     (0/1 per example) marks the rows actually sampled into the lot (the rest is padding).
     Each row's whole gradient (all leaves together) is scaled to L2 norm at most ``C``, so
     replacing one private row moves the sum by at most ``2C`` in L2, and adding or removing
-    one by at most ``C``; the PLD accountant in :mod:`synthinfer.generate.dpsgd` accounts for
+    one by at most ``C``; the PLD accountant in :mod:`synthinfer.privacy.dpsgd` accounts for
     exactly this. ``noise_multiplier=0`` returns the clipped sum itself (used by tests).
     """
     from synthinfer._jax import jax, jnp

@@ -12,14 +12,17 @@ synthetic) is clipped to L2 norm ``C``, and Gaussian noise ``N(0, sigma^2 C^2 I)
 real rows only; the synthetic rows are already DP and their labels public (Proposition 3).
 
 **Mechanism and guarantee.** Each step releases ``sum_{i in lot} clip(g_i) + N(0, sigma^2 C^2 I)``,
-divided by the *expected* lot size ``L`` (the realised number of real rows is private). Adding or
-removing one real row changes the sum by at most ``C`` in L2, so each step is a Poisson-subsampled
-Gaussian mechanism with rate ``q`` and noise multiplier ``sigma`` on the real data; ``T`` steps
-are accounted with an RDP (Mironov 2017) or PLD accountant from ``dp-accounting`` (add-or-remove
-neighbouring), and ``sigma`` is solved so that the total is exactly the target
-``(epsilon, delta)``. We add *one* noise draw per step, as Abadi et al. and the accountant do;
-Algorithm 1, line 9, as printed adds a draw per real example in the lot, which only adds noise
-and makes its variance depend on the private lot composition.
+divided by the *expected* lot size ``L`` (the realised number of real rows is private).
+Neighbouring datasets replace one real row (synthinfer's substitution neighbours), which
+changes the sum by at most ``2 C`` in L2, and only when that row is in the lot; so each step
+is a Poisson-subsampled Gaussian mechanism with rate ``q`` and noise multiplier ``sigma`` on the
+real data, and ``T`` steps are accounted by the PLD accountant of ``dp-accounting`` for
+substitution (:mod:`synthinfer.privacy.dpsgd`, shared with the DP-GAN). ``sigma`` is solved so
+that the total is the target ``(epsilon, delta)``. (Abadi et al. and the paper account
+add-or-remove neighbours, whose bound ``C`` would understate the loss under substitution.)
+We add *one* noise draw per step, as Abadi et al. and the accountant do; Algorithm 1, line 9,
+as printed adds a draw per real example in the lot, which only adds noise and makes its
+variance depend on the private lot composition.
 """
 
 from __future__ import annotations
@@ -33,66 +36,10 @@ import pandas as pd
 
 from synthinfer.errors import NonPrivateWarning, PrivacyError, SynthinferError
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
+from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier
 from synthinfer.privacy.randomness import SeedLike, jax_key
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_weights_from_logits
 from synthinfer.weights.features import Bounds, FeatureMap
-
-_ACCOUNTANTS = ("rdp", "pld")
-
-
-def dp_sgd_event(noise_multiplier: float, sampling_rate: float, steps: int):
-    """The ``dp-accounting`` event of ``steps`` Poisson-subsampled Gaussian mechanisms."""
-    import dp_accounting
-
-    return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), steps
-    )
-
-
-def _accountant(kind: str):
-    from dp_accounting import pld, rdp
-
-    if kind == "rdp":
-        return rdp.RdpAccountant()
-    if kind == "pld":
-        return pld.PLDAccountant()
-    raise PrivacyError(f"accountant must be one of {_ACCOUNTANTS}, got {kind!r}")
-
-
-def dp_sgd_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "rdp") -> float:
-    """Epsilon at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps (add-or-remove DP)."""
-    acc = _accountant(accountant)
-    acc.compose(dp_sgd_event(noise_multiplier, sampling_rate, steps))
-    return float(acc.get_epsilon(delta))
-
-
-def dp_sgd_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str = "rdp") -> float:
-    """Smallest noise multiplier ``sigma`` whose accounted epsilon at ``delta`` is <= ``epsilon``.
-
-    Solved by ``dp_accounting.calibrate_dp_mechanism`` (bisection on the accountant).
-    """
-    import dp_accounting
-
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise PrivacyError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not (0 < delta < 1):
-        raise PrivacyError(f"DP-SGD needs 0 < delta < 1, got {delta!r}")
-    if not (0 < sampling_rate <= 1) or steps < 1:
-        raise PrivacyError(f"need 0 < sampling rate <= 1 and steps >= 1, got q={sampling_rate}, T={steps}")
-    if accountant == "pld":
-        # RDP over-estimates epsilon, so its sigma suffices for PLD and brackets the PLD sigma from
-        # above; PLD evaluations at very small sigma are slow, so they are kept out of the search.
-        upper = dp_sgd_noise_multiplier(epsilon, delta, sampling_rate, steps, "rdp")
-        bracket = dp_accounting.ExplicitBracketInterval(0.5 * upper, upper)
-    else:
-        _accountant(accountant)  # validates the name
-        bracket = dp_accounting.LowerEndpointAndGuess(0.05, 1.0)
-    return float(dp_accounting.calibrate_dp_mechanism(
-        lambda: _accountant(accountant),
-        lambda s: dp_sgd_event(s, sampling_rate, steps),
-        epsilon, delta, bracket, tol=1e-4,
-    ))
-
 
 def poisson_lots(n: int, sampling_rate: float, steps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Indices and masks of ``steps`` Poisson-sampled lots, padded to a common width.
@@ -143,8 +90,8 @@ def clipped_gradient_sum(params, x, y, mask, clip_norm):
     """``sum_i mask_i clip_C(grad loss(x_i, y_i))``: the quantity DP-SGD noises each step.
 
     Per-example gradients with ``jax.vmap``; each is scaled to L2 norm at most ``C`` over all
-    parameters jointly, so adding or removing one row moves the sum by at most ``C`` (the
-    sensitivity of the Gaussian mechanism in Algorithm 1).
+    parameters jointly, so replacing one row moves the sum by at most ``2 C`` (the
+    sensitivity of the Gaussian mechanism in Algorithm 1 under substitution neighbours).
     """
     from synthinfer._jax import jax, jnp
 
@@ -199,13 +146,12 @@ class DPMLPWeights(WeightEstimator):
     lot_size : expected lot size ``L``.
     clip_norm : per-example gradient bound ``C``.
     learning_rate : Adam step size (Adam is post-processing of the noisy gradients).
-    accountant : ``"rdp"`` or ``"pld"``.
     seed : randomness of initialisation, lots and noise.
     """
 
     def __init__(self, bounds: Bounds, *, epsilon: float, delta: float, hidden: int = 32, epochs: float = 5.0,
                  lot_size: int = 256, clip_norm: float = 1.0, learning_rate: float = 0.01,
-                 accountant: str = "rdp", seed: SeedLike = None, clip: bool = False):
+                 seed: SeedLike = None, clip: bool = False):
         self.bounds = bounds
         self.epsilon = epsilon
         self.delta = delta
@@ -214,7 +160,6 @@ class DPMLPWeights(WeightEstimator):
         self.lot_size = lot_size
         self.clip_norm = clip_norm
         self.learning_rate = learning_rate
-        self.accountant = accountant
         self.seed = seed
         self.clip = clip
 
@@ -238,11 +183,11 @@ class DPMLPWeights(WeightEstimator):
         x = np.vstack([self.features_.unit_cube(real), self.features_.unit_cube(synthetic)])
         y = np.r_[np.ones(len(real)), np.zeros(len(synthetic))]
         q, steps = self._schedule(len(x))
-        sigma = dp_sgd_noise_multiplier(self.epsilon, self.delta, q, steps, self.accountant)
+        sigma = dpsgd_noise_multiplier(self.epsilon, self.delta, q, steps)
         self.ledger_.spend(
             "DPMLPWeights", self.epsilon, self.delta, mechanism="relaxed DP-SGD (Poisson-subsampled Gaussian)",
             noise_multiplier=sigma, sampling_rate=q, steps=steps, clip_norm=float(self.clip_norm),
-            accountant=self.accountant, neighbouring="add or remove one real row",
+            accountant="PLD (dp-accounting)", neighbouring="substitution of one real row",
         )
         rng = make_rng(self.seed)
         idx, mask = poisson_lots(len(x), q, steps, rng)

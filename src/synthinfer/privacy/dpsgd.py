@@ -12,6 +12,8 @@ privacy loss distribution (PLD) accountant of ``dp_accounting`` implements exact
 for ``NeighboringRelation.REPLACE_ONE`` and composes ``T`` steps tightly by FFT. The RDP
 accountant of ``dp_accounting`` refuses REPLACE_ONE for Poisson sampling, and the add/remove
 analysis would understate the loss under substitution, which is why we use the PLD one.
+Used by the DP-GAN baseline (:mod:`synthinfer.generate.dpgan`) and the DP-MLP importance
+weights (:class:`synthinfer.weights.DPMLPWeights`).
 """
 
 from __future__ import annotations

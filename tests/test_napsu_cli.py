@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from typer.testing import CliRunner
 
@@ -44,3 +47,23 @@ def test_generate_writes_a_release(tmp_path):
     fixed[fixed.index(str(tmp_path / "fixed"))] = str(tmp_path / "bad")
     r = CliRunner().invoke(app, fixed)
     assert r.exit_code == 2 and "y" in r.output and "7" in r.output
+
+
+def test_cli_keeps_compiled_programs_in_the_cache_dir(tmp_path):
+    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
+    ds.data.to_csv(tmp_path / "toy.csv", index=False)
+    ds.domain.to_json(tmp_path / "domain.json")
+    cache = tmp_path / "cache"
+    env = dict(os.environ, SYNTHINFER_CACHE_DIR=str(cache))
+    env.pop("SYNTHINFER_COMPILE_CACHE")
+    args = [sys.executable, "-c", "from synthinfer.cli import app; app()", "generate", str(tmp_path / "toy.csv"),
+            "--domain", str(tmp_path / "domain.json"), "--marginals", "x1,x2,y", "--epsilon", "1", "--delta", "1e-6",
+            "--m", "2", "--inference", "laplace", "--seed", "1"]
+    r = subprocess.run(args + ["--out", str(tmp_path / "a")], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(list(cache.iterdir())) > 3  # the fit's and the sampler's programs
+    r = subprocess.run([*args[:3], "--no-compile-cache", *args[3:], "--out", str(tmp_path / "b")],
+                       env=dict(env, SYNTHINFER_CACHE_DIR=str(tmp_path / "off")), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "off").exists()

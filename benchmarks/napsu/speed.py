@@ -7,7 +7,11 @@ call, which hits JAX's compilation cache. For NUTS on Adult only one full run
 is made; its compile time is estimated by a 10 + 10 draw run (whose sampling time is negligible).
 ``--skip-adult-nuts`` leaves out the full 4 x (800 + 2000) Adult run (hours on a loaded 2-core
 machine); the Adult coverage study records NUTS fit times and gradient counts instead.
-The JSON is rewritten after each section, so partial results survive.
+The JSON is rewritten after each section, so partial results survive. ``persistent_cache``
+runs the toy pipeline and the Adult Laplace fit + 100 datasets in two new processes sharing an
+empty directory as JAX's persistent compilation cache (``synthinfer.enable_compilation_cache``,
+on by default in the CLI): the first process fills it, the second is what a later run waits
+for (imports excluded).
 
     PYTHONPATH=src python benchmarks/napsu/speed.py [--skip-adult-nuts]
 """
@@ -18,6 +22,9 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 
@@ -62,6 +69,36 @@ def save(res: dict) -> None:
     os.replace("benchmarks/napsu/results/speed.json.tmp", "benchmarks/napsu/results/speed.json")
 
 
+_CACHED_RUN = """
+import json, sys, time, warnings
+import arviz, blackjax
+import synthinfer
+from synthinfer.datasets import load_adult, make_toy_logistic
+from synthinfer.generate import NapsuMQ
+warnings.simplefilter("ignore")
+synthinfer.enable_compilation_cache(sys.argv[1])
+t = time.perf_counter()
+ds = make_toy_logistic(2000, (1.0, 0.0), seed=0)
+NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=2000**-2.0, inference="nuts", seed=1).fit(ds.data, ds.domain).generate(100, seed=2)
+toy = time.perf_counter() - t
+ad = load_adult(paper_subset=True)
+t = time.perf_counter()
+NapsuMQ(%r, epsilon=1.0, delta=len(ad.data)**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain).generate(100, seed=3)
+print(json.dumps({"toy_pipeline_s": toy, "adult_laplace_and_100_datasets_s": time.perf_counter() - t}))
+"""
+
+
+def persistent_cache() -> dict:
+    """Both pipelines in a new process with an empty, then a filled, persistent compilation cache."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("empty_cache", "filled_cache"):
+            r = subprocess.run([sys.executable, "-c", _CACHED_RUN % (ADULT_MARGINALS,), cache],
+                               capture_output=True, text=True, check=True)
+            out[label] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-adult-nuts", action="store_true")
@@ -86,6 +123,9 @@ def main() -> None:
     res["toy"] = toy
     save(res)
     print(json.dumps(toy, indent=1), flush=True)
+    res["persistent_cache"] = persistent_cache()
+    save(res)
+    print(json.dumps(res["persistent_cache"], indent=1), flush=True)
 
     # -- Adult --------------------------------------------------------------------------------
     ad = load_adult(paper_subset=True)

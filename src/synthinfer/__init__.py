@@ -12,6 +12,7 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
+from synthinfer._jax import enable_compilation_cache
 from synthinfer.analysis import MIResult, analyze, rubins_rules
 from synthinfer.data import Domain, Marginal, QuerySet, decode, encode
 from synthinfer.errors import BudgetExceededError, SynthinferError
@@ -33,6 +34,7 @@ __all__ = [
     "__version__",
     "analyze",
     "decode",
+    "enable_compilation_cache",
     "encode",
     "gaussian_sigma",
     "open_release",

@@ -14,8 +14,18 @@ app = typer.Typer(
 
 
 @app.callback()
-def _main() -> None:
+def _main(
+    compile_cache: bool = typer.Option(
+        True, "--compile-cache/--no-compile-cache", envvar="SYNTHINFER_COMPILE_CACHE",
+        help="Keep JAX's compiled programs on disk (in $SYNTHINFER_CACHE_DIR, default "
+             "~/.cache/synthinfer/jax), so later runs skip most compilation.",
+    ),
+) -> None:
     """Differentially private synthetic data with valid statistical inference."""
+    if compile_cache:
+        from synthinfer._jax import enable_compilation_cache
+
+        enable_compilation_cache()
 
 
 def _register() -> None:

@@ -44,9 +44,9 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.errors import BudgetExceededError, DomainError, EmptyDataError, NotFittedError, PrivacyError
-from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from synthinfer.generate.tabular import Continuous, SchemaLike, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
+from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from synthinfer.privacy.randomness import SeedLike
 
 #: Temperature of the Gumbel-softmax relaxation of generated categories during training:

@@ -54,8 +54,8 @@ DEFAULT_M = 100
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
-    """Datasets sampled per call: at most ~2e7 codes, so memory stays bounded; a fixed size
-    (the last batch padded) so the sampler compiles once per ``(m, n)``."""
+    """Datasets sampled per call: at most ~2e7 codes, so memory stays bounded; every call of a
+    generate() has this size (the last batch padded), so its sampler compiles once."""
     return max(1, min(m, int(2e7 // max(1, n * n_columns))))
 
 

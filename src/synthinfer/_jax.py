@@ -87,10 +87,30 @@ def forget_programs(owner: Any) -> None:
 
 
 def default_cache_dir() -> Path:
-    """``$SYNTHINFER_CACHE_DIR``, else ``$XDG_CACHE_HOME/synthinfer/jax``, else ``~/.cache/synthinfer/jax``."""
-    if os.environ.get("SYNTHINFER_CACHE_DIR"):
-        return Path(os.environ["SYNTHINFER_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synthinfer" / "jax"
+    """A subdirectory per JAX/jaxlib version and host CPU of ``$SYNTHINFER_CACHE_DIR``, else of
+    ``$XDG_CACHE_HOME/synthinfer/jax``, else of ``~/.cache/synthinfer/jax``.
+
+    Why the subdirectory: XLA:CPU programs are compiled for the host's instruction set, and
+    reports of reused entries after an in-place jaxlib change (crashes) or on other CPUs
+    (rejected with errors) show the cache key is not enough when a home directory is shared
+    between machines or environments.
+    """
+    import hashlib
+    import platform
+
+    import jaxlib
+
+    root = os.environ.get("SYNTHINFER_CACHE_DIR")
+    if root:
+        base = Path(root)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synthinfer" / "jax"
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:  # not Linux
+        flags = platform.processor()
+    host = hashlib.sha256(flags.encode()).hexdigest()[:10]
+    return base / f"jax{jax.__version__}-jaxlib{jaxlib.__version__}-{platform.machine()}-{host}"
 
 
 def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:

@@ -17,8 +17,8 @@ app = typer.Typer(
 def _main(
     compile_cache: bool = typer.Option(
         True, "--compile-cache/--no-compile-cache", envvar="SYNTHINFER_COMPILE_CACHE",
-        help="Keep JAX's compiled programs on disk (in $SYNTHINFER_CACHE_DIR, default "
-             "~/.cache/synthinfer/jax), so later runs skip most compilation.",
+        help="Keep JAX's compiled programs on disk (under $SYNTHINFER_CACHE_DIR, default "
+             "~/.cache/synthinfer/jax, one folder per JAX version and CPU), so later runs skip most compilation.",
     ),
 ) -> None:
     """Differentially private synthetic data with valid statistical inference."""

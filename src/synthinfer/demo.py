@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     with console.status("measuring the marginals and inferring the posterior ...") as status:
         gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
-    console.print(gen.summary())
+    console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     t0 = time.perf_counter()
     syn = gen.generate(m=args.m, seed=args.seed, midpoints=["age"])
     console.print(f"generated {args.m} datasets of {n:,} rows in {time.perf_counter() - t0:.1f} s")
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     console.rule("[bold]Analyst: Rubin's rules on the release")
     release = open_release(path)
     result = release.analyze(FORMULA, model="logit", drop_variance_above=1e3, progress=False)
-    console.print(str(result.summary()))
+    console.print(str(result.summary()), soft_wrap=True)
 
     # For comparison only: the same fit on the real (discretised) data.
     real = decode(encode(df, domain), domain, midpoints=["age"])

@@ -82,7 +82,7 @@ def generate_cmd(
             ledger=gen.ledger_, n=gen.n_, seed_fixed=seed is not None, posterior=gen.posterior_,
             overwrite=overwrite, zip=str(out).endswith(".zip"), private_data=df,
         )
-    console.print(gen.summary())
+    console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     console.print(f"wrote {m} datasets to [bold]{path}[/]")
 
 

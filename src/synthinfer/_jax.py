@@ -21,8 +21,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 __all__ = [
-    "SMALL_MODEL_DIMENSION", "compile_ahead", "default_cache_dir", "enable_compilation_cache", "forget_programs", "jax",
-    "jnp", "single_threaded_blas",
+    "compile_ahead", "default_cache_dir", "enable_compilation_cache", "forget_programs", "jax", "jnp",
+    "single_threaded_blas",
 ]
 
 
@@ -51,27 +51,16 @@ _PROGRAMS: dict[tuple, Future] = {}
 _PROGRAMS_LOCK = threading.Lock()
 
 
-#: Programs of models with at most this many parameters compile at XLA's lowest backend
-#: optimisation level: their numerics take microseconds, so compiling is most of what the user
-#: waits for. NUTS on a trivial target: 1.0 s instead of 1.6 s to lower and compile, while the
-#: toy's warm 4 x 2800 NUTS iterations take 0.47 s instead of 0.37 s; the toy's sampler of 100
-#: datasets: 0.29 s instead of 0.49 s to compile, 12 ms instead of 2 ms to run. Larger models
-#: keep the default, whose faster code matters: Adult (d = 130) does ~10^6 gradient
-#: evaluations, and its sampler runs 3x slower at level 0 (1.0 s instead of 0.36 s per 43
-#: datasets) for a 1 s shorter compile.
-SMALL_MODEL_DIMENSION = 32
-
-
-def compile_ahead(key: tuple, lower: Callable[[], Any], dimension: int) -> Future:
+def compile_ahead(key: tuple, lower: Callable[[], Any], *, quick: bool = False) -> Future:
     """Future of the compiled program ``lower().compile()``, started once per ``key``.
 
     ``lower`` returns a ``jax.stages.Lowered`` (``jax.jit(f).lower(...)`` on
-    ``ShapeDtypeStruct`` placeholders); ``dimension``, the model's number of parameters,
-    chooses the optimisation level (:data:`SMALL_MODEL_DIMENSION`). ``key[0]`` is the object
-    the program belongs to (one of a network's jitted functions), by which
-    :func:`forget_programs` drops it.
+    ``ShapeDtypeStruct`` placeholders). ``quick`` compiles at XLA's lowest backend
+    optimisation level, for programs whose run time is tiny next to compiling them (callers
+    decide, with their measurements). ``key[0]`` is the object the program belongs to (one of
+    a network's jitted functions), by which :func:`forget_programs` drops it.
     """
-    options = {"xla_backend_optimization_level": 0} if dimension <= SMALL_MODEL_DIMENSION else None
+    options = {"xla_backend_optimization_level": 0} if quick else None
     with _PROGRAMS_LOCK:
         fut = _PROGRAMS.get(key)
         if fut is None:

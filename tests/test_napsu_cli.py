@@ -68,3 +68,14 @@ def test_cli_keeps_compiled_programs_in_the_cache_dir(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "off").exists()
+
+
+def test_cli_runs_without_the_cache_when_its_directory_cannot_be_made(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("SYNTHINFER_CACHE_DIR", str(blocker / "cache"))
+    dom = tmp_path / "domain.json"
+    make_toy_logistic(50, (1.0, 0.0), seed=0).domain.to_json(dom)
+    r = CliRunner().invoke(app, ["--compile-cache", "domain", str(dom)])
+    assert r.exit_code == 0, r.output
+    assert "compilation cache off" in r.output

@@ -25,7 +25,12 @@ def _main(
     if compile_cache:
         from synthinfer._jax import enable_compilation_cache
 
-        enable_compilation_cache()
+        try:
+            enable_compilation_cache()
+        except OSError as e:  # e.g. a read-only home: run without the cache rather than fail
+            from synthinfer.cli.common import err_console
+
+            err_console.print(f"[yellow]warning:[/] compilation cache off ({e}); use --no-compile-cache to silence")
 
 
 def _register() -> None:

@@ -109,6 +109,12 @@ class NapsuMQ:
     seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
         only choice for a real release) draws the DP noise from OS entropy.
 
+    Run time (2 cores, ``benchmarks/napsu``): on Adult's 10 two-way marginals (130 parameters)
+    the Laplace fit takes ~3 s and NUTS ~4 minutes at epsilon = 1 and ~12 at 0.3, where more
+    cells are near empty and the sampler needs ~3x more gradients per draw; 100 datasets of
+    46,043 rows take ~2 s. Compiled programs are reused by later fits of the same marginals
+    (any epsilon or data), and across processes after :func:`synthinfer.enable_compilation_cache`.
+
     Attributes (after ``fit``)
     --------------------------
     marginals_ : the fixed plus selected marginals; queries_ : the CanonicalQueries;

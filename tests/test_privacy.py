@@ -17,7 +17,7 @@ from synthinfer.privacy import (
     make_rng,
 )
 from synthinfer.errors import BudgetExceededError, PrivacyError
-from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 
 
 def eq2_delta(sigma, eps, sens):
@@ -118,6 +118,42 @@ def test_marginal_sensitivity_substitution(data, n, k):
     # equality whenever the substituted row differs in every column
     if all(codes[i, j] != new[j] for j in range(len(DOM))):
         assert dist == pytest.approx(math.sqrt(2 * k))
+
+
+# -- DP-SGD step (synthinfer.privacy.dpsgd) ------------------------------------------------
+def test_clipped_sum_has_l2_sensitivity_2c_under_substitution():
+    from synthinfer._jax import jax, jnp
+
+    rng = np.random.default_rng(1)
+    C = 0.7
+    grads = {"w": jnp.asarray(rng.normal(0, 5, (8, 3, 2))), "b": jnp.asarray(rng.normal(0, 5, (8, 2)))}
+    mask = jnp.asarray([1, 1, 1, 1, 1, 1, 0, 0], dtype=float)
+    key = jax.random.key(0)
+
+    def flat(t):
+        return np.concatenate([np.ravel(t["w"]), np.ravel(t["b"])])
+
+    base = flat(noisy_clipped_sum(grads, mask, C, 0.0, key))
+    worst = 0.0
+    for i in (0, 5):  # replace private row i by an adversarial row
+        for sign in (-1.0, 1.0):
+            other = jax.tree_util.tree_map(lambda g: g.at[i].set(-sign * 1e3 * g[i]), grads)
+            worst = max(worst, np.linalg.norm(flat(noisy_clipped_sum(other, mask, C, 0.0, key)) - base))
+    assert worst <= 2 * C + 1e-9
+    assert worst > 1.9 * C  # the bound is attained by flipping a row's direction
+    # padding rows (mask 0) never contribute
+    padded = jax.tree_util.tree_map(lambda g: g.at[7].set(1e6), grads)
+    assert np.allclose(flat(noisy_clipped_sum(padded, mask, C, 0.0, key)), base)
+
+
+def test_poisson_lots_have_binomial_sizes_and_distinct_rows():
+    idx, mask = poisson_lots(1000, 0.05, 400, np.random.default_rng(1))
+    sizes = mask.sum(axis=1)
+    # Binomial(1000, 0.05): mean 50, sd 6.9; the mean of 400 sizes has sd 0.34
+    assert abs(sizes.mean() - 50) < 4 * 0.345
+    for t in range(20):
+        rows = idx[t, mask[t]]
+        assert len(np.unique(rows)) == len(rows)
 
 
 # -- DP-SGD accounting (synthinfer.privacy.dpsgd) ----------------------------------------

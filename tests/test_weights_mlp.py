@@ -8,20 +8,20 @@ from synthinfer.datasets import make_triangle_square
 from synthinfer.errors import BudgetExceededError, PrivacyError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.weights import DPMLPWeights, MLPWeights
-from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier
-from synthinfer.weights.mlp import _init_mlp, clipped_gradient_sum, poisson_lots
+from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum
+from synthinfer.weights.mlp import _init_mlp, per_example_gradients
 
 BOUNDS = {"x1": (0.0, 1.0), "x2": (0.0, 1.0)}
 
 
-def test_clipped_sum_changes_by_at_most_2C_between_neighbours():
+def test_mlp_clipped_sum_changes_by_at_most_2C_between_neighbours():
     rng = np.random.default_rng(0)
     params = _init_mlp(jax.random.key(0), 3, 8)
     params = jax.tree_util.tree_map(lambda p: p * 20, params)  # large gradients, so clipping binds
     x = jnp.asarray(rng.random((50, 3)))
     y = jnp.asarray(rng.integers(0, 2, 50).astype(float))
     mask = jnp.ones(50)
-    clipped = jax.jit(clipped_gradient_sum)
+    clipped = jax.jit(lambda p, x, y, m, c: noisy_clipped_sum(per_example_gradients(p, x, y), m, c, 0.0, jax.random.key(0)))
     full = clipped(params, x, y, mask, 0.7)
     worst = 0.0
     for i in range(50):  # substitution neighbours: row i replaced by another row with the label flipped
@@ -31,16 +31,6 @@ def test_clipped_sum_changes_by_at_most_2C_between_neighbours():
         worst = max(worst, float(jnp.sqrt(sum(jnp.sum(leaf**2) for leaf in jax.tree_util.tree_leaves(diff)))))
     assert worst <= 2 * 0.7 + 1e-9
     assert worst > 0.7  # beyond the add-or-remove bound C: accounting for it would understate the loss
-
-
-def test_poisson_lots_have_binomial_sizes_and_distinct_rows():
-    idx, mask = poisson_lots(1000, 0.05, 400, np.random.default_rng(1))
-    sizes = mask.sum(axis=1)
-    # Binomial(1000, 0.05): mean 50, sd 6.9; the mean of 400 sizes has sd 0.34
-    assert abs(sizes.mean() - 50) < 4 * 0.345
-    for t in range(20):
-        rows = idx[t, mask[t]]
-        assert len(np.unique(rows)) == len(rows)
 
 
 def test_dp_mlp_learns_the_triangle_and_spends_exactly_its_budget():

@@ -46,7 +46,7 @@ import pandas as pd
 from synthinfer.errors import BudgetExceededError, DomainError, EmptyDataError, NotFittedError, PrivacyError
 from synthinfer.generate.tabular import Continuous, SchemaLike, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
-from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike
 
 #: Temperature of the Gumbel-softmax relaxation of generated categories during training:
@@ -70,30 +70,6 @@ def _positive_float(name: str, value: Any) -> float:
 def _bucket(n: int) -> int:
     """The power of two >= max(n, 64): array sizes that compiled functions are traced for."""
     return max(64, 1 << (int(n) - 1).bit_length())
-
-
-def noisy_clipped_sum(per_example_grads, mask, clip_norm: float, noise_multiplier: float, key):
-    """The private part of one DP-SGD step: ``sum_i clip_C(g_i) + N(0, sigma^2 C^2 I)``.
-
-    ``per_example_grads`` is a pytree whose leaves have a leading example axis; ``mask``
-    (0/1 per example) marks the rows actually sampled into the lot (the rest is padding).
-    Each row's whole gradient (all leaves together) is scaled to L2 norm at most ``C``, so
-    replacing one private row moves the sum by at most ``2C`` in L2, and adding or removing
-    one by at most ``C``; the PLD accountant in :mod:`synthinfer.privacy.dpsgd` accounts for
-    exactly this. ``noise_multiplier=0`` returns the clipped sum itself (used by tests).
-    """
-    from synthinfer._jax import jax, jnp
-
-    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
-    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
-    factor = mask * jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-12))
-    keys = jax.random.split(key, len(leaves))
-    out = [
-        jnp.tensordot(factor.astype(g.dtype), g, axes=1)
-        + noise_multiplier * clip_norm * jax.random.normal(k, g.shape[1:], dtype=g.dtype)
-        for g, k in zip(leaves, keys)
-    ]
-    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 class DPGAN:
@@ -352,11 +328,9 @@ class DPGAN:
         Xj = jnp.asarray(X)
         Cj = None if labels is None else jax.nn.one_hot(jnp.asarray(labels), c, dtype=jnp.float32)
 
-        # Poisson sampling: the lot sizes are Binomial(N, q), then a uniformly random subset
-        # of that size. Lots are padded to one fixed size (masked) so that the whole epoch
-        # runs as one compiled scan; the padding never changes the sum of clipped gradients.
-        sizes = rng.binomial(n, q, size=steps)
-        pad = max(16, int(math.ceil(sizes.max() / 16) * 16))
+        # Poisson lots padded to one fixed width (masked), so that the whole epoch runs as one
+        # compiled scan; the padding never changes the sum of clipped gradients.
+        lot_idx, lot_mask = poisson_lots(n, q, steps, rng, width_multiple=16)
         steps_per_epoch = steps // int(self.epochs)
 
         def disc_real_loss(dp, x, cond):
@@ -409,13 +383,8 @@ class DPGAN:
         run_epoch = jax.jit(lambda carry, idx, mask: jax.lax.scan(step, carry, (idx, mask))[0])
         carry = (gparams, dparams, state_d, state_g, key)
         for e in range(int(self.epochs)):
-            ks = sizes[e * steps_per_epoch:(e + 1) * steps_per_epoch]
-            idx = np.zeros((len(ks), pad), dtype=np.int32)
-            mask = np.zeros((len(ks), pad), dtype=np.float32)
-            for t, k in enumerate(ks):
-                idx[t, :k] = rng.choice(n, size=k, replace=False)
-                mask[t, :k] = 1.0
-            carry = run_epoch(carry, jnp.asarray(idx), jnp.asarray(mask))
+            epoch = slice(e * steps_per_epoch, (e + 1) * steps_per_epoch)
+            carry = run_epoch(carry, jnp.asarray(lot_idx[epoch]), jnp.asarray(lot_mask[epoch], dtype=jnp.float32))
         self.generator_params_ = jax.device_get(carry[0])
         self.discriminator_params_ = jax.device_get(carry[1])
 

@@ -1,4 +1,4 @@
-"""Privacy accounting of DP-SGD (Abadi et al. 2016) under substitution neighbours.
+"""DP-SGD (Abadi et al. 2016) under substitution neighbours: lots, the noisy step, accounting.
 
 One DP-SGD step Poisson-samples each of the ``N`` private rows with probability ``q``, clips
 every sampled row's gradient to L2 norm ``C`` and adds ``N(0, sigma^2 C^2 I)`` to their sum.
@@ -12,6 +12,7 @@ privacy loss distribution (PLD) accountant of ``dp_accounting`` implements exact
 for ``NeighboringRelation.REPLACE_ONE`` and composes ``T`` steps tightly by FFT. The RDP
 accountant of ``dp_accounting`` refuses REPLACE_ONE for Poisson sampling, and the add/remove
 analysis would understate the loss under substitution, which is why we use the PLD one.
+The private part of a step is :func:`noisy_clipped_sum` on lots from :func:`poisson_lots`.
 Used by the DP-GAN baseline (:mod:`synthinfer.generate.dpgan`) and the DP-MLP importance
 weights (:class:`synthinfer.weights.DPMLPWeights`).
 """
@@ -20,12 +21,65 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from synthinfer.errors import PrivacyError
 
 #: Discretisation of the privacy loss in the PLD accountant: finer is tighter but slower.
 _PLD_DISCRETISATION = 1e-3
 #: Smallest noise multiplier searched (see dpsgd_noise_multiplier).
 _SIGMA_FLOOR = 0.1
+
+
+def poisson_lots(
+    n: int, sampling_probability: float, steps: int, rng: np.random.Generator, width_multiple: int = 32
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices and masks of ``steps`` Poisson-sampled lots, padded to a common width.
+
+    Poisson sampling (each of the ``n`` rows independently with probability ``q``, the
+    sampling the accountant assumes) is drawn as a ``Binomial(n, q)`` lot size followed by a
+    uniformly random subset of that size: the same distribution, at O(lot size) per step
+    instead of O(n). Returns ``idx`` (steps x width, int64; padding points at row 0) and
+    ``mask`` (bool, True for sampled rows); the width is the largest lot rounded up to a
+    multiple of ``width_multiple``, so that few distinct shapes compile.
+    """
+    sizes = rng.binomial(n, sampling_probability, size=steps)
+    width = width_multiple * math.ceil(max(int(sizes.max()), 1) / width_multiple)
+    idx = np.zeros((steps, width), dtype=np.int64)
+    mask = np.zeros((steps, width), dtype=bool)
+    for t, k in enumerate(sizes):
+        if k:
+            idx[t, :k] = rng.choice(n, size=k, replace=False)
+            mask[t, :k] = True
+    return idx, mask
+
+
+def noisy_clipped_sum(per_example_grads, mask, clip_norm: float, noise_multiplier: float, key):
+    """The private part of one DP-SGD step: ``sum_i clip_C(g_i) + N(0, sigma^2 C^2 I)``.
+
+    ``per_example_grads`` is a pytree whose leaves have a leading example axis; ``mask``
+    (0/1 per example) marks the rows actually sampled into the lot (the rest is padding).
+    Each row's whole gradient (all leaves together) is scaled to L2 norm at most ``C``.
+
+    Sensitivity: replacing one private row moves the sum by at most ``2C`` in L2 (adding or
+    removing one by at most ``C``). Guarantee: with Poisson lots at rate ``q`` and noise
+    multiplier ``sigma``, ``T`` steps are (epsilon, delta)-DP for the epsilon of
+    :func:`dpsgd_epsilon` (Abadi et al. 2016; Ghalebikesabi et al. 2022, Algorithm 1).
+    ``noise_multiplier=0`` returns the clipped sum itself (used for sensitivity tests and for
+    clipping non-private rows).
+    """
+    from synthinfer._jax import jax, jnp
+
+    leaves, treedef = jax.tree_util.tree_flatten(per_example_grads)
+    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+    factor = mask * jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-12))
+    keys = jax.random.split(key, len(leaves))
+    out = [
+        jnp.tensordot(factor.astype(g.dtype), g, axes=1)
+        + noise_multiplier * clip_norm * jax.random.normal(k, g.shape[1:], dtype=g.dtype)
+        for g, k in zip(leaves, keys)
+    ]
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _event(noise_multiplier: float, sampling_probability: float, steps: int):

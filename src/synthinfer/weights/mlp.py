@@ -36,28 +36,10 @@ import pandas as pd
 
 from synthinfer.errors import NonPrivateWarning, PrivacyError, SynthinferError
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
-from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier
+from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike, jax_key
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_weights_from_logits
 from synthinfer.weights.features import Bounds, FeatureMap
-
-def poisson_lots(n: int, sampling_rate: float, steps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and masks of ``steps`` Poisson-sampled lots, padded to a common width.
-
-    Poisson sampling (each row independently with probability ``q``) is drawn as a
-    ``Binomial(n, q)`` lot size followed by a uniformly random subset of that size, which has
-    exactly the same distribution and costs O(lot size) per step instead of O(n).
-    """
-    sizes = rng.binomial(n, sampling_rate, size=steps)
-    width = 32 * math.ceil(max(int(sizes.max()), 1) / 32)  # few distinct widths: few recompilations
-    idx = np.zeros((steps, width), dtype=np.int64)
-    mask = np.zeros((steps, width), dtype=bool)
-    for t, k in enumerate(sizes):
-        if k:
-            idx[t, :k] = rng.choice(n, size=k, replace=False)
-            mask[t, :k] = True
-    return idx, mask
-
 
 def _init_mlp(key, d_in: int, hidden: int):
     from synthinfer._jax import jax, jnp
@@ -86,19 +68,11 @@ def _bce(params, x, y):
     return jax.nn.softplus(z) - y * z
 
 
-def clipped_gradient_sum(params, x, y, mask, clip_norm):
-    """``sum_i mask_i clip_C(grad loss(x_i, y_i))``: the quantity DP-SGD noises each step.
+def per_example_gradients(params, x, y):
+    """Gradients of the cross-entropy of each row ``(x_i, y_i)``, with a leading row axis."""
+    from synthinfer._jax import jax
 
-    Per-example gradients with ``jax.vmap``; each is scaled to L2 norm at most ``C`` over all
-    parameters jointly, so replacing one row moves the sum by at most ``2 C`` (the
-    sensitivity of the Gaussian mechanism in Algorithm 1 under substitution neighbours).
-    """
-    from synthinfer._jax import jax, jnp
-
-    g = jax.vmap(jax.grad(_bce), in_axes=(None, 0, 0))(params, x, y)
-    sq = sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1) for leaf in jax.tree_util.tree_leaves(g))
-    factor = mask / jnp.maximum(1.0, jnp.sqrt(sq) / clip_norm)
-    return jax.tree_util.tree_map(lambda leaf: jnp.tensordot(factor, leaf, axes=1), g)
+    return jax.vmap(jax.grad(_bce), in_axes=(None, 0, 0))(params, x, y)
 
 
 @lru_cache(maxsize=None)
@@ -110,17 +84,13 @@ def _dp_sgd_runner(learning_rate: float):
 
     opt = optax.adam(learning_rate)
 
-    def run(params, x, y, idx, mask, noise_keys, clip_norm, noise_std, lot_size):
+    def run(params, x, y, idx, mask, noise_keys, clip_norm, noise_multiplier, lot_size):
         def step(carry, inp):
             params, opt_state = carry
             ix, m, key = inp
-            summed = clipped_gradient_sum(params, x[ix], y[ix], m, clip_norm)
-            leaves, treedef = jax.tree_util.tree_flatten(summed)
-            keys = jax.random.split(key, len(leaves))
-            # one Gaussian draw per step on the sum, then divide by the expected lot size L
-            noisy = jax.tree_util.tree_unflatten(treedef, [
-                (leaf + noise_std * jax.random.normal(k, leaf.shape)) / lot_size for leaf, k in zip(leaves, keys)
-            ])
+            summed = noisy_clipped_sum(per_example_gradients(params, x[ix], y[ix]), m, clip_norm, noise_multiplier, key)
+            # divided by the expected lot size L, as in Abadi et al.'s DP-SGD
+            noisy = jax.tree_util.tree_map(lambda leaf: leaf / lot_size, summed)
             updates, opt_state = opt.update(noisy, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), None
 
@@ -197,7 +167,7 @@ class DPMLPWeights(WeightEstimator):
         run = _dp_sgd_runner(float(self.learning_rate))
         self.params_ = jax.device_get(run(
             params, jnp.asarray(x), jnp.asarray(y), jnp.asarray(idx), jnp.asarray(mask, dtype=x.dtype),
-            jax.random.split(k_noise, steps), float(self.clip_norm), float(sigma * self.clip_norm),
+            jax.random.split(k_noise, steps), float(self.clip_norm), float(sigma),
             float(self.lot_size),
         ))
         self.noise_multiplier_, self.sampling_rate_, self.steps_ = sigma, q, steps

@@ -112,9 +112,14 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     most of a small fit's time (toy pipeline in a new process on one busy core: 13.6 s with
     an empty cache, 3.0 s with a filled one). Call it before the first fit; the CLI does by
     default (``--no-compile-cache`` to opt out). Returns the directory.
+
+    Privacy: a program holds the arrays its function closes over as constants, so synthinfer's
+    programs take private rows only as arguments and the cache holds none of them
+    (tests/test_compiled_programs_hold_no_rows.py); a directory it makes is readable by its
+    owner only.
     """
     directory = Path(path) if path is not None else default_cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -36,6 +36,7 @@ discriminator's log-odds, which the importance weights use.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any
@@ -348,12 +349,13 @@ class DPGAN:
         per_example_fake_grad = jax.vmap(jax.grad(disc_fake_loss), in_axes=(None, 0, cond_axis))
         ones = jnp.ones((B,), dtype=jnp.float32)
 
-        def step(carry, inp):
+        def step(data, carry, inp):
+            X_all, C_all = data
             gp, dp, sd, sg, key = carry
             idx, mask = inp
             key, kz, kc, kgum, kn, kz2, kc2, kgum2 = jax.random.split(key, 8)
-            xb = Xj[idx]
-            cb = None if Cj is None else Cj[idx]
+            xb = X_all[idx]
+            cb = None if C_all is None else C_all[idx]
             # Discriminator: clipped per-example gradients of the real rows, summed, noised.
             grads = per_example_grad(dp, xb, cb)
             noisy = noisy_clipped_sum(grads, mask, C, sigma, kn)
@@ -380,11 +382,17 @@ class DPGAN:
             gp = optax.apply_updates(gp, upd)
             return (gp, dp, sd, sg, key), None
 
-        run_epoch = jax.jit(lambda carry, idx, mask: jax.lax.scan(step, carry, (idx, mask))[0])
+        # The private rows are an *argument* of the compiled epoch: a closure would bake them
+        # into the program as a constant, and the persistent compilation cache (the CLI's
+        # default) would write them to disk (tests/test_compiled_programs_hold_no_rows.py).
+        run_epoch = jax.jit(
+            lambda carry, idx, mask, data: jax.lax.scan(functools.partial(step, data), carry, (idx, mask))[0]
+        )
         carry = (gparams, dparams, state_d, state_g, key)
         for e in range(int(self.epochs)):
             epoch = slice(e * steps_per_epoch, (e + 1) * steps_per_epoch)
-            carry = run_epoch(carry, jnp.asarray(lot_idx[epoch]), jnp.asarray(lot_mask[epoch], dtype=jnp.float32))
+            carry = run_epoch(carry, jnp.asarray(lot_idx[epoch]), jnp.asarray(lot_mask[epoch], dtype=jnp.float32),
+                              (Xj, Cj))
         self.generator_params_ = jax.device_get(carry[0])
         self.discriminator_params_ = jax.device_get(carry[1])
 

@@ -218,3 +218,24 @@ def test_manifest_has_no_seed_and_checksums_match_files(tmp_path):
     for name, meta in man["files"].items():
         assert sha256_file(path / name) == meta["sha256"]
         assert os.path.getsize(path / name) == meta["bytes"]
+
+
+def test_every_dataset_keeps_its_categories(tmp_path):
+    a = pd.DataFrame({"sex": pd.Categorical(["F", "M"], categories=["F", "M"]), "grade": [1, 2]})
+    b = pd.DataFrame({"sex": pd.Categorical(["F", "X"], categories=["F", "X"]), "grade": [1, 2]})
+    # the manifest holds one category list per column: the writer refuses datasets that differ
+    with pytest.raises(ReleaseError, match="column 'sex': dataset 1 has categories"):
+        _write(tmp_path / "a", [a, b], domain=None)
+    assert not (tmp_path / "a").exists()
+    # a release whose data disagree with its manifest (checksums intact) is refused on opening,
+    # rather than read with the unknown values turned into NaN
+    from synthinfer.release.manifest import sha256_file
+
+    path = _write(tmp_path / "b", [a, a], domain=None)
+    name = "data/synthetic_001.parquet"
+    b.assign(sex=b.sex.astype(str)).to_parquet(path / name, index=False)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": sha256_file(path / name), "bytes": (path / name).stat().st_size}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ReleaseError, match=r"synthetic_001.parquet, column 'sex' holds \['X'\]"):
+        open_release(path)

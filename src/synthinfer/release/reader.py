@@ -151,6 +151,12 @@ def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> 
             weights.append(df.pop(weight_col).to_numpy(dtype=float))
         for col, cats in (manifest.get("categories") or {}).items():
             if cats is not None and col in df.columns:
+                lost = df[col][df[col].notna() & ~df[col].isin(cats)]
+                if len(lost):
+                    raise ReleaseError(
+                        f"{path}: dataset {name}, column {col!r} holds {sorted(map(str, set(lost)))[:5]}, "
+                        f"not among the manifest's categories {cats}"
+                    )
                 df[col] = pd.Categorical(df[col], categories=cats)
         datasets.append(df)
     posterior = None

@@ -86,6 +86,14 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
     for i, f in enumerate(frames[1:], start=1):
         if list(f.columns) != cols:
             raise ReleaseError(f"dataset {i} has columns {list(f.columns)}, dataset 0 has {cols}")
+        # The manifest records one category list per column, which the reader restores on every
+        # dataset: a dataset with other categories would lose its values to NaN there.
+        for c in cols:
+            if _category_list(f[c]) != _category_list(frames[0][c]):
+                raise ReleaseError(
+                    f"column {c!r}: dataset {i} has categories {_category_list(f[c])}, dataset 0 has "
+                    f"{_category_list(frames[0][c])}; every dataset needs the same categorical dtype"
+                )
     if domain is not None:
         unknown = [c for c in cols if c not in domain.names]
         if unknown:
@@ -102,11 +110,15 @@ def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:
         return False
 
 
+def _category_list(column: pd.Series) -> list | None:
+    dtype = column.dtype
+    return list(dtype.categories) if isinstance(dtype, pd.CategoricalDtype) else None
+
+
 def _categories(frame: pd.DataFrame) -> dict[str, list | None]:
     out: dict[str, list | None] = {}
     for c in frame.columns:
-        dtype = frame[c].dtype
-        cats = list(dtype.categories) if isinstance(dtype, pd.CategoricalDtype) else None
+        cats = _category_list(frame[c])
         out[str(c)] = None if cats is None else to_jsonable(cats, f"categories of column {c!r}")
     return out
 

@@ -42,3 +42,28 @@ def test_baseline_refuses_existing_output_and_bad_domain_values(tmp_path):
     res = CliRunner().invoke(app, ["baseline", str(tmp_path / "bad.csv"), "--domain", str(dom), "--epsilon", "1", "--out", str(tmp_path / "o2")])
     assert res.exit_code == 2 and "'a'" in res.output
     assert not (tmp_path / "o2").exists()
+
+
+def test_baseline_checks_counts_before_fitting(tmp_path):
+    data, dom = _files(tmp_path)
+    for opt in ("--m", "--n", "--epochs"):
+        res = CliRunner().invoke(app, ["baseline", str(data), "--domain", str(dom), "--generator", "dpgan",
+                                       "--epsilon", "1", opt, "0", "--out", str(tmp_path / "o")])
+        assert res.exit_code == 2 and opt in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_settings_raise_synthinfer_errors():
+    from synthinfer.errors import ArgumentTypeError, ParameterError
+    from synthinfer.generate import DPGAN, PrivBayes
+    from synthinfer.privacy import make_rng
+
+    df = pd.DataFrame({"a": ["x", "y"]})
+    with pytest.raises(ParameterError, match="generator_optimizer"):
+        DPGAN(epsilon=1.0, delta=1e-5, generator_optimizer="rmsprop").fit(df, {"a": ["x", "y"]})
+    with pytest.raises(ParameterError, match="theta"):
+        PrivBayes(epsilon=1.0, theta=-1).fit(df, Domain({"a": ["x", "y"]}))
+    with pytest.raises(ArgumentTypeError, match="Domain"):
+        PrivBayes(epsilon=1.0).fit(df, {"a": ["x", "y"]})
+    with pytest.raises(ArgumentTypeError, match="seed"):
+        make_rng("42")

@@ -12,6 +12,14 @@ class SynthinferError(Exception):
     """Root of every exception raised by synthinfer."""
 
 
+class ParameterError(SynthinferError, ValueError):
+    """A setting or argument has an invalid value; the message names the parameter."""
+
+
+class ArgumentTypeError(SynthinferError, TypeError):
+    """An argument has the wrong type (e.g. not a DataFrame or a Domain)."""
+
+
 class DomainError(SynthinferError, ValueError):
     """A Domain is malformed, or data does not fit the public Domain."""
 

@@ -24,10 +24,10 @@ def baseline_cmd(
     generator: BaselineGenerator = typer.Option(BaselineGenerator.privbayes, "--generator", help="Which baseline."),
     epsilon: float = typer.Option(..., "--epsilon", help="Privacy budget epsilon."),
     delta: float = typer.Option(None, "--delta", help="delta (GANs only; default 1/n - 1e-6 as in Ghalebikesabi et al.)."),
-    m: int = typer.Option(1, "--m", help="Number of synthetic datasets."),
-    n: int = typer.Option(None, "--n", help="Rows per dataset (default: as many as the data)."),
+    m: int = typer.Option(1, "--m", min=1, help="Number of synthetic datasets."),
+    n: int = typer.Option(None, "--n", min=1, help="Rows per dataset (default: as many as the data)."),
     label: str = typer.Option(None, "--label", help="Label column (dpcgan only)."),
-    epochs: int = typer.Option(50, "--epochs", help="Training epochs (GANs only)."),
+    epochs: int = typer.Option(50, "--epochs", min=1, help="Training epochs (GANs only)."),
     out: Path = typer.Option(..., "--out", help="Output directory (must not exist yet)."),
 ) -> None:
     """Fit a baseline DP generator and write its m datasets as a release (see `synthinfer analyze`).

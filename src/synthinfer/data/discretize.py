@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Binning, Column
-from synthinfer.errors import NonFiniteError, UnknownColumnError
+from synthinfer.errors import DomainError, NonFiniteError, UnknownColumnError
 
 
 def binned_column(
@@ -31,12 +31,12 @@ def binned_column(
     '[17, 31.6)'
     """
     if (edges is None) == (bounds is None):
-        raise ValueError(f"column {name!r}: give exactly one of edges= or bounds= (with bins=)")
+        raise DomainError(f"column {name!r}: give exactly one of edges= or bounds= (with bins=)")
     if edges is not None:
         binning = Binning(tuple(edges))
     else:
         if bins is None:
-            raise ValueError(f"column {name!r}: bounds= needs bins=")
+            raise DomainError(f"column {name!r}: bounds= needs bins=")
         binning = Binning.uniform(float(bounds[0]), float(bounds[1]), bins)
     cats = tuple(labels) if labels is not None else tuple(binning.labels())
     return Column(name, cats, binning)

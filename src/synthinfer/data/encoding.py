@@ -16,10 +16,13 @@ import pandas as pd
 
 from synthinfer.data.domain import Column, Domain
 from synthinfer.errors import (
+    ArgumentTypeError,
+    DuplicateColumnError,
     EmptyDataError,
     MissingValueError,
     NonFiniteError,
     OutOfDomainError,
+    ParameterError,
     UnknownColumnError,
 )
 
@@ -42,12 +45,10 @@ def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) 
 
 def _check_table(df: pd.DataFrame, domain: Domain) -> None:
     if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        raise ArgumentTypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
     cols = list(df.columns)
     dup = sorted({str(c) for c in cols if cols.count(c) > 1})
     if dup:
-        from synthinfer.errors import DuplicateColumnError
-
         raise DuplicateColumnError(f"the table has duplicate columns: {dup}")
     missing = [n for n in domain.names if n not in df.columns]
     if missing:
@@ -85,7 +86,7 @@ def encode(
     EmptyDataError : no rows (also after dropping missing values).
     """
     if missing not in ("error", "drop", "category"):
-        raise ValueError(f"missing must be 'error', 'drop' or 'category', got {missing!r}")
+        raise ParameterError(f"missing must be 'error', 'drop' or 'category', got {missing!r}")
     _check_table(df, domain)
     if extra_columns == "error":
         extra = [str(c) for c in df.columns if c not in domain.names]
@@ -178,7 +179,7 @@ def decode(
     """
     codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != len(domain):
-        raise ValueError(f"codes must have shape (n, {len(domain)}), got {codes.shape}")
+        raise ParameterError(f"codes must have shape (n, {len(domain)}), got {codes.shape}")
     if midpoints is True:
         mids = {c.name for c in domain.columns if c.binning is not None}
     elif midpoints is False:

@@ -24,7 +24,13 @@ import pandas as pd
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.encoding import MissingPolicy, encode
-from synthinfer.errors import DomainError, EmptyDataError, OutOfDomainError, UnknownColumnError
+from synthinfer.errors import (
+    DomainError,
+    EmptyDataError,
+    OutOfDomainError,
+    ParameterError,
+    UnknownColumnError,
+)
 
 
 @dataclass(frozen=True)
@@ -245,7 +251,7 @@ def count_file(
             if missing == "drop":
                 where = f"WHERE NOT ({any_null})"
             else:
-                raise ValueError("count_file supports missing='error' or 'drop'")
+                raise ParameterError("count_file supports missing='error' or 'drop'")
         shape = [domain[c].size for c in columns]
         radix = _radix(shape)
         code = " + ".join(f"({e}) * {int(r)}" for (_, e, _, _), r in zip(exprs, radix))

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Domain
+from synthinfer.errors import ParameterError
 from synthinfer.datasets.loaders import Dataset
 from synthinfer.privacy.randomness import SeedLike, make_rng
 
@@ -19,10 +20,10 @@ def make_toy_logistic(n: int = 2000, coef: Sequence[float] = (1.0, 0.0), seed: S
     intercept. Columns are integers in {0, 1}; the Domain has categories ``[0, 1]`` each.
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise ParameterError(f"n must be >= 1, got {n}")
     coef = np.asarray(coef, dtype=float)
     if coef.shape != (2,):
-        raise ValueError(f"coef must have two entries, got {coef.tolist()}")
+        raise ParameterError(f"coef must have two entries, got {coef.tolist()}")
     rng = make_rng(seed)
     x = rng.integers(0, 2, size=(n, 2))
     p = 1.0 / (1.0 + np.exp(-(x @ coef)))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, encode
-from synthinfer.errors import NotFittedError, SynthinferError
+from synthinfer.errors import ArgumentTypeError, NotFittedError, ParameterError, SynthinferError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
@@ -84,12 +84,12 @@ class CallableGenerator:
         against it (:class:`~synthinfer.errors.OutOfDomainError` etc. on a mismatch).
         """
         if not callable(self.fn):
-            raise TypeError(f"fn must be callable, got {type(self.fn).__name__}")
+            raise ArgumentTypeError(f"fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.mechanism_name, str) or not self.mechanism_name:
-            raise ValueError(f"mechanism_name must be a non-empty string, got {self.mechanism_name!r}")
+            raise ParameterError(f"mechanism_name must be a non-empty string, got {self.mechanism_name!r}")
         budget = PrivacyBudget(self.epsilon, self.delta)
         if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+            raise ArgumentTypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
         if domain is not None:
             encode(df, domain)
         ledger = ledger if ledger is not None else PrivacyLedger(budget)
@@ -138,7 +138,7 @@ class CallableGenerator:
             raise NotFittedError("this CallableGenerator is not fitted yet; call fit() first")
         for name, v in (("m", m), ("n", n)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+                raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         if self.sampler_ is not None:
             rng = make_rng(seed)
             size = self.n_real_ if n is None else int(n)

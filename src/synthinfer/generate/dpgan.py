@@ -44,7 +44,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import BudgetExceededError, DomainError, EmptyDataError, NotFittedError, PrivacyError
+from synthinfer.errors import (
+    BudgetExceededError,
+    DomainError,
+    EmptyDataError,
+    NotFittedError,
+    ParameterError,
+    PrivacyError,
+)
 from synthinfer.generate.tabular import Continuous, SchemaLike, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
@@ -58,13 +65,13 @@ _GUMBEL_TAU = 0.2
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
 def _positive_float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ParameterError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -152,7 +159,7 @@ class DPGAN:
         _positive_float("learning_rate", self.learning_rate)
         _positive_float("generator_learning_rate", self.generator_learning_rate)
         if self.generator_optimizer not in ("adam", "sgd"):
-            raise ValueError(f"generator_optimizer must be 'adam' or 'sgd', got {self.generator_optimizer!r}")
+            raise ParameterError(f"generator_optimizer must be 'adam' or 'sgd', got {self.generator_optimizer!r}")
         for name in ("hidden_dim", "latent_dim"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))

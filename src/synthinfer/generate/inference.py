@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from synthinfer._jax import compile_ahead, forget_programs, jax, jnp
-from synthinfer.errors import ConvergenceError, ConvergenceWarning
+from synthinfer.errors import ConvergenceError, ConvergenceWarning, ParameterError
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
 
@@ -777,7 +777,7 @@ def to_inference_data(draws: np.ndarray, *, sample_stats: dict[str, np.ndarray] 
 
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 3:
-        raise ValueError(f"draws must be (chains, draws, d), got {draws.shape}")
+        raise ParameterError(f"draws must be (chains, draws, d), got {draws.shape}")
     return az.from_dict(
         posterior={"theta": draws},
         sample_stats=sample_stats or None,

@@ -31,7 +31,14 @@ import pandas as pd
 
 from synthinfer._jax import single_threaded_blas
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
-from synthinfer.errors import ConvergenceWarning, NotFittedError, OutOfDomainError, SynthinferError, UnknownColumnError
+from synthinfer.errors import (
+    ArgumentTypeError,
+    ConvergenceWarning,
+    NotFittedError,
+    OutOfDomainError,
+    SynthinferError,
+    UnknownColumnError,
+)
 from synthinfer.generate import inference as inf
 from synthinfer.generate.reparam import one_sided_cells
 from synthinfer.models.canonical import most_frequent_reference
@@ -234,7 +241,7 @@ class NapsuMQ:
         if budget.delta <= 0:
             raise SynthinferError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
-            raise TypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
+            raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         fixed = as_marginals(self.marginals)
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         reference = self._user_reference(domain)  # validated before any budget is spent

@@ -48,7 +48,14 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, decode, encode
-from synthinfer.errors import BudgetExceededError, EmptyDataError, NotFittedError, PrivacyError
+from synthinfer.errors import (
+    ArgumentTypeError,
+    BudgetExceededError,
+    EmptyDataError,
+    NotFittedError,
+    ParameterError,
+    PrivacyError,
+)
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, laplace_mechanism, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
@@ -152,9 +159,9 @@ class PrivBayes:
         if self.degree != "auto" and (
             isinstance(self.degree, bool) or not isinstance(self.degree, (int, np.integer)) or self.degree < 0
         ):
-            raise ValueError(f"degree must be a non-negative integer or 'auto', got {self.degree!r}")
+            raise ParameterError(f"degree must be a non-negative integer or 'auto', got {self.degree!r}")
         if not (isinstance(self.theta, (int, float)) and self.theta > 0):
-            raise ValueError(f"theta must be a number > 0, got {self.theta!r}")
+            raise ParameterError(f"theta must be a number > 0, got {self.theta!r}")
         return budget
 
     def _choose_degree(self, n: int, shape: tuple[int, ...], eps2: float) -> int:
@@ -178,7 +185,7 @@ class PrivBayes:
         """
         budget = self._validate()
         if not isinstance(domain, Domain):
-            raise TypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
+            raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         codes = encode(df, domain)
         n, d = codes.shape
         if n < 2:
@@ -297,7 +304,7 @@ class PrivBayes:
         self._check_fitted()
         for name, v in (("m", m), ("n", n)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+                raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         n = self.n_real_ if n is None else int(n)
         rng = make_rng(seed)
         return [decode(self._sample_codes(n, rng), self.domain_) for _ in range(int(m))]

@@ -24,6 +24,7 @@ import pandas as pd
 
 from synthinfer.data import Column, Domain, encode
 from synthinfer.errors import (
+    ArgumentTypeError,
     DomainError,
     EmptyDataError,
     MissingValueError,
@@ -31,6 +32,7 @@ from synthinfer.errors import (
     OutOfDomainError,
     UnknownColumnError,
 )
+
 
 SchemaLike = Domain | Mapping[str, object]
 
@@ -145,7 +147,7 @@ class TabularSchema:
         :class:`NonFiniteError` for infinite numbers.
         """
         if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+            raise ArgumentTypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
         lacking = [n for n in self.names if n not in df.columns]
         if lacking:
             raise UnknownColumnError(f"the table lacks schema column(s) {lacking}")

@@ -51,7 +51,7 @@ import pandas as pd
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.marginals import Marginal, QuerySet
-from synthinfer.errors import DomainError
+from synthinfer.errors import DomainError, ParameterError
 
 
 class CanonicalQueries:
@@ -176,7 +176,7 @@ def most_frequent_reference(queryset: QuerySet, counts: np.ndarray) -> dict[str,
     """
     counts = np.asarray(counts, dtype=np.float64)
     if counts.shape != (queryset.dimension,):
-        raise ValueError(f"counts must have shape ({queryset.dimension},), got {counts.shape}")
+        raise ParameterError(f"counts must have shape ({queryset.dimension},), got {counts.shape}")
     out: dict[str, int] = {}
     for m, part in zip(queryset.marginals, queryset.split(counts)):
         table = part.reshape(m.shape(queryset.domain))

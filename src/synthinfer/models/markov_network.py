@@ -40,6 +40,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from synthinfer._jax import compile_ahead, jax, jnp
+from synthinfer.errors import ParameterError
 from synthinfer.models.canonical import CanonicalQueries
 from synthinfer.models.junction_tree import JunctionTree
 
@@ -153,7 +154,7 @@ class MarkovNetwork:
         """Clique log-potentials: sum of the parameters of the queries true in each cell."""
         theta = jnp.asarray(theta, dtype=jnp.float64)
         if theta.shape != (self.dimension,):
-            raise ValueError(
+            raise ParameterError(
                 f"theta must have shape ({self.dimension},) (one parameter per canonical query), "
                 f"got {theta.shape}; use jax.vmap for batches"
             )
@@ -298,7 +299,7 @@ class MarkovNetwork:
     def _sample(self, theta: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """``n`` i.i.d. rows of MED_theta by exact ancestral sampling: int32 codes (n, n_cols)."""
         if not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"n (rows to sample) must be a positive int, got {n!r}")
+            raise ParameterError(f"n (rows to sample) must be a positive int, got {n!r}")
         jt = self.junction_tree
         shape = self.queries.domain.shape
         # P(x_root) and P(x_c | x_S) straight from the collect pass (no downward pass needed)
@@ -330,7 +331,7 @@ class MarkovNetwork:
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""
         if jnp.ndim(thetas) != 2:
-            raise ValueError(
+            raise ParameterError(
                 f"thetas must have shape (m, {self.dimension}), got {jnp.shape(thetas)}"
             )
         keys = jax.random.split(key, thetas.shape[0])

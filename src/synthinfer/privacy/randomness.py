@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from synthinfer.errors import ArgumentTypeError
+
 SeedLike = int | np.random.Generator | np.random.SeedSequence | None
 
 
@@ -18,7 +20,7 @@ def make_rng(seed: SeedLike = None) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is not None and not isinstance(seed, (int, np.integer, np.random.SeedSequence)):
-        raise TypeError(f"seed must be an int, a numpy Generator or None, got {type(seed).__name__}")
+        raise ArgumentTypeError(f"seed must be an int, a numpy Generator or None, got {type(seed).__name__}")
     return np.random.default_rng(seed)
 
 

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import EmptyDataError, NotFittedError, PrivacyError
+from synthinfer.errors import ArgumentTypeError, EmptyDataError, NotFittedError, PrivacyError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 
 
@@ -62,7 +62,7 @@ class WeightEstimator(abc.ABC):
     def _check_tables(real: pd.DataFrame, synthetic: pd.DataFrame) -> None:
         for name, df in (("real", real), ("synthetic", synthetic)):
             if not isinstance(df, pd.DataFrame):
-                raise TypeError(f"{name} must be a pandas DataFrame, got {type(df).__name__}")
+                raise ArgumentTypeError(f"{name} must be a pandas DataFrame, got {type(df).__name__}")
             if len(df) == 0:
                 raise EmptyDataError(f"the {name} table has no rows")
 

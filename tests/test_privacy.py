@@ -186,3 +186,12 @@ def test_accounting_rejects_bad_parameters():
         dpsgd_noise_multiplier(1.0, 0.0, 0.1, 10)
     with pytest.raises(PrivacyError, match="epsilon"):
         dpsgd_noise_multiplier(500.0, 0.5, 0.5, 1)
+
+
+def test_ledger_check_spends_nothing_and_names_the_part():
+    led = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    led.check("marginals", 1.0, 1e-6, mechanism="gaussian")  # fits exactly: no error
+    led.spend("marginals", 0.6, 0.0, mechanism="gaussian")
+    with pytest.raises(BudgetExceededError, match="selection .exponential. asks for epsilon=0.5"):
+        led.check("selection", 0.5, mechanism="exponential")
+    assert led.spent == (0.6, 0.0) and len(led.charges) == 1

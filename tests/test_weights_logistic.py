@@ -109,6 +109,7 @@ def test_ledger_refuses_overspend_before_noise():
     with pytest.raises(BudgetExceededError):
         m.fit(real, synth, ledger=ledger)
     assert not hasattr(m, "coef_")
+    assert not hasattr(m, "beta_hat_")  # the exact (non-private) coefficients are never left behind
     assert ledger.spent[0] == pytest.approx(0.7)
 
 

@@ -45,7 +45,6 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.errors import (
-    BudgetExceededError,
     DomainError,
     EmptyDataError,
     NotFittedError,
@@ -190,14 +189,8 @@ class DPGAN:
         eps_sgd = budget.epsilon - eps_label
         sigma = dpsgd_noise_multiplier(eps_sgd, budget.delta, q, steps)
         eps_check = dpsgd_epsilon(sigma, q, steps, budget.delta)
-        if not ledger.can_spend(budget.epsilon, budget.delta):
-            # Checked before anything is spent, so a conditional fit cannot spend half.
-            e, d = ledger.spent
-            raise BudgetExceededError(
-                f"{self.mechanism} asks for epsilon={budget.epsilon:g}, delta={budget.delta:g}, but "
-                f"the ledger has only epsilon={ledger.total.epsilon - e:g}, "
-                f"delta={max(ledger.total.delta - d, 0):g} left"
-            )
+        # Checked before anything is spent, so a conditional fit cannot spend half.
+        ledger.check(self.mechanism, budget.epsilon, budget.delta, mechanism="DP-SGD")
         rng = make_rng(self.seed)
         label_probs = None
         if self._conditional:
@@ -413,7 +406,7 @@ class DPGAN:
 
         Post-processing of the DP generator: costs no privacy budget.
         """
-        from synthinfer._jax import jax, jnp
+        from synthinfer._jax import jax
 
         self._check_fitted()
         m = _positive_int("m", m)

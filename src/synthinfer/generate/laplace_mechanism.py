@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import BudgetExceededError, DomainError, EmptyDataError, NonFiniteError, NotFittedError, PrivacyError, UnknownColumnError
+from synthinfer.errors import DomainError, EmptyDataError, NonFiniteError, NotFittedError, PrivacyError, UnknownColumnError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.privacy.randomness import SeedLike, make_rng, seed_fixed
 
@@ -115,13 +115,8 @@ class LaplaceMechanismGenerator:
             raise NonFiniteError(f"columns {cols} contain missing or non-finite values; impute or drop them first")
         total = math.fsum(eps.values())
         self.ledger_ = PrivacyLedger(PrivacyBudget(total, 0.0)) if ledger is None else ledger
-        if not self.ledger_.can_spend(total, 0.0):
-            # Refuse before any per-column charge, so that no partial charge is ever recorded.
-            rem = self.ledger_.remaining
-            raise BudgetExceededError(
-                f"the Laplace-mechanism release needs epsilon={total:g} but only "
-                f"epsilon={0.0 if rem is None else rem.epsilon:g} remains in the ledger"
-            )
+        # Refuse before any per-column charge, so that no partial charge is ever recorded.
+        self.ledger_.check("Laplace-mechanism release", total, 0.0, mechanism="Laplace mechanism per column")
         for c in cols:
             a, b = self.bounds[c]
             self.ledger_.spend(

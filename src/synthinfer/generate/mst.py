@@ -137,8 +137,7 @@ def select_mst_marginals(
     eps_1way, eps_em = budget.epsilon / 2.0, budget.epsilon / 2.0
     eps_step = eps_em / n_extra
     # Charge everything up front so an overspend fails before any noise is drawn.
-    if not ledger.can_spend(budget.epsilon, budget.delta):
-        ledger.spend("mst selection", budget.epsilon, budget.delta, mechanism="mst")  # raises
+    ledger.check("mst selection", budget.epsilon, budget.delta, mechanism="mst")
     names = domain.names
     one_way_counts = np.concatenate([count_codes(codes, domain, (c,)) for c in names])
     noisy, _ = gaussian_mechanism(

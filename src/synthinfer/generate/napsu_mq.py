@@ -246,8 +246,7 @@ class NapsuMQ:
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         reference = self._user_reference(domain)  # validated before any budget is spent
         ledger = PrivacyLedger(budget) if ledger is None else ledger
-        if not ledger.can_spend(budget.epsilon, budget.delta):
-            ledger.spend("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")  # raises
+        ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
         rng = make_rng(self.seed)
         stage = progress or (lambda s: None)
         codes = encode(data, domain)

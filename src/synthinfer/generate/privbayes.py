@@ -50,7 +50,6 @@ import pandas as pd
 from synthinfer.data import Domain, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
-    BudgetExceededError,
     EmptyDataError,
     NotFittedError,
     ParameterError,
@@ -192,12 +191,7 @@ class PrivBayes:
             raise EmptyDataError(f"PrivBayes needs at least 2 rows, got {n}")
         shape = domain.shape
         ledger = ledger if ledger is not None else PrivacyLedger(budget)
-        if not ledger.can_spend(budget.epsilon, 0.0):
-            e, _ = ledger.spent
-            raise BudgetExceededError(
-                f"PrivBayes asks for epsilon={budget.epsilon:g}, but the ledger has only "
-                f"epsilon={ledger.total.epsilon - e:g} left"
-            )
+        ledger.check("PrivBayes", budget.epsilon, 0.0, mechanism="PrivBayes")
         rng = make_rng(self.seed)
         k = self._choose_degree(n, shape, (1 - self.beta) * budget.epsilon)
         if k == 0:  # no parents anywhere: nothing to select, all budget to the 1-way tables
@@ -234,10 +228,18 @@ class PrivBayes:
     def _greedy_bayes(self, codes, shape, k, eps1, rng, ledger) -> list[tuple[int, tuple[int, ...]]]:
         n, d = codes.shape
         eps_step = eps1 / (d - 1)
+        # Spent before the first noisy selection, like every mechanism (the score sensitivity,
+        # Lemma 4.1 of Zhang et al. 2017, depends only on n and on whether a pair is binary).
+        ledger.spend(
+            "PrivBayes structure", eps1, 0.0,
+            mechanism="exponential mechanism on mutual information (GreedyBayes)",
+            selections=d - 1, epsilon_per_selection=eps_step, degree=k,
+            sensitivity_general=mutual_information_sensitivity(n, False),
+            sensitivity_binary=mutual_information_sensitivity(n, True),
+        )
         first = int(rng.integers(d))
         network: list[tuple[int, tuple[int, ...]]] = [(first, ())]
         chosen = [first]
-        selections = []
         for _ in range(d - 1):
             cands = [
                 (x, pa)
@@ -254,12 +256,6 @@ class PrivBayes:
             x, pa = cands[pick]
             network.append((x, pa))
             chosen.append(x)
-            selections.append(s)
-        ledger.spend(
-            "PrivBayes structure", eps1, 0.0,
-            mechanism="exponential mechanism on mutual information (GreedyBayes)",
-            selections=d - 1, epsilon_per_selection=eps_step, sensitivities=selections, degree=k,
-        )
         return network
 
     @staticmethod

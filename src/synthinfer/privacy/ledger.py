@@ -71,8 +71,12 @@ class PrivacyLedger:
         e, d = self.spent
         return e + epsilon <= self.total.epsilon * (1 + _TOL) and d + delta <= self.total.delta * (1 + _TOL) + 1e-300
 
-    def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str, **details: Any) -> Charge:
-        """Record a charge of ``(epsilon, delta)``; raise before anything is spent if it does not fit."""
+    def check(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str) -> None:
+        """Raise :class:`BudgetExceededError` unless ``(epsilon, delta)`` fits; spends nothing.
+
+        Mechanisms with several charges (or private work before their charge) call it first,
+        so that a refused fit records no partial charge and touches no private data.
+        """
         if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
             raise PrivacyError(f"{name}: epsilon must be finite and >= 0, got {epsilon!r}")
         if not isinstance(delta, (int, float)) or not (0 <= delta < 1):
@@ -84,6 +88,10 @@ class PrivacyLedger:
                 f"epsilon={self.total.epsilon - e:g}, delta={max(self.total.delta - d, 0):g} of the "
                 f"total ({self.total.epsilon:g}, {self.total.delta:g}) remain"
             )
+
+    def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str, **details: Any) -> Charge:
+        """Record a charge of ``(epsilon, delta)``; raise before anything is spent if it does not fit."""
+        self.check(name, epsilon, delta, mechanism=mechanism)
         charge = Charge(
             name=name,
             mechanism=mechanism,

@@ -15,7 +15,6 @@ Weights are self-normalised to mean 1 first (this changes neither estimate nor s
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from synthinfer.errors import SynthinferError

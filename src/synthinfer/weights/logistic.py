@@ -187,18 +187,22 @@ class BetaNoised(LogRegWeights):
         dim = FeatureMap(self.bounds, clip=self.clip).dim
         scale = self._noise_scale(len(real), dim)  # validates epsilon / delta / noise
         self._check_before_noise(scale, dim, len(real))
-        beta_hat = self._fit_beta(real, synthetic)
         name = type(self).__name__
-        if self.noise == "laplace":
-            self.coef_, self.noise_scale_ = laplace_mechanism(
-                beta_hat, sensitivity=logreg_l1_sensitivity(self.n_real_, self.lam, dim), epsilon=self.epsilon,
-                ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
-        else:
-            self.coef_, self.noise_scale_ = gaussian_mechanism(
-                beta_hat, sensitivity=logreg_l2_sensitivity(self.n_real_, self.lam), epsilon=self.epsilon,
-                delta=self.delta, ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
+        self.ledger_.check(f"{name} coefficients", self.epsilon, self.delta, mechanism=f"{self.noise} mechanism")
+        try:
+            beta_hat = self._fit_beta(real, synthetic)
+            if self.noise == "laplace":
+                self.coef_, self.noise_scale_ = laplace_mechanism(
+                    beta_hat, sensitivity=logreg_l1_sensitivity(self.n_real_, self.lam, dim), epsilon=self.epsilon,
+                    ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
+            else:
+                self.coef_, self.noise_scale_ = gaussian_mechanism(
+                    beta_hat, sensitivity=logreg_l2_sensitivity(self.n_real_, self.lam), epsilon=self.epsilon,
+                    delta=self.delta, ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
+        finally:
+            # only the privatised coefficients are kept, whatever happened
+            self.__dict__.pop("beta_hat_", None)
         self.seed_fixed_ = seed_fixed(self.seed)
-        del self.beta_hat_  # only the privatised coefficients are kept
         return self
 
 

@@ -69,6 +69,21 @@ def test_json_round_trip(tmp_path):
     json.loads(d.to_json())
 
 
+@pytest.mark.parametrize("column, message", [
+    ({"name": "h", "bounds": [1, 99], "bins": 5.7}, "'bins' must be a whole number"),
+    ({"name": "h", "bounds": [1, 99], "bins": True}, "'bins' must be a whole number"),
+    ({"name": "h", "bounds": [1, 50, 99], "bins": 5}, r"'bounds' must be \[lower, upper\]"),
+    ({"name": "h", "bounds": ["a", "b"], "bins": 5}, "'bounds' must be numbers"),
+    ({"name": "h", "bounds": [1, 99], "categories": ["a"]}, "'bounds' and 'bins' go together"),
+    ({"name": "h", "bin_edges": [0, 1], "bins": 1}, "not both"),
+    ({"name": "h", "bin_edge": [0, 1, 2]}, r"unknown entries \['bin_edge'\]"),
+])
+def test_domain_descriptions_are_never_coerced(column, message):
+    with pytest.raises(DomainError, match=message):
+        Domain.from_dict({"columns": [column]})
+    assert Domain.from_dict({"columns": [{"name": "h", "bounds": [1, 99], "bins": 5.0}]})["h"].size == 5
+
+
 def test_from_dataframe_warns():
     df = pd.DataFrame({"a": ["y", "x", None], "b": [2, 1, 1]})
     with pytest.warns(NonPrivateWarning, match="NOT"):

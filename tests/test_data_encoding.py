@@ -77,3 +77,15 @@ def test_clip_to_bounds():
     assert list(clip_to_bounds(df, {"x": (0, 30)})["x"]) == [0.0, 5.0, 30.0]
     with pytest.raises(UnknownColumnError):
         clip_to_bounds(df, {"y": (0, 1)})
+
+
+def test_missing_category_keeps_the_bins_of_a_discretised_column(tmp_path):
+    d = Domain([binned_column("age", edges=[0, 18, 65, 120])])
+    dm = with_missing_category(d)
+    assert dm["age"].binning == d["age"].binning and dm["age"].categories[-1] == MISSING
+    codes = encode(pd.DataFrame({"age": [10.0, np.nan, 70.0]}), dm, missing="category")
+    np.testing.assert_array_equal(codes[:, 0], [0, 3, 2])
+    back = decode(codes, dm, midpoints=True)["age"].to_numpy()
+    np.testing.assert_array_equal(np.isnan(back), [False, True, False])
+    assert back[0] == 9.0 and back[2] == 92.5
+    assert Domain.from_json(dm.to_json()) == dm

@@ -112,7 +112,9 @@ class Column:
                 raise DomainError(f"column {self.name!r} lists category {c!r} twice")
             seen.add(c)
         object.__setattr__(self, "categories", cats)
-        if self.binning is not None and self.binning.n_bins != len(cats):
+        # A discretised column has one category per bin, plus MISSING last when missing values
+        # are encoded as a category (with_missing_category).
+        if self.binning is not None and self.binning.n_bins != len(cats) - (cats[-1] == MISSING):
             raise DomainError(
                 f"column {self.name!r}: {len(cats)} categories but {self.binning.n_bins} bins"
             )
@@ -120,6 +122,13 @@ class Column:
     @property
     def size(self) -> int:
         return len(self.categories)
+
+
+#: Category added to a column's list for missing values (``encode(..., missing="category")``).
+MISSING = "<missing>"
+
+#: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
+_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins"})
 
 
 @dataclass(frozen=True)
@@ -257,12 +266,27 @@ class Domain:
             if not isinstance(c, Mapping) or "name" not in c:
                 raise DomainError(f"Domain column #{i} needs a 'name'")
             name = c["name"]
+            unknown = sorted(set(c) - _COLUMN_KEYS)
+            if unknown:
+                raise DomainError(f"Domain column {name!r}: unknown entries {unknown} (allowed: {sorted(_COLUMN_KEYS)})")
             binning = None
+            if "bin_edges" in c and ("bounds" in c or "bins" in c):
+                raise DomainError(f"Domain column {name!r}: give either 'bin_edges' or 'bounds'+'bins', not both")
             if "bin_edges" in c:
                 binning = Binning(tuple(c["bin_edges"]))
-            elif "bounds" in c and "bins" in c:
-                lo, hi = c["bounds"]
-                binning = Binning.uniform(float(lo), float(hi), int(c["bins"]))
+            elif "bounds" in c or "bins" in c:
+                if not ("bounds" in c and "bins" in c):
+                    raise DomainError(f"Domain column {name!r}: 'bounds' and 'bins' go together")
+                bounds, bins = c["bounds"], c["bins"]
+                if not (isinstance(bounds, Sequence) and not isinstance(bounds, str) and len(bounds) == 2):
+                    raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {bounds!r}")
+                if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
+                    raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
+                try:
+                    lo, hi = float(bounds[0]), float(bounds[1])
+                except (TypeError, ValueError):
+                    raise DomainError(f"Domain column {name!r}: 'bounds' must be numbers, got {bounds!r}") from None
+                binning = Binning.uniform(lo, hi, int(bins))
             if "categories" in c:
                 cats = tuple(c["categories"])
             elif binning is not None:

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from synthinfer.data.domain import Column, Domain
+from synthinfer.data.domain import MISSING, Column, Domain
 from synthinfer.errors import (
     ArgumentTypeError,
     DuplicateColumnError,
@@ -27,8 +27,6 @@ from synthinfer.errors import (
 )
 
 MissingPolicy = Literal["error", "drop", "category"]
-#: Category added to a column's list when ``missing="category"``.
-MISSING = "<missing>"
 
 
 def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) -> Domain:
@@ -37,7 +35,7 @@ def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) 
     out = []
     for c in domain.columns:
         if c.name in columns and MISSING not in c.categories:
-            out.append(Column(c.name, c.categories + (MISSING,)))
+            out.append(Column(c.name, c.categories + (MISSING,), c.binning))
         else:
             out.append(c)
     return Domain(out)
@@ -192,7 +190,8 @@ def decode(
         if cj.size and (cj.min() < 0 or cj.max() >= col.size):
             raise OutOfDomainError(f"column {col.name!r}: codes outside 0..{col.size - 1}")
         if col.name in mids:
-            data[col.name] = domain.midpoints(col.name)[cj]
+            # a MISSING code (the last, after the bins) maps to NaN
+            data[col.name] = np.append(domain.midpoints(col.name), np.nan)[cj]
         else:
             data[col.name] = pd.Categorical.from_codes(cj, categories=list(col.categories))
     return pd.DataFrame(data)

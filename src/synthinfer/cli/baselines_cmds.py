@@ -52,6 +52,10 @@ def baseline_cmd(
             gen = PrivBayes(epsilon=epsilon)
         else:
             d = delta if delta is not None else 1.0 / len(df) - 1e-6
+            if d <= 0:
+                raise typer.BadParameter(
+                    f"the default delta 1/n - 1e-6 is not positive for n = {len(df):,}; pass --delta "
+                    "(much smaller than 1/n)", param_hint="--delta")
             if generator is BaselineGenerator.dpgan:
                 gen = DPGAN(epsilon=epsilon, delta=d, epochs=epochs)
             else:

@@ -76,10 +76,12 @@ def weights_cmd(
         with console.status(f"fitting {method.value} weights"):
             est.fit(r, s)
         lw = est.log_weights(s)
+        import numpy as np
         import pandas as pd
 
-        atomic_write_text(out, pd.DataFrame({"weight": __import__("numpy").exp(lw), "log_weight": lw}).to_csv(index=False))
+        # The privacy record first: weights on disk always have their spend recorded beside them.
         atomic_write_text(out.with_suffix(out.suffix + ".ledger.json"), json.dumps(est.ledger_.to_dict(), indent=2))
+        atomic_write_text(out, pd.DataFrame({"weight": np.exp(lw), "log_weight": lw}).to_csv(index=False))
         ps = pareto_smooth(lw, warn=False)
     t = Table(title=f"{method.value} weights for {len(s):,} synthetic rows")
     t.add_column("quantity")

@@ -184,6 +184,8 @@ def count_file(
     """
     import duckdb
 
+    if missing not in ("error", "drop"):
+        raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
     columns = domain.check_columns(columns)
     path = Path(path)
     if not path.exists():

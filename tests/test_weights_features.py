@@ -42,3 +42,19 @@ def test_bounds_never_taken_from_data_and_errors_are_clear():
         FeatureMap({"age": (100, 10)})
     with pytest.raises(OutOfDomainError, match="'z'"):
         FeatureMap({"s": ["x", "y"]}).transform(pd.DataFrame({"s": ["x", "z"]}))
+
+
+def test_domain_bins_numbers_of_a_discretised_column():
+    from synthinfer.data import Domain, binned_column
+    from synthinfer.data.domain import Column
+
+    d = Domain([binned_column("age", edges=[0, 18, 65, 120]), Column("sex", ("F", "M"))])
+    fm = FeatureMap(d)
+    labels = d["age"].categories
+    numbers = pd.DataFrame({"age": [10.0, 30.0, 120.0], "sex": ["F", "M", "M"]})
+    as_labels = pd.DataFrame({"age": [labels[0], labels[1], labels[2]], "sex": ["F", "M", "M"]})
+    np.testing.assert_array_equal(fm.transform(numbers), fm.transform(as_labels))
+    with pytest.raises(OutOfDomainError, match="'age'.*public bounds"):
+        fm.transform(numbers.assign(age=[10.0, 30.0, 130.0]))
+    np.testing.assert_array_equal(FeatureMap(d, clip=True).transform(numbers.assign(age=[10.0, 30.0, 130.0])),
+                                  fm.transform(numbers))

@@ -73,6 +73,12 @@ class Binning:
         e = np.asarray(self.edges)
         return (e[:-1] + e[1:]) / 2.0
 
+    def codes(self, x: np.ndarray) -> np.ndarray:
+        """Bin index of each value in ``[lower, upper]`` (bin ``i`` is ``[e_i, e_{i+1})``, the
+        last closed); the caller checks the range and handles missing values."""
+        e = np.asarray(self.edges)
+        return np.clip(np.searchsorted(e, np.asarray(x, dtype=float), side="right") - 1, 0, self.n_bins - 1)
+
     def labels(self) -> list[str]:
         """Interval labels such as ``"[17, 31.6)"``, used as category names."""
         e = self.edges

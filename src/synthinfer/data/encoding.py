@@ -156,7 +156,7 @@ def _encode_binned(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             f"[{edges[0]:g}, {edges[-1]:g}], e.g. {', '.join(f'{v:g}' for v in bad[:5])}; "
             "widen the bounds or clip explicitly with clip_to_bounds()"
         )
-    codes = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
+    codes = col.binning.codes(x)
     codes[isna] = col.size - 1
     return codes.astype(np.int64)
 

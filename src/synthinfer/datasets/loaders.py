@@ -82,8 +82,7 @@ def load_adult(paper_subset: bool = False) -> Dataset:
     for col in domain.columns:
         x = df[col.name]
         if col.binning is not None:
-            edges = np.asarray(col.binning.edges)
-            codes = np.clip(np.searchsorted(edges, x.to_numpy(float), side="right") - 1, 0, col.size - 1)
+            codes = col.binning.codes(x.to_numpy(float))
         elif col.name in ("capital-gain", "capital-loss"):
             codes = (x.to_numpy() > 0).astype(int)
         else:

@@ -48,7 +48,8 @@ def _is_bounds(spec: Any) -> bool:
 
 
 def bounds_from_domain(domain: Domain) -> dict[str, ColumnSpec]:
-    """Column specs of a :class:`Domain`: every column categorical with its public categories."""
+    """Column specs of a :class:`Domain`: every column categorical with its public categories
+    (a discretised column's categories are its bins; numbers are binned by its public edges)."""
     return {c.name: list(c.categories) for c in domain.columns}
 
 
@@ -58,8 +59,9 @@ class FeatureMap:
     Parameters
     ----------
     bounds : dict ``column -> (lower, upper)`` for numeric columns or ``column -> [categories]``
-        for categorical ones, or a :class:`~synthinfer.data.Domain` (all categorical). Only
-        these columns are used, in this order.
+        for categorical ones, or a :class:`~synthinfer.data.Domain` (all categorical; numbers in
+        a discretised column are binned by its public edges). Only these columns are used, in
+        this order.
     clip : clip numeric values to their bounds instead of raising. Clipping is a public
         transformation and keeps the guarantees; it is off by default so that wrong bounds
         are noticed.
@@ -68,6 +70,9 @@ class FeatureMap:
 
     def __init__(self, bounds: Bounds, *, clip: bool = False, intercept: bool = True):
         specs = bounds_from_domain(bounds) if isinstance(bounds, Domain) else dict(bounds)
+        # numbers in a Domain's discretised column are binned by its public edges
+        self._binnings = {c.name: c.binning for c in bounds.columns if c.binning is not None} if isinstance(
+            bounds, Domain) else {}
         if not specs:
             raise DomainError("bounds must describe at least one column")
         self.specs: dict[str, ColumnSpec] = {}
@@ -124,26 +129,16 @@ class FeatureMap:
             col = df[name]
             if col.isna().any():
                 raise MissingValueError(f"column {name!r} has {int(col.isna().sum())} missing values")
+            binning = self._binnings.get(name)
             if isinstance(spec, tuple):
-                try:
-                    x = pd.to_numeric(col, errors="raise").to_numpy(dtype=float)
-                except (ValueError, TypeError) as exc:
-                    raise DomainError(f"column {name!r} has bounds {spec} but non-numeric values") from exc
-                if not np.all(np.isfinite(x)):
-                    raise NonFiniteError(f"column {name!r} has infinite values")
                 lo, hi = spec
-                if self.clip:
-                    x = np.clip(x, lo, hi)
-                else:
-                    bad = (x < lo) | (x > hi)
-                    if bad.any():
-                        raise OutOfDomainError(
-                            f"column {name!r}: {int(bad.sum())} values outside the public bounds [{lo:g}, {hi:g}] "
-                            "(fix the bounds, or pass clip=True)"
-                        )
+                x = self._numbers(name, col, lo, hi)
                 blocks.append(((x - lo) / (hi - lo))[:, None])
             else:
-                codes = pd.Index(spec).get_indexer(col.astype(object) if col.dtype.name == "category" else col)
+                if binning is not None and col.dtype.name != "category" and pd.api.types.is_numeric_dtype(col.dtype):
+                    codes = binning.codes(self._numbers(name, col, binning.lower, binning.upper))
+                else:
+                    codes = pd.Index(spec).get_indexer(col.astype(object) if col.dtype.name == "category" else col)
                 if (codes < 0).any():
                     bad_vals = sorted({repr(v) for v in col[codes < 0].unique()})[:5]
                     raise OutOfDomainError(f"column {name!r}: values {', '.join(bad_vals)} are not among its public categories")
@@ -154,6 +149,24 @@ class FeatureMap:
         if self.intercept:
             blocks.append(np.ones((len(df), 1)))
         return np.hstack(blocks)
+
+    def _numbers(self, name: str, col: pd.Series, lo: float, hi: float) -> np.ndarray:
+        """A numeric column as floats within its public bounds (clipped if asked, else checked)."""
+        try:
+            x = pd.to_numeric(col, errors="raise").to_numpy(dtype=float)
+        except (ValueError, TypeError) as exc:
+            raise DomainError(f"column {name!r} has bounds ({lo:g}, {hi:g}) but non-numeric values") from exc
+        if not np.all(np.isfinite(x)):
+            raise NonFiniteError(f"column {name!r} has infinite values")
+        if self.clip:
+            return np.clip(x, lo, hi)
+        bad = (x < lo) | (x > hi)
+        if bad.any():
+            raise OutOfDomainError(
+                f"column {name!r}: {int(bad.sum())} values outside the public bounds [{lo:g}, {hi:g}] "
+                "(fix the bounds, or pass clip=True)"
+            )
+        return x
 
     def transform(self, df: pd.DataFrame) -> np.ndarray:
         """Features in the unit L2 ball: the ``[0, 1]^d`` vector divided by ``sqrt(d)``."""

@@ -159,3 +159,19 @@ def test_bad_arguments(datasets):
         analyze(datasets, model=lambda d: (np.zeros(1), np.eye(1)), penalty=1e-5, progress=False)
     with pytest.raises(AnalysisError, match="list"):
         analyze(datasets[0], "y ~ x", progress=False)
+
+
+def test_usable_cores_follow_the_affinity_mask():
+    import os
+
+    from synthinfer._system import usable_cores
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no affinity masks on this platform")
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, before)
+    assert usable_cores() == len(before)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from synthinfer._system import usable_cores
 from synthinfer.analysis.models import FitOptions, FitRecord, ModelSpec, fit_dataset
 
 # Starting loky workers (each imports statsmodels) and shipping the data costs seconds on a busy
@@ -20,7 +20,7 @@ PARALLEL_MIN_ROWS = 1_000_000
 
 def choose_n_jobs(n_jobs: int | None, datasets: Sequence[pd.DataFrame], opts: FitOptions) -> int:
     """``n_jobs`` as given, or (None) all cores when the work is large enough to pay."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if n_jobs is not None:
         return cores if n_jobs < 0 else max(1, min(int(n_jobs), len(datasets)))
     work = sum(len(d) for d in datasets) * (1 + (opts.n_bootstrap if opts.penalty is not None else 0))

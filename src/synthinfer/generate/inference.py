@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 import time
 import warnings
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from synthinfer._jax import compile_ahead, forget_programs, jax, jnp
+from synthinfer._system import usable_cores
 from synthinfer.errors import ConvergenceError, ConvergenceWarning, ParameterError
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
@@ -722,7 +722,7 @@ def nuts_sample(
 
     Each chain is one compiled program (cached per network and settings: refits with new
     noisy statistics or epsilon do not recompile); chains run side by side in
-    ``max_workers`` threads (default: one per CPU core). That beats ``vmap``-ing them: a
+    ``max_workers`` threads (default: one per core the process may use). That beats ``vmap``-ing them: a
     vmapped NUTS step lasts as long as the longest of the chains' trees, and batching gave
     no speed-up per gradient on CPU (3.7 ms for 4 chains against 0.8 ms for one on Adult).
     ``progress(message)`` is called as chains finish.
@@ -750,7 +750,7 @@ def nuts_sample(
                 progress(f"NUTS: {done[0]}/{n_chains} chains done")
         return out
 
-    workers = max(1, min(n_chains, max_workers or os.cpu_count() or 1))
+    workers = max(1, min(n_chains, max_workers or usable_cores()))
     with ThreadPoolExecutor(workers) as pool:
         outs = list(pool.map(run, range(n_chains)))
     seconds = time.perf_counter() - t0

@@ -158,6 +158,28 @@ def test_evicted_networks_release_their_cached_objectives(monkeypatch):
     assert not any(k[0] is first.mean_and_cov or k[0] is first.sample_many for k in _jax._PROGRAMS)
 
 
+def test_evicted_networks_are_freed_and_others_keep_their_programs(monkeypatch):
+    import gc
+    import weakref
+
+    from synthinfer.generate import napsu_mq
+
+    monkeypatch.setattr(napsu_mq, "_MAX_NETWORKS", 2)
+    nets = [_network(DOMAIN, [Marginal((x, "y"))]) for x in ("x1", "x2")]
+    for net in nets:
+        inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=10, num_samples=10).result()
+        net.compile_sample_many(3, 5).result()
+        args = inf._posterior_args(np.zeros(net.dimension), 1.0, 10, 10.0)
+        inf._value_and_grad(inf._loss_for(net.mean_and_cov)[0])(jnp.zeros(net.dimension), *args)
+    kept = inf._value_and_grad(inf._loss_for(nets[1].mean_and_cov)[0])
+    gone = weakref.ref(nets[0])
+    del nets
+    _network(DOMAIN, [Marginal(("x1", "x2"))])  # evicts the first network only
+    gc.collect()
+    assert gone() is None  # nothing (no JAX cache) keeps the evicted network or its programs alive
+    assert kept._cache_size() == 1  # the other network's compiled objective survives
+
+
 # -- the one-sided map (synthinfer.generate.reparam) ----------------------------------------
 # Two empty cells in the toy's 3-way table of 2000 rows (reference cell (0, 0, 0) = 600).
 SPARSE = np.array([600.0, 400.0, 300.0, 0.0, 350.0, 200.0, 150.0, 0.0])

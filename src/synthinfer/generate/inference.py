@@ -371,13 +371,15 @@ _LOSS_CACHE: dict[Any, Callable] = {}
 
 
 def forget_network(network: MarkovNetwork) -> None:
-    """Drop the cached objectives of a network and JAX's compiled programs.
+    """Drop a network's cached objectives and compiled programs; other networks keep theirs.
 
-    The caches above hold one entry per network, and ``jax.jit`` keeps the programs compiled
-    for each; a long study that fits many marginal sets (e.g. with MST selection) would
-    otherwise keep all of them alive. Called when a network leaves
-    ``napsu_mq``'s network cache; ``jax.clear_caches`` also drops other networks'
-    programs, which then recompile on their next use.
+    The caches above hold one entry per network, and each entry's jitted functions hold
+    their compiled programs; a long study that fits many marginal sets (e.g. with MST
+    selection) would otherwise keep all of them alive. Called when a network leaves
+    ``napsu_mq``'s network cache. Every program refers to its network through a function
+    (a partial or a bound method), never a static argument, which JAX's global caches
+    would keep alive; so once these entries are gone the network and its programs are
+    garbage (tests/test_napsu_inference.py checks it).
     """
     mean_and_cov, mean = network.mean_and_cov, network.mean
     pair = _LOSS_CACHE.pop(mean_and_cov, None)
@@ -386,9 +388,9 @@ def forget_network(network: MarkovNetwork) -> None:
     pgm = _PGM_CACHE.pop(mean, None)
     if pgm is not None:
         _VG_CACHE.pop(pgm[0], None)
+    _NUTS_CACHE.pop(mean_and_cov, None)
     forget_programs(mean_and_cov)
     forget_programs(network.sample_many)
-    jax.clear_caches()
 
 
 def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[jax.Array, ...]:
@@ -641,8 +643,20 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
             steps[:num_warmup].sum() + (jumps[:num_warmup] > 0).sum(), jumps[num_warmup:].sum())
 
 
-_NUTS_STATIC = ("mean_and_cov", "num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
-_NUTS_JIT = jax.jit(_nuts_chain, static_argnames=_NUTS_STATIC)
+_NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
+
+
+def _nuts_jit(mean_and_cov: MeanAndCov) -> Callable:
+    """The jitted :func:`_nuts_chain` of one network. The network is bound by a partial, not
+    passed as a static argument: JAX's caches keep static arguments alive, so a forgotten
+    network (and its compiled programs) could never be freed without clearing every cache."""
+    if mean_and_cov not in _NUTS_CACHE:
+        _NUTS_CACHE[mean_and_cov] = jax.jit(functools.partial(_nuts_chain, mean_and_cov=mean_and_cov),
+                                            static_argnames=_NUTS_STATIC)
+    return _NUTS_CACHE[mean_and_cov]
+
+
+_NUTS_CACHE: dict[Any, Callable] = {}
 #: Models with at most this many parameters compile NUTS at XLA's lowest backend optimisation
 #: level: their gradients take microseconds, so compiling is most of what the user waits for
 #: (NUTS on a trivial target: 1.0 s instead of 1.6 s to lower and compile; the toy's warm
@@ -675,7 +689,7 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
              OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
              PlateauJumps.none(d).arrays()),
             jnp.zeros(d), jax.random.key(0)))
-        return _NUTS_JIT.lower(key, z_init, data, mean_and_cov=mean_and_cov, **settings)
+        return _nuts_jit(mean_and_cov).lower(key, z_init, data, **settings)
 
     return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, quick=d <= SMALL_MODEL_DIMENSION)
 

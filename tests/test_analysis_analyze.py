@@ -175,3 +175,28 @@ def test_usable_cores_follow_the_affinity_mask():
     finally:
         os.sched_setaffinity(0, before)
     assert usable_cores() == len(before)
+
+
+def test_statsmodels_models_refuse_rank_deficient_designs_and_nan_estimates(datasets):
+    data = [d.copy() for d in datasets]
+    data[0] = data[0][data[0].g != "a"].reset_index(drop=True)  # the reference level is absent
+    with pytest.warns(FitFailedWarning, match="dataset 0"):
+        res = analyze([d.assign(yy=(d.y == ">50K").astype(int)) for d in data], "yy ~ x + C(g)",
+                      model=sm.GLM, n=400, progress=False)
+    assert not res.records[0].ok and "rank deficient" in res.records[0].error
+
+    def nan_once(df):
+        est = df["x"].mean() if len(df) != len(datasets[3]) or not df.equals(datasets[3]) else np.nan
+        return pd.Series({"mean_x": est}), np.array([[0.01]])
+
+    with pytest.warns(FitFailedWarning, match="dataset 3"):
+        res = analyze(datasets, model=nan_once, n=400, progress=False)
+    assert not res.records[3].ok and res.m == 5
+
+
+def test_weighted_fits_refuse_model_based_errors_and_conf_int_follows_alpha(datasets):
+    w = [np.ones(len(d)) for d in datasets]
+    with pytest.warns(FitFailedWarning), pytest.raises(AnalysisError, match="0 of 6"):
+        analyze(datasets, "y ~ x", weights=w, cov_type="nonrobust", n=400, progress=False)
+    res = analyze(datasets, "y ~ x", n=400, alpha=0.1, progress=False)
+    pd.testing.assert_frame_equal(res.conf_int(), res.conf_int(0.1))

@@ -148,3 +148,14 @@ def test_location_scale_equivariance(q, v, shift, scale):
     np.testing.assert_allclose(scaled.T_star, base.T_star * scale**2, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(scaled.fallback, base.fallback)
     np.testing.assert_allclose(scaled.df, base.df, rtol=1e-6)
+
+
+def test_zero_total_variance_gives_nan_and_a_warning_not_a_zero_width_interval():
+    from synthinfer.errors import SynthinferWarning
+
+    with pytest.warns(SynthinferWarning, match="zero total variance"):
+        c = rubins_rules([1.0, 1.0, 1.0], [0.0, 0.0, 0.0], n=100, n_syn=100)
+    assert np.isnan(c.T_star[0]) and np.all(np.isnan(c.conf_int(0.05)))
+    with pytest.warns(SynthinferWarning, match="fewer than 2 datasets"):
+        c = rubins_rules(np.array([[1.0, 2.0], [1.5, np.nan], [0.5, np.nan]]), np.ones((3, 2)), n=10, n_syn=10)
+    assert np.isfinite(c.q_bar[0]) and np.isnan(c.q_bar[1])

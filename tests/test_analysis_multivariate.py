@@ -77,3 +77,13 @@ def test_bad_shapes():
         reiter_wald_test(np.zeros((3, 2)), np.zeros((3, 3, 3)))
     with pytest.raises(AnalysisError, match="r_matrix"):
         reiter_wald_test(np.zeros((3, 2)), np.zeros((3, 2, 2)), r_matrix=[[1.0, 0.0, 0.0]])
+
+
+def test_near_singular_or_indefinite_u_bar_is_refused():
+    q = np.array([[1.0, 0.0], [3.0, 2.0], [2.0, 4.0]])
+    near = np.broadcast_to(np.array([[1.0, 1.0], [1.0, 1.0 + 1e-14]]), (3, 2, 2))
+    with pytest.raises(AnalysisError, match="numerically singular"):
+        reiter_wald_test(q, near)
+    indefinite = np.broadcast_to(np.array([[1.0, 0.0], [0.0, -0.5]]), (3, 2, 2))
+    with pytest.raises(AnalysisError, match="indefinite"):
+        reiter_wald_test(q, indefinite)

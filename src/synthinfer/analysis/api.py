@@ -92,7 +92,7 @@ def analyze(
         ``var_weights`` with the HC0 sandwich covariance (justified in
         :mod:`synthinfer.analysis.models`).
     n : rows of the private data; ``n_syn`` : rows of a synthetic dataset (default: their mean).
-        They give the fallback T* = (n_syn/n) v̄ when T < 0 (Supplement B eq. 10).
+        They give the fallback T* = (n_syn/n) v̄ when T <= 0 (Supplement B eq. 10).
     alpha : default level of the intervals in ``summary`` and ``to_frame``.
     cov_type : statsmodels covariance type (default: model-based, or "HC0" with weights).
     drop_variance_above : Section 5.2 option 1: drop estimates whose variance is at least this

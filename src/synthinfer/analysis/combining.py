@@ -175,6 +175,25 @@ def rubins_rules(
             )
     T_star = np.where(fallback, T_fb, T)
     df = np.where(fallback, np.inf, df)
+    if too_few.any():
+        which = "" if names is None else f" ({', '.join(str(nm) for nm, t in zip(names, too_few) if t)})"
+        warnings.warn(
+            f"{int(too_few.sum())} estimand(s){which} have a usable estimate in fewer than 2 datasets; "
+            "their combined estimates are NaN",
+            SynthinferWarning,
+            stacklevel=2,
+        )
+    # T* = 0 (every dataset gave the same estimate with zero variance, so v̄ = b = 0): no
+    # interval can be formed; NaN rather than a zero-width interval with p = 0.
+    degenerate = ~too_few & np.isfinite(T_star) & (T_star <= 0)
+    if degenerate.any():
+        warnings.warn(
+            f"{int(degenerate.sum())} estimand(s) have zero total variance (identical estimates with "
+            "zero variance in every dataset); their standard errors and intervals are NaN",
+            SynthinferWarning,
+            stacklevel=2,
+        )
+        T_star = np.where(degenerate, np.nan, T_star)
     nan = np.full_like(q_bar, np.nan)
     for arr in (q_bar, v_bar, b, T, T_star, r, df):
         arr[too_few] = nan[too_few]

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import AnalysisError, SynthinferWarning
 
 _GLM_FAMILIES = {"logit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
 
@@ -117,8 +117,26 @@ def _design(formula: str, data: pd.DataFrame, binary: bool):
     return y.iloc[:, 0], X
 
 
+def _check_full_rank(X: np.ndarray) -> None:
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        raise AnalysisError(
+            "the design matrix is rank deficient (e.g. the reference category of a "
+            "factor is absent from this dataset)"
+        )
+
+
+def _check_weighted_cov(w, cov_type: str | None) -> None:
+    if w is not None and cov_type == "nonrobust":
+        raise AnalysisError(
+            "cov_type='nonrobust' with per-row weights gives invalid standard errors for an "
+            "importance-weighted fit; leave cov_type unset (sandwich HC0) or use HC1-HC3"
+        )
+
+
 def _glm_fit(spec: ModelSpec, y, X, w, opts: FitOptions, rng: np.random.Generator | None):
     import statsmodels.api as sm
+
+    _check_weighted_cov(w, opts.cov_type)
 
     family = getattr(sm.families, spec.target)()
     model = sm.GLM(y, X, family=family, var_weights=w, **opts.model_kwargs)
@@ -140,6 +158,10 @@ def _penalized_fit(spec: ModelSpec, y, X, w, alpha: float):
     return np.asarray(res.params)
 
 
+#: Largest share of failed bootstrap refits that still gives a covariance (with a warning).
+_MAX_BOOTSTRAP_FAILURES = 0.1
+
+
 def _penalized_bootstrap(spec, y, X, w, opts: FitOptions, rng):
     """Section 5.2 of Räisä et al. (2023): a tiny L2 penalty keeps separated coefficients finite;
     the penalised fit has no model-based variance, so take the covariance of n_bootstrap
@@ -154,14 +176,20 @@ def _penalized_bootstrap(spec, y, X, w, opts: FitOptions, rng):
         except (ValueError, np.linalg.LinAlgError, FloatingPointError):
             continue
     draws = np.asarray(draws)
-    if len(draws) < 2:
+    failed = opts.n_bootstrap - len(draws)
+    # Failures concentrate in extreme resamples, so skipping them biases the variance down.
+    if len(draws) < 2 or failed > _MAX_BOOTSTRAP_FAILURES * opts.n_bootstrap:
         raise AnalysisError(f"only {len(draws)} of {opts.n_bootstrap} bootstrap refits succeeded")
+    if failed:
+        warnings.warn(f"{failed} of {opts.n_bootstrap} bootstrap refits failed and were skipped; "
+                      "the variance may be too small", SynthinferWarning, stacklevel=2)
     return est, np.atleast_2d(np.cov(draws, rowvar=False, ddof=1))
 
 
 def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
     kwargs = dict(opts.model_kwargs)
     cov_type = opts.cov_type
+    _check_weighted_cov(w, cov_type)
     if w is not None:
         import statsmodels.api as sm
 
@@ -177,6 +205,8 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
     if zero.any():
         # a category absent from this dataset: refit without its all-zero design column
         model = spec.target(model.endog, model.exog[:, ~zero], **kwargs)
+    # statsmodels would fall back to a pseudo-inverse: an arbitrary split of aliased coefficients
+    _check_full_rank(model.exog)
     fit_kwargs = dict(opts.fit_kwargs)
     if "disp" in inspect.signature(model.fit).parameters:
         fit_kwargs.setdefault("disp", 0)
@@ -225,11 +255,7 @@ def fit_dataset(
                 if zero:
                     dropped = tuple(zero)
                     X = X.drop(columns=zero)
-                if np.linalg.matrix_rank(X.to_numpy()) < X.shape[1]:
-                    raise AnalysisError(
-                        "the design matrix is rank deficient (e.g. the reference category of a "
-                        "factor is absent from this dataset)"
-                    )
+                _check_full_rank(X.to_numpy())
                 rng = np.random.default_rng(seed) if opts.penalty is not None else None
                 est, cov = _glm_fit(spec, y, X, weights, opts, rng)
                 kept = list(X.columns)
@@ -239,7 +265,8 @@ def fit_dataset(
                 params, cov, dropped = _statsmodels_fit(spec, data, weights, opts)
             else:
                 params, cov = _callable_fit(spec.target, data, weights, opts)
-            present = params.notna().to_numpy()
+            # only the all-zero columns dropped above may be missing; any other NaN is a failed fit
+            present = ~params.index.isin(dropped)
             if not (np.all(np.isfinite(params.to_numpy()[present]))
                     and np.all(np.isfinite(cov.to_numpy()[np.ix_(present, present)]))):
                 raise AnalysisError("the fit returned non-finite estimates or covariance")

@@ -68,6 +68,11 @@ class WaldTestResult:
         )
 
 
+#: Largest condition number of Ū for which the test is computed (about 1e-4 relative
+#: precision left in float64 solves).
+_MAX_CONDITION = 1e12
+
+
 def reiter_wald_test(
     estimates,
     covariances,
@@ -110,11 +115,16 @@ def reiter_wald_test(
     dev = qk - q_bar
     B = dev.T @ dev / (m - 1)
     diff = q_bar - q0
-    try:
-        U_inv_diff = np.linalg.solve(U_bar, diff)
-        r_f = (1.0 + 1.0 / m) * np.trace(np.linalg.solve(U_bar, B)) / k
-    except np.linalg.LinAlgError:
-        raise AnalysisError("the mean within-dataset covariance Ū is singular for this hypothesis") from None
+    # Ū must be a usable covariance: positive definite and not numerically singular (a
+    # solve with cond ~ 1e14 "succeeds" with meaningless r_f and statistic).
+    eig = np.linalg.eigvalsh(0.5 * (U_bar + U_bar.T))
+    if not (np.all(np.isfinite(eig)) and eig[0] > 0 and eig[-1] / eig[0] < _MAX_CONDITION):
+        raise AnalysisError(
+            "the mean within-dataset covariance Ū is singular, indefinite or numerically singular for "
+            f"this hypothesis (eigenvalues {eig[0]:.3g} .. {eig[-1]:.3g}); test fewer or non-redundant terms"
+        )
+    U_inv_diff = np.linalg.solve(U_bar, diff)
+    r_f = (1.0 + 1.0 / m) * np.trace(np.linalg.solve(U_bar, B)) / k
     quad = float(diff @ U_inv_diff)
     if r_f > 1.0:
         stat = quad / (k * (r_f - 1.0))

@@ -123,9 +123,10 @@ class MIResult:
         T[np.diag_indices(k)] = self.combined.T_star
         return pd.DataFrame(T, index=self.names, columns=self.names)
 
-    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
-        """(1 - alpha) intervals q̄ ± t_{ν, 1-α/2} √T*, columns ``lower`` and ``upper``."""
-        ci = self.combined.conf_int(alpha)
+    def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
+        """(1 - alpha) intervals q̄ ± t_{ν, 1-α/2} √T*, columns ``lower`` and ``upper``
+        (default: the ``alpha`` the analysis was run with, as in :meth:`summary`)."""
+        ci = self.combined.conf_int(self.alpha if alpha is None else alpha)
         return pd.DataFrame(ci, index=self.names, columns=["lower", "upper"])
 
     def to_frame(self, alpha: float | None = None) -> pd.DataFrame:
@@ -197,7 +198,7 @@ class MIResult:
         s.add_df(table)
         notes = []
         if frame["fallback"].any():
-            notes.append("T*: T < 0, so the variance is the fallback (n_syn/n) v̄ with a normal reference.")
+            notes.append("T*: T <= 0, so the variance is the fallback (n_syn/n) v̄ with a normal reference.")
         if self.failed:
             notes.append(f"{len(self.failed)} fit(s) failed and were left out; see .records.")
         for note in notes:

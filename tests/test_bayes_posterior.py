@@ -95,6 +95,24 @@ def test_fisher_matching_calibration_is_one_for_log_loss_limit():
     assert calibrate_beta_weight(GaussianLocationScale(), BetaLoss(0.5), z) > 1.5
 
 
+def test_calibration_with_importance_weights_counts_their_variance():
+    # Loss sum_j w_j l_j with weights independent of the data, near the log loss: J ~ E[w] J0 and
+    # I ~ E[w^2] J0, so w* ~ E[w] / E[w^2] (the weighted posterior must be tempered).
+    rng = np.random.default_rng(7)
+    z = {"y": rng.normal(1.0, 2.0, 4000)}
+    loss, model = BetaLoss(1e-4), GaussianLocationScale()
+    plain = calibrate_beta_weight(model, loss, z)
+    assert calibrate_beta_weight(model, loss, z, row_weights=np.ones(4000)) == pytest.approx(plain, rel=1e-9)
+    assert calibrate_beta_weight(model, loss, z, row_weights=np.full(4000, 2.0)) == pytest.approx(plain / 2, rel=1e-4)  # BFGS tolerance
+    # Uniform(0, 2) weights: w* ~ 3/4 of the unweighted value. The relative sd of the sampled I
+    # is about sqrt(E[w^4] E[g^4] / (E[w^2] E[g^2])^2 / m) = sqrt(1.8 * 15 / m) (g: the log-scale
+    # score z^2 - 1), 0.037 at m = 20,000; the tolerance is 3 sd.
+    z = {"y": rng.normal(1.0, 2.0, 20000)}
+    w = rng.uniform(0.0, 2.0, 20000)
+    expected = calibrate_beta_weight(model, loss, z) * w.mean() / np.mean(w**2)
+    assert calibrate_beta_weight(model, loss, z, row_weights=w) == pytest.approx(expected, rel=0.11)
+
+
 def test_errors():
     post = GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5), method="exact")
     with pytest.raises(DomainError):

@@ -64,3 +64,13 @@ def test_temper_and_self_normalise():
         self_normalise(np.array([1.0, np.nan]))
     with pytest.raises(NonFiniteError):
         self_normalise(np.array([1.0, -1.0]))
+
+
+def test_khat_threshold_depends_on_the_sample_size_as_in_vehtari_et_al():
+    from synthinfer.weights.diagnostics import ParetoSmoothed, khat_threshold
+
+    assert khat_threshold(100) == pytest.approx(0.5)
+    assert khat_threshold(1000) == pytest.approx(1 - 1 / 3)
+    assert khat_threshold(10**6) == 0.7
+    assert not ParetoSmoothed(np.zeros(100), 0.6).reliable
+    assert ParetoSmoothed(np.zeros(10**4), 0.6).reliable

@@ -139,3 +139,14 @@ def test_newton_solver_matches_scikit_learn():
         ref = LogisticRegression(C=1 / (len(xr) * lam), fit_intercept=False, tol=1e-12, max_iter=10_000,
                                  solver="newton-cholesky").fit(np.vstack([xr, xs]), np.r_[np.ones(300), np.zeros(300)])
         np.testing.assert_allclose(fit_regularised_logreg(xr, xs, lam), ref.coef_.ravel(), atol=1e-7)
+
+
+def test_unconverged_fit_is_refused_before_any_spend():
+    from synthinfer.errors import ConvergenceError
+
+    real, synth = make_triangle_square(200, seed=1)
+    fm = FeatureMap(BOUNDS)
+    with pytest.raises(ConvergenceError, match="did not converge"):
+        fit_regularised_logreg(fm.transform(real), fm.transform(synth), 0.01, max_iter=1)
+    # the accepted gradient norm is part of the public sensitivity
+    assert logreg_l2_sensitivity(200, 0.1) == pytest.approx(2 / (200 * 0.1) + 2e-9 / 0.1, rel=1e-12)

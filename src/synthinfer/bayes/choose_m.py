@@ -274,8 +274,10 @@ def choose_m(
     pvals = np.asarray(pvals)
     p = float(min(1.0, np.median(2 * pvals)))
     k_best = traj.best_index
-    use = p < alpha
     m_best = int(traj.m_grid[k_best])
+    # The split-wise test can reject while the full test set's argmin is m = 0; then there is
+    # no m > 0 to recommend, and use_synthetic must agree with m_hat = 0.
+    use = p < alpha and m_best > 0
     return ChooseMResult(m_best if use else 0, p, bool(use), alpha, m_best, traj, pvals)
 
 

@@ -125,7 +125,8 @@ class GeneralisedPosterior:
         if isinstance(base, BetaLoss) and base.w_beta == "calibrate":
             if syn is None:
                 raise EmptyDataError("BetaLoss(w_beta='calibrate') needs synthetic data to calibrate on")
-            w = calibrate_beta_weight(self.model, base, syn)
+            weights = self.loss.row_weights(_n_rows(syn)) if isinstance(self.loss, ImportanceWeightedLoss) else None
+            w = calibrate_beta_weight(self.model, base, syn, row_weights=weights)
             new = BetaLoss(base.beta, w)
             if isinstance(self.loss, ImportanceWeightedLoss):
                 return ImportanceWeightedLoss(self.loss.weights, new, self_normalise=False), w

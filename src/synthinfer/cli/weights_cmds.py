@@ -88,6 +88,6 @@ def weights_cmd(
     t.add_column("value", justify="right")
     t.add_row("epsilon, delta spent", f"{est.ledger_.spent[0]:g}, {est.ledger_.spent[1]:g}")
     t.add_row("effective sample size", f"{effective_sample_size(log_weights=lw):,.1f}")
-    t.add_row("Pareto k-hat", f"{ps.k_hat:.2f}" + ("  [red](> 0.7: unreliable)[/]" if not ps.reliable else ""))
+    t.add_row("Pareto k-hat", f"{ps.k_hat:.2f}" + (f"  [red](> {ps.threshold:.2f}: unreliable)[/]" if not ps.reliable else ""))
     console.print(t)
     console.print(f"wrote {out} and {out.with_suffix(out.suffix + '.ledger.json')}")

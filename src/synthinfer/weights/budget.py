@@ -4,6 +4,9 @@ Ghalebikesabi et al. (2022), Section 4.2 and Supplement C.3: when the weights ne
 their own (LogReg-type or DP-MLP weights), the default gives the weights 10% of epsilon and 30%
 of delta, and the generator the rest. Discriminator weights, or no weights, leave the whole
 budget to the generator. Budgets add up under basic composition (the ledger's rule).
+(Section 4.2 literally says the 10% goes "on fitting the SDGP", contradicting C.3; we follow
+C.3, where the numbers are spelled out, and the weights, fitted on far fewer parameters,
+need the small share.)
 """
 
 from __future__ import annotations

@@ -24,8 +24,15 @@ from scipy.special import logsumexp
 
 from synthinfer.errors import EmptyDataError, NonFiniteError, ParetoKWarning, SynthinferError
 
-#: Above this Pareto shape the PSIS estimate is unreliable (Vehtari et al. 2024, Section 3.2.2).
+#: Above this Pareto shape the PSIS estimate is unreliable for any sample size (Vehtari et
+#: al. 2024, Section 3.2.2); smaller samples get the lower :func:`khat_threshold`.
 KHAT_THRESHOLD = 0.7
+
+
+def khat_threshold(n: int) -> float:
+    """``min(1 - 1 / log10(S), 0.7)``: the sample-size dependent k-hat threshold of Vehtari et
+    al. (2024), the one ArviZ uses (below about 2,200 draws it is below 0.7; 0.5 at S = 100)."""
+    return min(1.0 - 1.0 / np.log10(n), KHAT_THRESHOLD) if n > 10 else 0.0
 
 
 def _log_w(log_weights) -> np.ndarray:
@@ -71,8 +78,13 @@ class ParetoSmoothed:
     k_hat: float
 
     @property
+    def threshold(self) -> float:
+        """The k-hat above which the estimate is unreliable, for this many weights."""
+        return khat_threshold(self.log_weights.size)
+
+    @property
     def reliable(self) -> bool:
-        return self.k_hat <= KHAT_THRESHOLD
+        return self.k_hat <= self.threshold
 
 
 def pareto_smooth(log_weights, *, warn: bool = True) -> ParetoSmoothed:
@@ -81,7 +93,8 @@ def pareto_smooth(log_weights, *, warn: bool = True) -> ParetoSmoothed:
     Sign convention: ``arviz.psislw`` takes the log *importance ratios* themselves. (Its LOO
     use passes ``-log_lik``, because there the ratios are ``1 / p(y_i | theta)``; here the
     ratios are our weights, so they are passed unchanged.) A heavy *right* tail of the weights
-    gives a large ``k_hat``. Warns :class:`ParetoKWarning` when ``k_hat > 0.7``.
+    gives a large ``k_hat``. Warns :class:`ParetoKWarning` when ``k_hat`` exceeds
+    :func:`khat_threshold` (0.7 from about 2,200 weights on).
     """
     import arviz as az
 
@@ -90,9 +103,10 @@ def pareto_smooth(log_weights, *, warn: bool = True) -> ParetoSmoothed:
         warnings.simplefilter("ignore")  # ArviZ warns about its own k_hat; we issue ours below
         smoothed, k = az.psislw(lw.copy(), reff=1.0)
     k = float(np.asarray(k))
-    if warn and k > KHAT_THRESHOLD:
+    threshold = khat_threshold(lw.size)
+    if warn and k > threshold:
         warnings.warn(
-            f"Pareto k-hat = {k:.2f} > {KHAT_THRESHOLD}: the importance weights are too heavy-tailed for reliable "
+            f"Pareto k-hat = {k:.2f} > {threshold:.2f}: the importance weights are too heavy-tailed for reliable "
             "estimates; the synthetic data miss parts of the real distribution (Supp. A.2)",
             ParetoKWarning,
             stacklevel=2,
@@ -122,9 +136,9 @@ def synthetic_effective_sample_size(scores: np.ndarray, weights: np.ndarray, *, 
     correctly specified model), giving ``N_G |K_0^-1| / |K_0^-1 K_IW K_0^-1|``. ``norm`` is the
     summary: ``"trace"`` (Lyddon et al. 2018) or ``"det"`` (``|V|^(1/p)``, a geometric mean).
 
-    Eq. (16) as printed squares this ratio; the square cannot be right, since for a scalar
-    mean with constant ``s^2`` the formula must reduce to Kish's ESS ``N_G / mean(w^2)``, which
-    the unsquared ratio does.
+    Eq. (16) as printed squares this ratio, and its empirical form puts ``K_IW`` over ``K_0``
+    (the inverse); neither can be right, since for a scalar mean with constant ``s^2`` the
+    formula must reduce to Kish's ESS ``N_G / mean(w^2)``, which the unsquared ratio above does.
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim == 1:

@@ -56,6 +56,9 @@ def test_missing_category():
     dm = Domain({"c": ["a", "b", MISSING]})
     codes = encode(pd.DataFrame({"c": ["a", None, "b"]}), dm, missing="category")
     np.testing.assert_array_equal(codes[:, 0], [0, 2, 1])
+    # a Domain that declares MISSING maps missing values there under every policy
+    np.testing.assert_array_equal(encode(pd.DataFrame({"c": ["a", None, "b"]}), dm), codes)
+    np.testing.assert_array_equal(encode(pd.DataFrame({"c": ["a", None, "b"]}), dm, missing="drop"), codes)
 
 
 def test_table_errors():

@@ -69,10 +69,12 @@ def encode(
     ----------
     df : the table; it must hold every Domain column.
     domain : the public Domain.
-    missing : ``"error"`` (default) raises :class:`MissingValueError` naming the columns and
-        counts; ``"drop"`` drops rows with a missing value in a Domain column; ``"category"``
-        maps missing values to the :data:`MISSING` category, which must then be the last
-        category of the column (build the Domain with :func:`with_missing_category`).
+    missing : what to do with missing values in columns whose Domain has no :data:`MISSING`
+        category (in a column that has it, as its last category, they always map there: the
+        data holder declared them; see :func:`with_missing_category`). ``"error"`` (default)
+        raises :class:`MissingValueError` naming the columns and counts; ``"drop"`` drops such
+        rows (their number then depends on the private data: not for DP counts under a public
+        n); ``"category"`` raises too, naming the column without the category.
     extra_columns : columns of ``df`` not in the Domain are ignored by default; ``"error"``
         raises :class:`UnknownColumnError`.
 
@@ -92,26 +94,31 @@ def encode(
             raise UnknownColumnError(f"the table has columns not in the Domain: {extra}")
     sub = df[list(domain.names)]
     isna = sub.isna().to_numpy()
-    if isna.any():
+    # A column whose public Domain ends with MISSING declares missing values as a category:
+    # they map there under every policy.
+    declared = np.array([c.categories[-1] == MISSING for c in domain.columns], dtype=bool)
+    undeclared = isna & ~declared
+    if undeclared.any():
         if missing == "error":
-            counts = {n: int(k) for n, k in zip(domain.names, isna.sum(axis=0)) if k}
+            counts = {n: int(k) for n, k in zip(domain.names, undeclared.sum(axis=0)) if k}
             raise MissingValueError(
-                f"missing values in column(s) {counts} (column: rows); pass missing='drop' or "
-                "missing='category' to handle them"
+                f"missing values in column(s) {counts} (column: rows); give those columns a "
+                f"{MISSING!r} category in the Domain (with_missing_category), remove or impute the "
+                "rows first, or pass missing='drop'"
             )
         if missing == "drop":
-            sub = sub.loc[~isna.any(axis=1)]
-            isna = np.zeros((len(sub), len(domain)), dtype=bool)
+            keep = ~undeclared.any(axis=1)
+            sub, isna = sub.loc[keep], isna[keep]
             if len(sub) == 0:
                 raise EmptyDataError("no rows are left after dropping rows with missing values")
     codes = np.empty((len(sub), len(domain)), dtype=np.int64)
     for j, col in enumerate(domain.columns):
-        codes[:, j] = _encode_column(sub.iloc[:, j], col, isna[:, j], missing)
+        codes[:, j] = _encode_column(sub.iloc[:, j], col, isna[:, j])
     return codes
 
 
-def _encode_column(s: pd.Series, col: Column, isna: np.ndarray, missing: str) -> np.ndarray:
-    if missing == "category" and isna.any() and (not col.categories or col.categories[-1] != MISSING):
+def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
+    if isna.any() and col.categories[-1] != MISSING:
         raise MissingValueError(
             f"column {col.name!r} has {int(isna.sum())} missing values but its Domain has no "
             f"{MISSING!r} category; build the Domain with with_missing_category()"

@@ -73,7 +73,11 @@ def test_json_round_trip(tmp_path):
     ({"name": "h", "bounds": [1, 99], "bins": 5.7}, "'bins' must be a whole number"),
     ({"name": "h", "bounds": [1, 99], "bins": True}, "'bins' must be a whole number"),
     ({"name": "h", "bounds": [1, 50, 99], "bins": 5}, r"'bounds' must be \[lower, upper\]"),
-    ({"name": "h", "bounds": ["a", "b"], "bins": 5}, "'bounds' must be numbers"),
+    ({"name": "h", "bounds": ["a", "b"], "bins": 5}, "'bounds' must be a list of numbers"),
+    ({"name": "h", "bin_edges": 5}, "'bin_edges' must be a list of numbers"),
+    ({"name": "h", "bin_edges": [0, "a", 2]}, "'bin_edges' must be a list of numbers"),
+    ({"name": "h", "categories": "01"}, "'categories' must be a list"),
+    ({"name": "h", "categories": [[0], [1]]}, "categories must be strings or numbers"),
     ({"name": "h", "bounds": [1, 99], "categories": ["a"]}, "'bounds' and 'bins' go together"),
     ({"name": "h", "bin_edges": [0, 1], "bins": 1}, "not both"),
     ({"name": "h", "bin_edge": [0, 1, 2]}, r"unknown entries \['bin_edge'\]"),
@@ -81,6 +85,9 @@ def test_json_round_trip(tmp_path):
 def test_domain_descriptions_are_never_coerced(column, message):
     with pytest.raises(DomainError, match=message):
         Domain.from_dict({"columns": [column]})
+    for bad in (5, {"columns": 5}, [1, 2]):
+        with pytest.raises(DomainError, match="'columns'"):
+            Domain.from_dict(bad)
     assert Domain.from_dict({"columns": [{"name": "h", "bounds": [1, 99], "bins": 5.0}]})["h"].size == 5
 
 

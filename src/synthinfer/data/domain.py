@@ -133,6 +133,15 @@ class Column:
 #: Category added to a column's list for missing values (``encode(..., missing="category")``).
 MISSING = "<missing>"
 
+def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
+    """A Domain description's list of numbers (JSON numbers only: no strings, no booleans)."""
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        raise DomainError(f"Domain column {name!r}: {key!r} must be a list of numbers, got {value!r}")
+    return tuple(float(v) for v in value)
+
+
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
 _COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins"})
 
@@ -265,8 +274,10 @@ class Domain:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Domain:
-        if "columns" not in d:
-            raise DomainError("a Domain description needs a 'columns' entry")
+        if not isinstance(d, Mapping) or "columns" not in d:
+            raise DomainError("a Domain description must be an object with a 'columns' list")
+        if isinstance(d["columns"], (str, Mapping)) or not isinstance(d["columns"], Sequence):
+            raise DomainError(f"a Domain description's 'columns' must be a list, got {d['columns']!r}")
         cols = []
         for i, c in enumerate(d["columns"]):
             if not isinstance(c, Mapping) or "name" not in c:
@@ -279,22 +290,24 @@ class Domain:
             if "bin_edges" in c and ("bounds" in c or "bins" in c):
                 raise DomainError(f"Domain column {name!r}: give either 'bin_edges' or 'bounds'+'bins', not both")
             if "bin_edges" in c:
-                binning = Binning(tuple(c["bin_edges"]))
+                binning = Binning(_numbers(name, "bin_edges", c["bin_edges"]))
             elif "bounds" in c or "bins" in c:
                 if not ("bounds" in c and "bins" in c):
                     raise DomainError(f"Domain column {name!r}: 'bounds' and 'bins' go together")
-                bounds, bins = c["bounds"], c["bins"]
-                if not (isinstance(bounds, Sequence) and not isinstance(bounds, str) and len(bounds) == 2):
-                    raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {bounds!r}")
+                bounds, bins = _numbers(name, "bounds", c["bounds"]), c["bins"]
+                if len(bounds) != 2:
+                    raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {c['bounds']!r}")
                 if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
                     raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
-                try:
-                    lo, hi = float(bounds[0]), float(bounds[1])
-                except (TypeError, ValueError):
-                    raise DomainError(f"Domain column {name!r}: 'bounds' must be numbers, got {bounds!r}") from None
-                binning = Binning.uniform(lo, hi, int(bins))
+                binning = Binning.uniform(bounds[0], bounds[1], int(bins))
             if "categories" in c:
-                cats = tuple(c["categories"])
+                cats = c["categories"]
+                if isinstance(cats, (str, Mapping)) or not isinstance(cats, Sequence):
+                    raise DomainError(f"Domain column {name!r}: 'categories' must be a list, got {cats!r}")
+                bad = [v for v in cats if not isinstance(v, (str, int, float, bool))]
+                if bad:
+                    raise DomainError(f"Domain column {name!r}: categories must be strings or numbers, got {bad[:3]!r}")
+                cats = tuple(cats)
             elif binning is not None:
                 cats = tuple(binning.labels())
             else:

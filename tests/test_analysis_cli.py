@@ -101,3 +101,10 @@ def test_cli_reports_a_tampered_release(release, tmp_path):
     assert "changed after release" in out.output
     out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--fingerprint", "ab" * 32])
     assert out.exit_code == 2 and "published" in out.output
+
+
+def test_cli_checks_alpha_and_jobs_before_fitting(release):
+    path, _, _ = release
+    for opt, value in (("--alpha", "0"), ("--alpha", "1.5"), ("--jobs", "0")):
+        out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--no-progress", opt, value])
+        assert out.exit_code == 2 and "Traceback" not in out.output, out.output

@@ -24,5 +24,6 @@ def test_weights_command_writes_weights_and_ledger(tmp_path):
     assert ledger["spent"]["epsilon"] == 1.0
     (tmp_path / "bad.json").write_text(json.dumps({"x1": {"bounds": [0, 0.5]}, "x2": {"bounds": [0, 1]}}))
     res = CliRunner().invoke(app, ["weights", str(tmp_path / "real.csv"), str(tmp_path / "synth.csv"),
-                                   "--bounds", str(tmp_path / "bad.json"), "--out", str(out), "--epsilon", "1"])
+                                   "--bounds", str(tmp_path / "bad.json"), "--out", str(out), "--epsilon", "1",
+                                   "--overwrite"])
     assert res.exit_code == 2 and "x1" in res.output

@@ -51,9 +51,14 @@ def _stack(records: list[FitRecord]) -> tuple[list[str], np.ndarray, np.ndarray]
 
 
 def _report(records: list[FitRecord]) -> None:
+    # One warning per distinct error (not one per dataset: m is often 100).
+    failed: dict[str, list[int]] = {}
     for r in records:
         if not r.ok:
-            warnings.warn(f"the fit on synthetic dataset {r.index} failed and is left out: {r.error}", FitFailedWarning, stacklevel=3)
+            failed.setdefault(r.error, []).append(r.index)
+    for error, idx in failed.items():
+        which = f"dataset {idx[0]}" if len(idx) == 1 else f"{len(idx)} datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})"
+        warnings.warn(f"the fit on synthetic {which} failed and is left out: {error}", FitFailedWarning, stacklevel=3)
     counts = Counter(msg for r in records if r.ok for msg in r.warnings)
     for msg, c in counts.most_common(5):
         warnings.warn(f"{c} of {len(records)} fits warned: {msg}", SynthinferWarning, stacklevel=3)
@@ -113,6 +118,10 @@ def analyze(
     for i, d in enumerate(datasets):
         if not isinstance(d, pd.DataFrame) or len(d) == 0:
             raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise AnalysisError(f"alpha must be in (0, 1), got {alpha!r}")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
+        raise AnalysisError(f"n_jobs must be a positive number of workers, -1 (all cores) or None, got {n_jobs!r}")
     spec = resolve_model(model)
     if formula is None and spec.kind != "callable":
         raise AnalysisError(f"model {spec.name!r} needs a formula")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from synthinfer.cli.app import app
-from synthinfer.cli.common import console, user_errors
+from synthinfer.cli.common import check_output, console, read_table, user_errors
 
 
 class BaselineGenerator(str, Enum):
@@ -19,8 +19,8 @@ class BaselineGenerator(str, Enum):
 
 @app.command("baseline")
 def baseline_cmd(
-    data: Path = typer.Argument(..., help="CSV file with the private data.", exists=True),
-    domain: Path = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True),
+    data: Path = typer.Argument(..., help="CSV (or .parquet) file with the private data.", exists=True, dir_okay=False),
+    domain: Path = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False),
     generator: BaselineGenerator = typer.Option(BaselineGenerator.privbayes, "--generator", help="Which baseline."),
     epsilon: float = typer.Option(..., "--epsilon", help="Privacy budget epsilon."),
     delta: float = typer.Option(None, "--delta", help="delta (GANs only; default 1/n - 1e-6 as in Ghalebikesabi et al.)."),
@@ -34,25 +34,21 @@ def baseline_cmd(
 
     Continuous columns can enter as discretised Domain columns (``bounds`` + ``bins``).
     """
-    import pandas as pd
-
     from synthinfer.data import Domain
-    from synthinfer.errors import ReleaseError
     from synthinfer.generate import DPCGAN, DPGAN, PrivBayes, release_kwargs
     from synthinfer.release import write_release
 
     with user_errors():
-        if out.exists():
-            raise ReleaseError(f"output directory {out} exists already; choose a new one")
+        check_output(out, directory=True)
         dom = Domain.from_json(domain)
-        df = pd.read_csv(data)
+        df = read_table(data)
         if generator is BaselineGenerator.privbayes:
             if delta not in (None, 0.0):
                 raise typer.BadParameter("PrivBayes is pure epsilon-DP: leave --delta out")
             gen = PrivBayes(epsilon=epsilon)
         else:
             d = delta if delta is not None else 1.0 / len(df) - 1e-6
-            if d <= 0:
+            if delta is None and d <= 0:
                 raise typer.BadParameter(
                     f"the default delta 1/n - 1e-6 is not positive for n = {len(df):,}; pass --delta "
                     "(much smaller than 1/n)", param_hint="--delta")

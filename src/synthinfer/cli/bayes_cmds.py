@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from synthinfer.cli.app import app
-from synthinfer.cli.common import console, user_errors
+from synthinfer.cli.common import check_output, console, read_table, user_errors
 from synthinfer.errors import DomainError
 
 
@@ -47,13 +47,15 @@ def parse_loss(spec: str):
 
 @app.command("choose-m")
 def choose_m_cmd(
-    real: Path = typer.Argument(..., help="CSV of the learner's real data.", exists=True),
-    synthetic: Path = typer.Argument(..., help="CSV of synthetic data (same columns).", exists=True),
+    real: Path = typer.Argument(..., help="CSV (or .parquet) of the learner's real data.", exists=True, dir_okay=False),
+    synthetic: Path = typer.Argument(..., help="CSV (or .parquet) of synthetic data (same columns).", exists=True,
+                                     dir_okay=False),
     model: str = typer.Option("gaussian", help="gaussian | logistic | linear."),
     column: str = typer.Option(None, help="Column for the Gaussian model (default: the only column)."),
     formula: str = typer.Option(None, help="'y ~ a + b' (or 'y ~ .') for the regression models."),
     loss: str = typer.Option("beta=0.5", help="log | w=W | beta=B[:W_BETA|calibrate] | noise-aware=LAMBDA."),
-    test: Path = typer.Option(None, help="CSV of held-out real data; default: hold out --test-fraction of REAL.", exists=True),
+    test: Path = typer.Option(None, help="CSV of held-out real data; default: hold out --test-fraction of REAL.", exists=True,
+                              dir_okay=False),
     test_fraction: float = typer.Option(0.3, help="Share of REAL held out when --test is not given."),
     criterion: str = typer.Option("log_score", help="log_score | brier | auroc (the last two: logistic only)."),
     m_grid: str = typer.Option(None, help="Comma-separated m values (default: ~20 values from 0 to all rows)."),
@@ -67,7 +69,6 @@ def choose_m_cmd(
 ) -> None:
     """Choose how many synthetic rows to use: m-hat, the p-value that it beats m = 0, the trajectory."""
     import numpy as np
-    import pandas as pd
 
     from synthinfer._io import atomic_write_text
     from synthinfer.bayes import (
@@ -82,8 +83,12 @@ def choose_m_cmd(
     from synthinfer.privacy import make_rng
 
     with user_errors():
-        r = pd.read_csv(real)
-        s = pd.read_csv(synthetic)
+        for path, option in ((json_out, "--json"), (plot, "--plot")):
+            if path is not None:
+                check_output(path, overwrite=True, option=option)
+        grid = None if m_grid is None else _int_list(m_grid, "--m-grid")
+        r = read_table(real)
+        s = read_table(synthetic)
         if model == "gaussian":
             mdl = GaussianLocationScale(column)
         elif model in ("logistic", "linear"):
@@ -102,46 +107,53 @@ def choose_m_cmd(
             k = int(round(test_fraction * len(r)))
             t, r = r.iloc[perm[:k]].reset_index(drop=True), r.iloc[perm[k:]].reset_index(drop=True)
         else:
-            t = pd.read_csv(test)
+            t = read_table(test)
         lss = parse_loss(loss)
         if isinstance(lss, BetaLoss) and lss.w_beta == "calibrate":
             w = calibrate_beta_weight(mdl, lss, mdl.prepare(s))
             console.print(f"w_beta calibrated by Fisher-information matching (Lyddon et al. 2019): [bold]{w:.3f}[/]")
             lss = BetaLoss(lss.beta, w)
-        grid = None if m_grid is None else [int(v) for v in m_grid.split(",")]
         post = GeneralisedPosterior(mdl, lss, num_warmup=num_warmup, num_samples=num_samples, seed=rng)
         with console.status("sampling posteriors for every m ..."):
             res = choose_m(post, r, s, t, grid, criterion=criterion, n_splits=splits, alpha=alpha, seed=rng)
-    tr = res.trajectory
-    better = "higher" if tr.criterion == "auroc" else "lower"
-    tab = Table(title="learning trajectory", caption=f"{tr.criterion}: {better} is better")
-    tab.add_column("m", justify="right")
-    tab.add_column(tr.criterion, justify="right")
-    for m, v in zip(tr.m_grid, tr.values):
-        style = "bold green" if m == res.m_best else None
-        tab.add_row(str(m), f"{v:.4f}", style=style)
-    console.print(tab)
-    verdict = "use the synthetic data" if res.use_synthetic else "do not use the synthetic data"
-    console.print(f"m-hat = [bold]{res.m_hat}[/] (best on the held-out data: {res.m_best}); p = {res.p_value:.4g} -> {verdict} (alpha = {alpha:g})")
-    if json_out is not None:
-        payload = {
-            "m_hat": res.m_hat, "m_best": res.m_best, "p_value": res.p_value, "use_synthetic": res.use_synthetic, "alpha": alpha,
-            "criterion": tr.criterion, "loss": lss.label, "m_grid": tr.m_grid.tolist(), "values": np.asarray(tr.values).tolist(),
-            "seed_fixed": seed is not None,
-        }
-        atomic_write_text(json_out, json.dumps(payload, indent=1))
-    if plot is not None:
-        import matplotlib
+    with user_errors():  # writing the outputs can still fail (e.g. a full disk)
+        tr = res.trajectory
+        better = "higher" if tr.criterion == "auroc" else "lower"
+        tab = Table(title="learning trajectory", caption=f"{tr.criterion}: {better} is better")
+        tab.add_column("m", justify="right")
+        tab.add_column(tr.criterion, justify="right")
+        for m, v in zip(tr.m_grid, tr.values):
+            style = "bold green" if m == res.m_best else None
+            tab.add_row(str(m), f"{v:.4f}", style=style)
+        console.print(tab)
+        verdict = "use the synthetic data" if res.use_synthetic else "do not use the synthetic data"
+        console.print(f"m-hat = [bold]{res.m_hat}[/] (best on the held-out data: {res.m_best}); p = {res.p_value:.4g} -> {verdict} (alpha = {alpha:g})")
+        if json_out is not None:
+            payload = {
+                "m_hat": res.m_hat, "m_best": res.m_best, "p_value": res.p_value, "use_synthetic": res.use_synthetic, "alpha": alpha,
+                "criterion": tr.criterion, "loss": lss.label, "m_grid": tr.m_grid.tolist(), "values": np.asarray(tr.values).tolist(),
+                "seed_fixed": seed is not None,
+            }
+            atomic_write_text(json_out, json.dumps(payload, indent=1))
+        if plot is not None:
+            import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
 
-        from synthinfer.bayes.plots import plot_trajectory
+            from synthinfer.bayes.plots import plot_trajectory
 
-        fig, ax = plt.subplots(figsize=(6, 4))
-        plot_trajectory(tr.m_grid, {lss.label: tr.values}, criterion=tr.criterion, m_hat=res.m_hat, ax=ax)
-        fig.tight_layout()
-        from synthinfer._io import atomic_write
+            fig, ax = plt.subplots(figsize=(6, 4))
+            plot_trajectory(tr.m_grid, {lss.label: tr.values}, criterion=tr.criterion, m_hat=res.m_hat, ax=ax)
+            fig.tight_layout()
+            from synthinfer._io import atomic_write
 
-        atomic_write(plot, lambda p: fig.savefig(p, format="png", dpi=110))
-        plt.close(fig)
+            atomic_write(plot, lambda p: fig.savefig(p, format="png", dpi=110))
+            plt.close(fig)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise DomainError(f"{option} must be comma-separated whole numbers, got {text!r}") from None

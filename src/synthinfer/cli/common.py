@@ -1,14 +1,17 @@
-"""Shared CLI helpers: the rich console and turning library errors into clean exits."""
+"""Shared CLI helpers: the rich console, reading tables, checking outputs, clean error exits."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from synthinfer.errors import SynthinferError
+from synthinfer.errors import DomainError, EmptyDataError, ReleaseError, SynthinferError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -16,9 +19,49 @@ err_console = Console(stderr=True)
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Print a synthinfer error (bad input) as one red line and exit with status 2."""
+    """Print bad input as one red line and exit with status 2, never a traceback.
+
+    Bad input is a synthinfer error, or a file-system error (a missing, unreadable or
+    unwritable path: ``OSError``) or malformed JSON met while reading the user's files.
+    """
     try:
         yield
-    except (SynthinferError, FileNotFoundError) as e:
-        err_console.print(f"[bold red]error:[/] {e}")
+    except (SynthinferError, OSError, json.JSONDecodeError) as e:
+        err_console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def read_table(path: Path):
+    """A CSV or Parquet file (by its suffix) as a DataFrame; unreadable content is a DomainError."""
+    import pandas as pd
+
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    try:
+        return pd.read_parquet(path) if parquet else pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise EmptyDataError(f"{path} is empty (no header row)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        kind = "Parquet" if parquet else "CSV (for Parquet, name it .parquet)"
+        raise DomainError(f"{path} could not be read as {kind}: {str(e).splitlines()[0]}") from None
+
+
+def check_output(path: Path, *, overwrite: bool | None = None, directory: bool = False, option: str = "--out") -> None:
+    """Refuse an output path before any work (and any privacy spend) rather than after it.
+
+    It must not exist unless ``overwrite`` (``None``: the command has no ``--overwrite``), must
+    not be a directory when a file is written, and must have a writable folder above it (made
+    later if missing, so no ancestor may be a file).
+    """
+    if path.exists():
+        if not directory and path.is_dir():
+            raise ReleaseError(f"{option} {path} is a directory; give a file name")
+        if not overwrite:
+            hint = "choose another name" if overwrite is None else "pass --overwrite to replace it"
+            raise ReleaseError(f"{option} {path} exists already; {hint}")
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ReleaseError(f"{option} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ReleaseError(f"{option} {path}: the folder {parent} is not writable")

@@ -12,7 +12,7 @@ from synthinfer.cli.common import console, user_errors
 
 
 @app.command("domain")
-def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True)) -> None:
+def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True, dir_okay=False)) -> None:
     """Show a Domain: its columns, category counts and the number of cells."""
     from synthinfer.data import Domain
 
@@ -30,8 +30,8 @@ def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exis
 
 @app.command("count")
 def count_cmd(
-    data: Path = typer.Argument(..., help="CSV or Parquet file.", exists=True),
-    domain: Path = typer.Option(..., "--domain", help="Domain JSON file.", exists=True),
+    data: Path = typer.Argument(..., help="CSV or Parquet file.", exists=True, dir_okay=False),
+    domain: Path = typer.Option(..., "--domain", help="Domain JSON file.", exists=True, dir_okay=False),
     marginal: str = typer.Option(..., "--marginal", help='Columns, comma separated, e.g. "age,income".'),
     drop_missing: bool = typer.Option(False, help="Drop rows with missing values instead of failing."),
 ) -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 import typer
 
 from synthinfer.cli.app import app
-from synthinfer.cli.common import console, user_errors
+from synthinfer.cli.common import check_output, console, read_table, user_errors
 
 
 @app.command("generate")
 def generate_cmd(
-    data: Path = typer.Argument(..., help="Private data: a CSV file with every Domain column.", exists=True, dir_okay=False),
+    data: Path = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column.",
+                                exists=True, dir_okay=False),
     domain: Path = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False),
     marginals: list[str] = typer.Option(
         ..., "--marginals", help='A marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'
@@ -38,7 +39,6 @@ def generate_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing release at --out."),
 ) -> None:
     """Fit NAPSU-MQ to DATA under (epsilon, delta)-DP and write m synthetic datasets as a release."""
-    import pandas as pd
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from synthinfer.data import Domain
@@ -46,8 +46,9 @@ def generate_cmd(
     from synthinfer.release import write_release
 
     with user_errors():
+        check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
-        df = pd.read_csv(data)
+        df = read_table(data)
         gen = NapsuMQ(
             marginals=[s for s in marginals],
             epsilon=epsilon,

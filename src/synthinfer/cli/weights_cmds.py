@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from synthinfer.cli.app import app
-from synthinfer.cli.common import console, user_errors
+from synthinfer.cli.common import check_output, console, read_table, user_errors
 
 
 class Method(str, Enum):
@@ -19,36 +19,37 @@ class Method(str, Enum):
     dp_mlp = "dp-mlp"
 
 
-def _read_table(path: Path):
-    import pandas as pd
-
-    return pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else pd.read_csv(path)
-
-
 def _read_bounds(path: Path):
     """A Domain JSON (``{"columns": [...]}``) or ``{"col": {"bounds": [lo, hi]} | {"categories": [...]}}``."""
     from synthinfer.data import Domain
     from synthinfer.errors import DomainError
 
-    spec = json.loads(path.read_text())
+    try:
+        spec = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise DomainError(f"--bounds {path}: not valid JSON ({e})") from None
     if isinstance(spec, dict) and "columns" in spec:
         return Domain.from_dict(spec)
+    if not isinstance(spec, dict) or not spec:
+        raise DomainError(f'--bounds {path}: expected {{"column": {{"bounds": [lower, upper]}} | {{"categories": [...]}}, ...}}')
     out = {}
     for name, s in spec.items():
-        if isinstance(s, dict) and "bounds" in s and len(s["bounds"]) == 2:
-            out[name] = (float(s["bounds"][0]), float(s["bounds"][1]))
-        elif isinstance(s, dict) and "categories" in s:
+        bounds = s.get("bounds") if isinstance(s, dict) else None
+        if isinstance(bounds, list) and len(bounds) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds):
+            out[name] = (float(bounds[0]), float(bounds[1]))
+        elif isinstance(s, dict) and isinstance(s.get("categories"), list):
             out[name] = list(s["categories"])
         else:
-            raise DomainError(f'column {name!r}: give {{"bounds": [lower, upper]}} or {{"categories": [...]}}')
+            raise DomainError(f'column {name!r}: give {{"bounds": [lower, upper]}} (numbers) or {{"categories": [...]}}, got {s!r}')
     return out
 
 
 @app.command("weights")
 def weights_cmd(
-    real: Path = typer.Argument(..., help="Real (private) table, CSV or Parquet.", exists=True),
-    synthetic: Path = typer.Argument(..., help="Synthetic table to weight, CSV or Parquet.", exists=True),
-    bounds: Path = typer.Option(..., "--bounds", help="Public bounds/categories JSON, or a Domain JSON.", exists=True),
+    real: Path = typer.Argument(..., help="Real (private) table, CSV or Parquet.", exists=True, dir_okay=False),
+    synthetic: Path = typer.Argument(..., help="Synthetic table to weight, CSV or Parquet.", exists=True, dir_okay=False),
+    bounds: Path = typer.Option(..., "--bounds", help="Public bounds/categories JSON, or a Domain JSON.", exists=True, dir_okay=False),
     out: Path = typer.Option(..., "--out", help="Output CSV: one weight per synthetic row (and its log)."),
     method: Method = typer.Option(Method.beta_debiased, help="Weight estimator."),
     epsilon: float = typer.Option(..., help="Privacy budget epsilon spent on the weights."),
@@ -56,6 +57,7 @@ def weights_cmd(
     lam: float = typer.Option(0.1, help="L2 regularisation of the logistic-regression weights."),
     noise: str = typer.Option("laplace", help="Coefficient noise of beta-*: laplace or gaussian."),
     clip: bool = typer.Option(False, help="Clip numeric values to their bounds instead of failing."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out file (and its ledger)."),
 ) -> None:
     """Estimate DP importance weights w(x) = p_real(x) / p_synthetic(x) for the synthetic rows.
 
@@ -67,7 +69,10 @@ def weights_cmd(
 
     with user_errors():
         spec = _read_bounds(bounds)
-        r, s = _read_table(real), _read_table(synthetic)
+        ledger_path = out.with_suffix(out.suffix + ".ledger.json")
+        check_output(out, overwrite=overwrite)
+        check_output(ledger_path, overwrite=overwrite, option="the ledger file")
+        r, s = read_table(real), read_table(synthetic)
         if method is Method.dp_mlp:
             est = DPMLPWeights(spec, epsilon=epsilon, delta=delta, clip=clip)
         else:
@@ -80,7 +85,7 @@ def weights_cmd(
         import pandas as pd
 
         # The privacy record first: weights on disk always have their spend recorded beside them.
-        atomic_write_text(out.with_suffix(out.suffix + ".ledger.json"), json.dumps(est.ledger_.to_dict(), indent=2))
+        atomic_write_text(ledger_path, json.dumps(est.ledger_.to_dict(), indent=2))
         atomic_write_text(out, pd.DataFrame({"weight": np.exp(lw), "log_weight": lw}).to_csv(index=False))
         ps = pareto_smooth(lw, warn=False)
     t = Table(title=f"{method.value} weights for {len(s):,} synthetic rows")

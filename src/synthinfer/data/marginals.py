@@ -260,6 +260,8 @@ def count_file(
         rows = con.execute(
             f"SELECT {code} AS cell, COUNT(*) FROM {src} {where} GROUP BY cell"
         ).fetchall()
+    except duckdb.Error as e:  # an unreadable file (not CSV/Parquet, binary, ragged rows)
+        raise DomainError(f"{path.name} could not be read: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
     out = np.zeros(int(math.prod(shape)), dtype=np.float64)

@@ -1,0 +1,85 @@
+"""Bad input on the command line: one clean line and exit status 2, before any work or output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from synthinfer.cli import app
+from synthinfer.datasets import make_toy_logistic, make_triangle_square
+
+
+def _run(args):
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in res.output
+    return res
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
+    ds.data.to_csv(tmp_path / "toy.csv", index=False)
+    ds.domain.to_json(tmp_path / "domain.json")
+    return tmp_path
+
+
+def test_generate_refuses_its_output_before_fitting(toy, monkeypatch):
+    from synthinfer.generate import NapsuMQ
+
+    monkeypatch.setattr(NapsuMQ, "fit", lambda *a, **k: pytest.fail("fitted before checking --out"))
+    base = ["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--marginals", "x1,y", "--inference", "laplace"]
+    (toy / "exists").mkdir()
+    res = _run([*base, "--out", toy / "exists"])
+    assert res.exit_code == 2 and "exists already" in res.output and "--overwrite" in res.output
+    res = _run([*base, "--out", toy / "toy.csv" / "sub"])
+    assert res.exit_code == 2 and "is a file" in res.output
+
+
+@pytest.mark.parametrize("content, message", [("", "is empty"), ('a,b\n1,2,3,4\n"x', "could not be read")])
+def test_unreadable_tables_are_clean_errors(toy, content, message):
+    (toy / "bad.csv").write_text(content)
+    res = _run(["generate", toy / "bad.csv", "--domain", toy / "domain.json", "--marginals", "x1,y",
+                "--out", toy / "o"])
+    assert res.exit_code == 2 and message in res.output
+    (toy / "bin.csv").write_bytes(bytes(range(256)) * 4)
+    res = _run(["count", toy / "bin.csv", "--domain", toy / "domain.json", "--marginal", "x1,y"])
+    assert res.exit_code == 2
+    for bad in ("5", '{"columns": 5}', '{"columns": [{"name": "x", "bin_edges": [0, "a", 2]}]}'):
+        (toy / "d.json").write_text(bad)
+        res = _run(["domain", toy / "d.json"])
+        assert res.exit_code == 2 and ("columns" in res.output or "bin_edges" in res.output)
+
+
+def test_weights_output_is_checked_first_and_never_half_written(tmp_path):
+    real, synth = make_triangle_square(60, seed=0)
+    real.to_csv(tmp_path / "real.csv", index=False)
+    synth.to_csv(tmp_path / "synth.csv", index=False)
+    (tmp_path / "b.json").write_text(json.dumps({"x1": {"bounds": [0, 1]}, "x2": {"bounds": [0, 1]}}))
+    base = ["weights", tmp_path / "real.csv", tmp_path / "synth.csv", "--bounds", tmp_path / "b.json", "--epsilon", "1"]
+    (tmp_path / "adir").mkdir()
+    res = _run([*base, "--out", tmp_path / "adir"])
+    assert res.exit_code == 2 and "is a directory" in res.output
+    assert not (tmp_path / "adir.ledger.json").exists()
+    assert _run([*base, "--out", tmp_path / "w.csv"]).exit_code == 0
+    res = _run([*base, "--out", tmp_path / "w.csv"])
+    assert res.exit_code == 2 and "--overwrite" in res.output
+    assert _run([*base, "--out", tmp_path / "w.csv", "--overwrite"]).exit_code == 0
+    for bad in ("[1, 2]", '{"x1": {"bounds": ["zero", 1]}}', "{"):
+        (tmp_path / "bad.json").write_text(bad)
+        res = _run([*base[:4], "--bounds", tmp_path / "bad.json", "--epsilon", "1", "--out", tmp_path / "v.csv"])
+        assert res.exit_code == 2
+
+
+def test_choose_m_checks_its_options_and_outputs_first(tmp_path):
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"x": rng.normal(size=40)}).to_csv(tmp_path / "r.csv", index=False)
+    base = ["choose-m", tmp_path / "r.csv", tmp_path / "r.csv", "--loss", "w=1"]
+    res = _run([*base, "--m-grid", "a,b"])
+    assert res.exit_code == 2 and "--m-grid" in res.output
+    (tmp_path / "adir").mkdir()
+    res = _run([*base, "--json", tmp_path / "out.json", "--plot", tmp_path / "adir"])
+    assert res.exit_code == 2 and "--plot" in res.output and not (tmp_path / "out.json").exists()

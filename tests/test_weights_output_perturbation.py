@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from synthinfer.datasets import make_triangle_square

@@ -5,7 +5,6 @@ from __future__ import annotations
 from importlib import resources
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Column, Domain

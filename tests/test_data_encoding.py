@@ -92,3 +92,11 @@ def test_missing_category_keeps_the_bins_of_a_discretised_column(tmp_path):
     np.testing.assert_array_equal(np.isnan(back), [False, True, False])
     assert back[0] == 9.0 and back[2] == 92.5
     assert Domain.from_json(dm.to_json()) == dm
+
+
+def test_csv_text_matches_categories_by_their_text_and_only_bad_values_are_reported():
+    d = Domain({"g": [0, 1]})
+    codes = encode(pd.DataFrame({"g": ["1", "0", "1"]}), d)
+    np.testing.assert_array_equal(codes[:, 0], [1, 0, 1])
+    with pytest.raises(OutOfDomainError, match=r"1 row\(s\) have values outside the Domain: 'abc'"):
+        encode(pd.DataFrame({"g": ["1", "0", "abc"]}), d)

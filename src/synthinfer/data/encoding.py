@@ -134,6 +134,14 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
     if isna.any():
         codes[isna] = col.size - 1  # the MISSING category (checked above)
     bad = (codes < 0) & ~isna
+    if bad.any() and not pd.api.types.is_numeric_dtype(s.dtype):
+        # Text read from a CSV (e.g. '1' in a column where one cell is not a number) matches
+        # a category by its text form, as count_file does.
+        text = pd.Index([category_text(c) for c in col.categories])
+        if text.is_unique:
+            strings = bad & s.map(lambda v: isinstance(v, str)).to_numpy()
+            codes[strings] = text.get_indexer(s[strings])
+            bad = (codes < 0) & ~isna
     if bad.any():
         values = pd.unique(s[bad])
         shown = ", ".join(repr(_plain(v)) for v in values[:5])
@@ -166,6 +174,15 @@ def _encode_binned(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
     codes = col.binning.codes(x)
     codes[isna] = col.size - 1
     return codes.astype(np.int64)
+
+
+def category_text(v) -> str:
+    """Text form of a category as it appears in a CSV file (ints without '.0')."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
 
 
 def _plain(v):

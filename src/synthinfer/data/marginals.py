@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Domain
-from synthinfer.data.encoding import MissingPolicy, encode
+from synthinfer.data.encoding import MissingPolicy, category_text, encode
 from synthinfer.errors import (
     DomainError,
     EmptyDataError,
@@ -219,7 +219,7 @@ def count_file(
                 expr = f"CASE {case} ELSE {len(e) - 2} END" if case else "0"
             else:
                 text = f"CAST({ident} AS VARCHAR)"
-                cats = ", ".join(_sql_str(_text(v)) for v in col.categories)
+                cats = ", ".join(_sql_str(category_text(v)) for v in col.categories)
                 expr = f"list_position([{cats}], {text}) - 1"
                 bad = f"({ident} IS NOT NULL AND TRIM({text}) <> '' AND list_position([{cats}], {text}) IS NULL)"
             isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
@@ -272,10 +272,3 @@ def count_file(
     return out
 
 
-def _text(v) -> str:
-    """Text form of a category as it appears in a CSV file (ints without '.0')."""
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)

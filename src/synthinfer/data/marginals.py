@@ -248,7 +248,7 @@ def count_file(
 
                 raise MissingValueError(
                     f"missing values in {path.name}: { {k: v for k, v in per.items() if v} } "
-                    "(column: rows); pass missing='drop' or missing='category'"
+                    "(column: rows); pass missing='drop' (synthinfer count: --drop-missing)"
                 )
             if missing == "drop":
                 where = f"WHERE NOT ({any_null})"

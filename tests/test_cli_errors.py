@@ -83,3 +83,15 @@ def test_choose_m_checks_its_options_and_outputs_first(tmp_path):
     (tmp_path / "adir").mkdir()
     res = _run([*base, "--json", tmp_path / "out.json", "--plot", tmp_path / "adir"])
     assert res.exit_code == 2 and "--plot" in res.output and not (tmp_path / "out.json").exists()
+
+
+def test_choose_m_names_the_bad_value(tmp_path):
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"x": rng.normal(size=40)}).to_csv(tmp_path / "r.csv", index=False)
+    base = ["choose-m", tmp_path / "r.csv", tmp_path / "r.csv"]
+    res = _run([*base, "--loss", "beta=-1"])
+    assert res.exit_code == 2 and "beta" in res.output and "loss must be" not in res.output
+    res = _run([*base, "--loss", "w=1", "--alpha", "2"])
+    assert res.exit_code == 2 and "alpha must be in (0, 1)" in res.output
+    res = _run([*base, "--loss", "w=1", "--criterion", "kld"])
+    assert res.exit_code == 2 and "--criterion" in res.output

@@ -252,8 +252,10 @@ def choose_m(
     """
     if criterion not in ("log_score", "kld", "brier", "auroc"):
         raise DomainError(f"choose_m's test needs log_score, kld, brier or auroc, got {criterion!r}")
-    if not (0 < select_fraction < 1) or not (0 < alpha < 1) or n_splits < 1:
-        raise DomainError("need 0 < select_fraction < 1, 0 < alpha < 1 and n_splits >= 1")
+    for name, value, ok in (("select_fraction", select_fraction, 0 < select_fraction < 1),
+                            ("alpha", alpha, 0 < alpha < 1), ("n_splits", n_splits, n_splits >= 1)):
+        if not ok:
+            raise DomainError(f"{name} must be {'>= 1' if name == 'n_splits' else 'in (0, 1)'}, got {value!r}")
     M = _len(synthetic)
     if m_grid is None:
         m_grid = np.unique(np.round(np.r_[0, np.geomspace(1, max(M, 1), 19)]).astype(int)) if M else [0]

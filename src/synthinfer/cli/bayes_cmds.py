@@ -10,7 +10,7 @@ from rich.table import Table
 
 from synthinfer.cli.app import app
 from synthinfer.cli.common import check_output, console, read_table, user_errors
-from synthinfer.errors import DomainError
+from synthinfer.errors import DomainError, SynthinferError
 
 
 def parse_formula(formula: str, columns: list[str]) -> tuple[str, list[str]]:
@@ -40,6 +40,8 @@ def parse_loss(spec: str):
             return BetaLoss(float(b), "calibrate" if wb in ("", "calibrate") else float(wb))
         if key == "noise-aware":
             return NoiseAwareLoss(float(val))
+    except SynthinferError:
+        raise  # a well-formed spec with a bad value (e.g. beta=-1): the loss names the problem
     except ValueError:
         pass
     raise DomainError(f"loss must be log, w=W, beta=B[:W_BETA|calibrate] or noise-aware=LAMBDA; got {spec!r}")
@@ -59,7 +61,7 @@ def choose_m_cmd(
     test_fraction: float = typer.Option(0.3, help="Share of REAL held out when --test is not given."),
     criterion: str = typer.Option("log_score", help="log_score | brier | auroc (the last two: logistic only)."),
     m_grid: str = typer.Option(None, help="Comma-separated m values (default: ~20 values from 0 to all rows)."),
-    splits: int = typer.Option(25, help="Random splits of the held-out data for the test (A.13)."),
+    splits: int = typer.Option(25, min=1, help="Random splits of the held-out data for the test (A.13)."),
     alpha: float = typer.Option(0.05, help="Level of the test that m-hat beats m = 0."),
     num_warmup: int = typer.Option(300, help="NUTS warm-up draws (non-conjugate cases)."),
     num_samples: int = typer.Option(500, help="NUTS draws per chain."),
@@ -87,6 +89,8 @@ def choose_m_cmd(
             if path is not None:
                 check_output(path, overwrite=True, option=option)
         grid = None if m_grid is None else _int_list(m_grid, "--m-grid")
+        if criterion not in ("log_score", "brier", "auroc"):
+            raise DomainError(f"--criterion must be log_score, brier or auroc, got {criterion!r}")
         r = read_table(real)
         s = read_table(synthetic)
         if model == "gaussian":

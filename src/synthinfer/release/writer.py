@@ -98,7 +98,27 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
         unknown = [c for c in cols if c not in domain.names]
         if unknown:
             raise ReleaseError(f"dataset columns {unknown} are not in the release's Domain {list(domain.names)}")
+        for i, f in enumerate(frames):
+            _check_values(i, f, domain)
     return frames
+
+
+def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
+    """Every value of a Domain column is one of its categories, or, for a discretised column
+    written as numbers (bin midpoints), lies within its public bounds."""
+    for c in frame.columns:
+        col, s = domain[c], frame[c].dropna()
+        binned_numbers = col.binning is not None and pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(
+            s.dtype, pd.CategoricalDtype)
+        if binned_numbers:
+            bad = s[(s < col.binning.lower) | (s > col.binning.upper)]
+        else:
+            bad = s[~s.isin(list(col.categories))]
+        if len(bad):
+            raise ReleaseError(
+                f"dataset {i}, column {c!r}: values {sorted(map(str, set(bad)))[:5]} are not in the release's "
+                "Domain"
+            )
 
 
 def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:

@@ -243,7 +243,8 @@ def test_every_dataset_keeps_its_categories(tmp_path):
 
 def test_values_outside_the_domain_are_refused(tmp_path):
     good = decode(_codes(1)[0], DOMAIN)
-    bad = good.assign(grade=good.grade.astype(int).replace({1: 7}))
+    good = good.assign(grade=good.grade.astype(int))
+    bad = good.assign(grade=good.grade.replace({1: 7}))
     with pytest.raises(ReleaseError, match=r"dataset 1, column 'grade': values \['7'\]"):
         _write(tmp_path / "a", [good, bad])
     assert not (tmp_path / "a").exists()

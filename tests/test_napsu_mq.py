@@ -209,3 +209,33 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert 0 <= nuts["one_sided_parameters"] <= gen.queries_.dimension
     assert 0 <= nuts["plateau_jump_parameters"] <= nuts["one_sided_parameters"]
     assert f"NUTS: max R-hat {nuts['rhat_max']:.4f}" in gen.summary()
+
+
+def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
+    led = PrivacyLedger((5.0, 1e-5))
+    for kwargs, name in ((dict(prior_sd=0), "prior_sd"), (dict(prior_sd=-1.0), "prior_sd"),
+                         (dict(laplace_max_iter=0), "laplace_max_iter"), (dict(max_tree_depth=0), "max_tree_depth"),
+                         (dict(laplace_max_restarts=-1), "laplace_max_restarts"), (dict(n_chains=True), "n_chains")):
+        with pytest.raises(SynthinferError, match=name):
+            NapsuMQ([("x1", "x2", "y")], inference="laplace", **kwargs).fit(toy.data, toy.domain, ledger=led)
+    one = Domain({"s": ["only"], "y": [0, 1]})
+    with pytest.raises(SynthinferError, match="measure nothing"):
+        NapsuMQ([("s",)], inference="laplace").fit(pd.DataFrame({"s": ["only"] * 10, "y": [0, 1] * 5}), one, ledger=led)
+    assert led.spent == (0.0, 0.0)
+
+
+def test_contained_marginals_are_not_measured_and_unmeasured_columns_warn(toy):
+    from synthinfer.errors import SynthinferWarning
+
+    led = PrivacyLedger((2.0, 1e-6))
+    with pytest.warns(SynthinferWarning, match=r"\('x1',\) is contained in \('x1', 'x2', 'y'\)"):
+        g = NapsuMQ([("x1", "x2", "y"), ("x1",)], epsilon=1.0, delta=5e-7, inference="laplace", seed=0).fit(
+            toy.data, toy.domain, ledger=led)
+    assert [m.columns for m in g.marginals_] == [("x1", "x2", "y")]
+    assert g.sigma_dp_ == pytest.approx(gaussian_sigma(1.0, 5e-7, np.sqrt(2 * 1)))  # n_s = 1 marginal
+    with pytest.warns(SynthinferWarning, match=r"columns \['x2'\] are in no marginal"):
+        h = NapsuMQ([("x1", "y")], epsilon=1.0, delta=5e-7, inference="mle", seed=0).fit(toy.data, toy.domain, ledger=led)
+    # summary and spent_ describe this fit, not the shared ledger's total
+    assert h.spent_ == pytest.approx((1.0, 5e-7)) and led.spent[0] == pytest.approx(2.0)
+    assert "epsilon = 1, delta = 5e-07 spent" in h.summary()
+    assert "epsilon = 1, delta = 5e-07 spent" in g.summary()

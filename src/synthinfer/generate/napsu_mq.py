@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 import warnings
 from collections import OrderedDict
@@ -36,12 +37,14 @@ from synthinfer.errors import (
     ConvergenceWarning,
     NotFittedError,
     OutOfDomainError,
+    ParameterError,
     SynthinferError,
+    SynthinferWarning,
     UnknownColumnError,
 )
 from synthinfer.generate import inference as inf
 from synthinfer.generate.reparam import one_sided_cells
-from synthinfer.models.canonical import most_frequent_reference
+from synthinfer.models.canonical import CanonicalQueries, most_frequent_reference
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
@@ -67,7 +70,7 @@ def _generate_batch(m: int, n: int, n_columns: int) -> int:
 
 
 def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str, int] | None = None):
-    from synthinfer.models.canonical import CanonicalQueries, _check_reference
+    from synthinfer.models.canonical import _check_reference
     from synthinfer.models.markov_network import MarkovNetwork
 
     # key on the completed reference, so "first" ({}) and an explicit all-first mapping share a network
@@ -128,7 +131,8 @@ class NapsuMQ:
     network_ : the MarkovNetwork; noisy_counts_ : ``s~``; sigma_dp_ : the noise std;
     n_ : number of rows; posterior_ : ArviZ InferenceData (variable ``theta``);
     diagnostics_ : dict (Laplace info, R-hat, ESS, divergences, gradient evaluations, timings);
-    ledger_ : the PrivacyLedger charged; privacy_ : its record plus mechanism details.
+    ledger_ : the PrivacyLedger charged (it may be shared with other mechanisms); spent_ : the
+        (epsilon, delta) this fit charged; privacy_ : the ledger's record at fit time plus mechanism details.
     """
 
     def __init__(
@@ -194,14 +198,17 @@ class NapsuMQ:
             raise SynthinferError(f"inference must be 'nuts', 'laplace' or 'mle', got {self.inference!r}")
         if not (self.select_extra == "mst" or (isinstance(self.select_extra, (int, np.integer)) and self.select_extra >= 0)):
             raise SynthinferError(f"select_extra must be a non-negative int or 'mst', got {self.select_extra!r}")
-        if self.select_extra and not (0 < self.mst_budget_fraction < 1):
-            raise SynthinferError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
-        for name in ("n_chains", "num_samples"):
+        if self.select_extra and not (_is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
+            raise ParameterError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
+        # Checked here, before any budget is spent: a bad value would otherwise fail after the
+        # noisy measurement has been charged.
+        for name, least in (("n_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("max_tree_depth", 1),
+                            ("laplace_max_iter", 1), ("laplace_max_restarts", 0)):
             v = getattr(self, name)
-            if not (isinstance(v, (int, np.integer)) and v >= 1):
-                raise SynthinferError(f"{name} must be a positive integer, got {v!r}")
-        if not (isinstance(self.num_warmup, (int, np.integer)) and self.num_warmup >= 0):
-            raise SynthinferError(f"num_warmup must be a non-negative integer, got {self.num_warmup!r}")
+            if isinstance(v, bool) or not (isinstance(v, (int, np.integer)) and v >= least):
+                raise ParameterError(f"{name} must be an integer >= {least}, got {v!r}")
+        if not (_is_number(self.prior_sd) and math.isfinite(self.prior_sd) and self.prior_sd > 0):
+            raise ParameterError(f"prior_sd must be a finite number > 0, got {self.prior_sd!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
             raise SynthinferError(
                 f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
@@ -242,11 +249,14 @@ class NapsuMQ:
             raise SynthinferError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        fixed = as_marginals(self.marginals)
+        fixed = _drop_contained(as_marginals(self.marginals))
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         reference = self._user_reference(domain)  # validated before any budget is spent
+        if not self.select_extra and CanonicalQueries(domain, fixed, reference={}).dimension == 0:
+            raise ParameterError("the marginals measure nothing: every column in them has a single category")
         ledger = PrivacyLedger(budget) if ledger is None else ledger
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
+        charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
         rng = make_rng(self.seed)
         stage = progress or (lambda s: None)
         codes = encode(data, domain)
@@ -267,6 +277,12 @@ class NapsuMQ:
                 selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger, seed=rng)
                 timings["selection"] = time.perf_counter() - t0
         marginals = tuple(fixed) + tuple(selected)
+        unmeasured = [c for c in domain.names if not any(c in m.columns for m in marginals)]
+        if unmeasured:
+            warnings.warn(
+                f"columns {unmeasured} are in no marginal: they are generated uniformly at random and "
+                "independently of everything else; add marginals with them or use select_extra='mst'",
+                SynthinferWarning, stacklevel=2)
 
         # -- the Gaussian mechanism and the canonical queries ---------------------------------
         # Every cell of the full marginals is measured (same L2 sensitivity sqrt(2 n_s) as the
@@ -306,6 +322,8 @@ class NapsuMQ:
         self.seed_fixed_ = seed_fixed(self.seed)
         with single_threaded_blas():  # see synthinfer._jax: ~20x faster gradients on a busy machine
             self._infer(rng, stage, timings)
+        fit_charges = ledger.charges[charges_before:]
+        self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.privacy_ = self._privacy_record()
         return self
 
@@ -466,7 +484,7 @@ class NapsuMQ:
         lines = [
             f"NAPSU-MQ fit: n = {self.n_}, {len(self.marginals_)} marginals "
             f"({len(self.selected_marginals_)} selected by MST), {self.queries_.dimension} canonical queries",
-            f"privacy: epsilon = {self.ledger_.spent[0]:.4g}, delta = {self.ledger_.spent[1]:.3g} spent; "
+            f"privacy: epsilon = {self.spent_[0]:.4g}, delta = {self.spent_[1]:.3g} spent; "
             f"sigma_DP = {self.sigma_dp_:.4g}",
             f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)"),
         ]
@@ -503,7 +521,8 @@ class NapsuMQ:
             "reference": self.queries_.reference,
             "sigma_dp": self.sigma_dp_,
             "seed_fixed": self.seed_fixed_,
-            "ledger": self.ledger_.to_dict(),
+            "ledger": {k: self.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
+            "spent": list(self.spent_),
             "diagnostics": self.diagnostics_,
         }
         arrays = {
@@ -551,6 +570,7 @@ class NapsuMQ:
         obj.n_ = int(meta["n"])
         obj.seed_fixed_ = bool(meta["seed_fixed"])
         obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])
+        obj.spent_ = tuple(meta["spent"]) if "spent" in meta else obj.ledger_.spent  # older files: their own ledger
         obj.diagnostics_ = meta["diagnostics"]
         stats = {"diverging": arrays["diverging"]} if "diverging" in arrays else None
         obj.posterior_ = inf.to_inference_data(arrays["draws"], sample_stats=stats, attrs={"inference": params["inference"]})
@@ -560,6 +580,25 @@ class NapsuMQ:
     def __repr__(self) -> str:
         ms = ", ".join(str(m) for m in as_marginals(self.marginals))
         return f"NapsuMQ(marginals=[{ms}], epsilon={self.epsilon}, delta={self.delta}, inference={self.inference!r})"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:
+    """The marginals without those contained in another: a contained marginal's counts follow
+    from the larger one's, so measuring it would only add noise (it raises n_s in the
+    sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells)."""
+    kept = []
+    for i, m in enumerate(marginals):
+        bigger = next((o for j, o in enumerate(marginals) if j != i and set(m.columns) < set(o.columns)), None)
+        if bigger is None:
+            kept.append(m)
+        else:
+            warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
+                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=3)
+    return tuple(kept)
 
 
 def _json_default(o: Any) -> Any:

@@ -59,11 +59,16 @@ def test_generate_decodes_to_user_categories(fitted, toy):
     assert np.all(np.abs(syn - real) < 6 * np.sqrt(real) + 30)
 
 
-def test_generate_is_reproducible_with_a_seed(fitted):
+def test_generate_is_reproducible_with_a_seed(fitted, toy):
     a = fitted.generate(m=2, n=100, seed=5)
     b = fitted.generate(m=2, n=100, seed=5)
     for x, y in zip(a, b):
         pd.testing.assert_frame_equal(x, y)
+    # without a seed, a generator built with one continues a reproducible stream (random_state)
+    g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=N**-2.0, inference="laplace", seed=1)
+    first = [g.fit(toy.data, toy.domain).generate(m=1, n=100)[0] for _ in range(2)]
+    pd.testing.assert_frame_equal(first[0], first[1])  # each fit restarts the stream
+    assert not g.generate(m=1, n=100)[0].equals(first[0])  # later calls continue it
 
 
 def test_save_load_round_trip(fitted, tmp_path):

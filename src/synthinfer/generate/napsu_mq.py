@@ -59,6 +59,9 @@ _NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
 _MAX_NETWORKS = 8
 
 
+#: Spawn key of generate()'s own random stream under a fixed seed (see NapsuMQ._generate_rng).
+_GENERATE_STREAM = 0x6E6E
+
 #: generate()'s default number of datasets (fit compiles the sampler for it ahead of time)
 DEFAULT_M = 100
 
@@ -320,6 +323,7 @@ class NapsuMQ:
         self.n_ = n
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
+        self._stream = None  # generate()'s stream restarts with each fit
         with single_threaded_blas():  # see synthinfer._jax: ~20x faster gradients on a busy machine
             self._infer(rng, stage, timings)
         fit_charges = ledger.charges[charges_before:]
@@ -424,6 +428,16 @@ class NapsuMQ:
         return rec
 
     # ------------------------------------------------------------------------------------
+    def _generate_rng(self) -> np.random.Generator:
+        """The stream generate() continues when called without a seed (see its docstring)."""
+        if self.seed is None or isinstance(self.seed, np.random.Generator):
+            return make_rng(self.seed)
+        if getattr(self, "_stream", None) is None:
+            # a stream of its own, not the fit's: generating never replays the fit's noise draws
+            entropy = self.seed.entropy if isinstance(self.seed, np.random.SeedSequence) else int(self.seed)
+            self._stream = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(_GENERATE_STREAM,)))
+        return self._stream
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "posterior_"):
             raise NotFittedError("this NapsuMQ is not fitted yet; call fit(data, domain) first")
@@ -449,15 +463,17 @@ class NapsuMQ:
         ``theta_i`` (Algorithm 1, last step); the draws are taken without replacement from the
         stored posterior sample (with replacement if ``m`` exceeds it). With ``midpoints``,
         discretised columns come back as bin midpoints (Supplement F). ``progress(done, m)``
-        is called after each batch.
+        is called after each batch. ``seed`` fixes this call's randomness; without it, a
+        generator constructed with a ``seed`` continues one reproducible stream across calls
+        (as scikit-learn's ``random_state``), and one without draws fresh entropy.
         """
         self._check_fitted()
-        if not (isinstance(m, (int, np.integer)) and m >= 1):
-            raise SynthinferError(f"m must be a positive integer, got {m!r}")
+        if isinstance(m, bool) or not (isinstance(m, (int, np.integer)) and m >= 1):
+            raise ParameterError(f"m must be a positive integer, got {m!r}")
         n = self.n_ if n is None else n
-        if not (isinstance(n, (int, np.integer)) and n >= 1):
-            raise SynthinferError(f"n must be a positive integer, got {n!r}")
-        rng = make_rng(seed)
+        if isinstance(n, bool) or not (isinstance(n, (int, np.integer)) and n >= 1):
+            raise ParameterError(f"n must be a positive integer, got {n!r}")
+        rng = make_rng(seed) if seed is not None else self._generate_rng()
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
         idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
         thetas = flat[idx]

@@ -200,3 +200,12 @@ def test_weighted_fits_refuse_model_based_errors_and_conf_int_follows_alpha(data
         analyze(datasets, "y ~ x", weights=w, cov_type="nonrobust", n=400, progress=False)
     res = analyze(datasets, "y ~ x", n=400, alpha=0.1, progress=False)
     pd.testing.assert_frame_equal(res.conf_int(), res.conf_int(0.1))
+
+
+def test_wald_test_finds_a_factor_however_it_is_named(datasets):
+    res = analyze(datasets, "y ~ x + C(g, Treatment('b'))", n=400, progress=False)
+    a = res.wald_test("C(g, Treatment('b'))")
+    for name in ("C(g)", "g"):
+        w = res.wald_test(name)
+        assert (w.df_num, w.statistic) == (a.df_num, a.statistic) == (2, pytest.approx(a.statistic))
+    assert res.wald_test("x").df_num == 1

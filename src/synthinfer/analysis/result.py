@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -141,8 +143,9 @@ class MIResult:
     def wald_test(self, terms: Sequence[str] | str | None = None, *, r_matrix=None, null=None) -> WaldTestResult:
         """Reiter (2005) test that the named coefficients are jointly ``null`` (default 0).
 
-        ``terms`` may name coefficients, or a prefix such as ``"C(race)"`` selecting all its
-        levels; or pass a restriction matrix ``r_matrix`` (k x p) for H0: R β = null.
+        ``terms`` may name coefficients, or a factor selecting all its levels: as written in
+        the formula (``"C(race, Treatment('White'))"``), or just ``"C(race)"`` or ``"race"``;
+        or pass a restriction matrix ``r_matrix`` (k x p) for H0: R β = null.
         """
         if r_matrix is None:
             if terms is None:
@@ -153,7 +156,7 @@ class MIResult:
                 chosen = [
                     nm
                     for nm, est in zip(self.names, estimated, strict=True)
-                    if (nm == terms or nm.startswith(terms + "[")) and est
+                    if est and (nm == terms or ("[" in nm and _variable(nm.split("[", 1)[0]) == _variable(terms)))
                 ]
             else:
                 chosen = list(terms)
@@ -210,3 +213,10 @@ class MIResult:
             f"MIResult(model={self.model!r}, formula={self.formula!r}, m={self.m}/{len(self.records)}, "
             f"k={len(self.names)})"
         )
+
+
+def _variable(term: str) -> str:
+    """The variable of a patsy factor term: ``"C(race, Treatment('White'))"`` and ``"C(race)"``
+    give ``"race"``; any other term is its own variable."""
+    m = re.match(r"\s*C\(\s*([^,)]+?)\s*[,)]", term)
+    return m.group(1) if m else term.strip()

@@ -40,7 +40,8 @@ def analyze_cmd(
     no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
     fingerprint: str | None = typer.Option(
-        None, help="The release's published fingerprint (SHA-256 of manifest.json) to check against."
+        None, help="The release's published fingerprint (SHA-256 of manifest.json) to check against. Without "
+                   "it the files are checked against the manifest only, so an edited manifest goes unnoticed."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),

@@ -95,3 +95,13 @@ def test_choose_m_names_the_bad_value(tmp_path):
     assert res.exit_code == 2 and "alpha must be in (0, 1)" in res.output
     res = _run([*base, "--loss", "w=1", "--criterion", "kld"])
     assert res.exit_code == 2 and "--criterion" in res.output
+
+
+def test_parquet_input_is_read_by_suffix(toy):
+    pd.read_csv(toy / "toy.csv").to_parquet(toy / "toy.parquet")
+    res = _run(["baseline", toy / "toy.parquet", "--domain", toy / "domain.json", "--generator", "privbayes",
+                "--epsilon", "1", "--m", "2", "--out", toy / "rel"])
+    assert res.exit_code == 0, res.output
+    (toy / "fake.parquet").write_text("a,b\n1,2\n")
+    res = _run(["baseline", toy / "fake.parquet", "--domain", toy / "domain.json", "--epsilon", "1", "--out", toy / "r2"])
+    assert res.exit_code == 2 and "could not be read as Parquet" in res.output

@@ -81,3 +81,13 @@ def test_duckdb_errors(tmp_path):
         count_file(p, D, ("x",))
     with pytest.raises(UnknownColumnError):
         count_file(p, Domain({"q": [1]}), ("q",))
+
+
+def test_duckdb_matches_numeric_categories_by_value_like_encode(tmp_path):
+    df = _table(300, seed=2)
+    df.assign(b=df.b.astype(float)).to_csv(tmp_path / "f.csv", index=False)  # "0.0" / "1.0"
+    qs = QuerySet(D, [("a", "b")])
+    np.testing.assert_array_equal(qs.count_file(tmp_path / "f.csv"), qs.count(df))
+    df.assign(b=df.b.astype(str).where(df.index != 3, "1.5")).to_csv(tmp_path / "g.csv", index=False)
+    with pytest.raises(OutOfDomainError, match="'b'.*1 row"):
+        qs.count_file(tmp_path / "g.csv")

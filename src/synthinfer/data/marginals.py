@@ -217,6 +217,13 @@ def count_file(
                     f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2)
                 )
                 expr = f"CASE {case} ELSE {len(e) - 2} END" if case else "0"
+            elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
+                # numeric categories match by value ("1.0" is category 1), as encode() does
+                num = f"TRY_CAST({ident} AS DOUBLE)"
+                cats = ", ".join(repr(float(v)) for v in col.categories)
+                expr = f"list_position([{cats}], {num}) - 1"
+                bad = (f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
+                       f"list_position([{cats}], {num}) IS NULL)")
             else:
                 text = f"CAST({ident} AS VARCHAR)"
                 cats = ", ".join(_sql_str(category_text(v)) for v in col.categories)

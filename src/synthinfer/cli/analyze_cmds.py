@@ -115,7 +115,8 @@ def analyze_cmd(
         rows.append(cells)
     headers = ["term", "estimate", "std err", "t", "P>|t|", lo, hi, "df"] + ["m"] * show_m + [""] * show_note
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(headers)]
-    if sum(widths) + 2 * len(widths) > console.width:
+    # each column has 2 padding characters and a divider, plus the table's two edges
+    if sum(widths) + 3 * len(widths) + 1 > console.width:
         # a narrow terminal: keep the term names and intervals, leave t and df to --json
         drop = {3, 7}
         headers = [h for j, h in enumerate(headers) if j not in drop]

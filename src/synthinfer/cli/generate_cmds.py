@@ -62,9 +62,11 @@ def generate_cmd(
             reference=_parse_reference(reference, dom),
             seed=seed,
         )
+        # transient: the bars show progress while working, then make way for the summary (or
+        # leave an error on its own line)
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=False,
+            TimeElapsedColumn(), console=console, transient=True,
         ) as bar:
             fit_task = bar.add_task("inference", total=None)
             gen.fit(df, dom, progress=lambda stage: bar.update(fit_task, description=f"inference: {stage}"))

@@ -33,7 +33,7 @@ CRITERIA = ("kld", "log_score", "wasserstein")
 
 
 def model_specs():
-    from synthinfer.bayes import BetaLoss, NoiseAwareLoss
+    from synthinfer.bayes import BetaLoss
 
     return {
         "w=1 (l_0)": ("exact", 1.0),

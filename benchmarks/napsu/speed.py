@@ -30,7 +30,6 @@ import warnings
 
 import arviz  # noqa: F401  (imported here so import time is not counted as compilation)
 import blackjax  # noqa: F401
-import numpy as np
 
 from synthinfer._jax import jax, jnp, single_threaded_blas
 from synthinfer.datasets import load_adult, make_toy_logistic

@@ -120,18 +120,18 @@ def choose_m_cmd(
         post = GeneralisedPosterior(mdl, lss, num_warmup=num_warmup, num_samples=num_samples, seed=rng)
         with console.status("sampling posteriors for every m ..."):
             res = choose_m(post, r, s, t, grid, criterion=criterion, n_splits=splits, alpha=alpha, seed=rng)
+    tr = res.trajectory
+    better = "higher" if tr.criterion == "auroc" else "lower"
+    tab = Table(title="learning trajectory", caption=f"{tr.criterion}: {better} is better")
+    tab.add_column("m", justify="right")
+    tab.add_column(tr.criterion, justify="right")
+    for m, v in zip(tr.m_grid, tr.values):
+        style = "bold green" if m == res.m_best else None
+        tab.add_row(str(m), f"{v:.4f}", style=style)
+    console.print(tab)
+    verdict = "use the synthetic data" if res.use_synthetic else "do not use the synthetic data"
+    console.print(f"m-hat = [bold]{res.m_hat}[/] (best on the held-out data: {res.m_best}); p = {res.p_value:.4g} -> {verdict} (alpha = {alpha:g})")
     with user_errors():  # writing the outputs can still fail (e.g. a full disk)
-        tr = res.trajectory
-        better = "higher" if tr.criterion == "auroc" else "lower"
-        tab = Table(title="learning trajectory", caption=f"{tr.criterion}: {better} is better")
-        tab.add_column("m", justify="right")
-        tab.add_column(tr.criterion, justify="right")
-        for m, v in zip(tr.m_grid, tr.values):
-            style = "bold green" if m == res.m_best else None
-            tab.add_row(str(m), f"{v:.4f}", style=style)
-        console.print(tab)
-        verdict = "use the synthetic data" if res.use_synthetic else "do not use the synthetic data"
-        console.print(f"m-hat = [bold]{res.m_hat}[/] (best on the held-out data: {res.m_best}); p = {res.p_value:.4g} -> {verdict} (alpha = {alpha:g})")
         if json_out is not None:
             payload = {
                 "m_hat": res.m_hat, "m_best": res.m_best, "p_value": res.p_value, "use_synthetic": res.use_synthetic, "alpha": alpha,

@@ -315,7 +315,7 @@ def test_jump_sweep_leaves_the_posterior_invariant():
         var = sigma**2 + c
         return -0.5 * (86.0 - c) ** 2 / var - 0.5 * jnp.log(var) - 0.5 * (theta / 10.0) ** 2 + _log_t_prime(u[0], args[5])
 
-    arrays = poor.arrays()
+    arrays = tuple(jnp.asarray(a) for a in poor.arrays())  # JAX arrays, as inside the compiled sampler
 
     def step(carry, key):
         u, lp = carry

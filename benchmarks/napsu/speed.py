@@ -1,9 +1,9 @@
 """Speed of NAPSU-MQ on the toy problem and on Adult (issue 3 targets), with and without JIT.
 
-"with compile" is the first call in a fresh process (what a user waits for, apart from
-importing the libraries: ArviZ and BlackJAX, which synthinfer imports lazily, are imported
-up front so that their ~1.5 s is not counted as compilation); "without" is a second identical
-call, which hits JAX's compilation cache. For NUTS on Adult only one full run
+"with compile" is the first call in a fresh process, what a user waits for after
+``import synthinfer`` (BlackJAX and ArviZ, which synthinfer imports lazily while programs
+compile, are counted); "without" is a second identical call, which hits JAX's compilation
+cache. For NUTS on Adult only one full run
 is made; its compile time is estimated by a 10 + 10 draw run (whose sampling time is negligible).
 ``--skip-adult-nuts`` leaves out the full 4 x (800 + 2000) Adult run (hours on a loaded 2-core
 machine); the Adult coverage study records NUTS fit times and gradient counts instead.
@@ -27,9 +27,6 @@ import sys
 import tempfile
 import time
 import warnings
-
-import arviz  # noqa: F401  (imported here so import time is not counted as compilation)
-import blackjax  # noqa: F401
 
 from synthinfer._jax import jax, jnp, single_threaded_blas
 from synthinfer.datasets import load_adult, make_toy_logistic
@@ -70,7 +67,6 @@ def save(res: dict) -> None:
 
 _CACHED_RUN = """
 import json, sys, time, warnings
-import arviz, blackjax
 import synthinfer
 from synthinfer.datasets import load_adult, make_toy_logistic
 from synthinfer.generate import NapsuMQ

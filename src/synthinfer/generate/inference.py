@@ -25,6 +25,7 @@ Three estimators:
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import threading
 import time
@@ -36,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthinfer._jax import compile_ahead, forget_programs, jax, jnp
+from synthinfer._jax import compile_ahead, forget_programs, jax, jnp, quick_compiler_options
 from synthinfer._system import usable_cores
 from synthinfer.errors import ConvergenceError, ConvergenceWarning, ParameterError
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
+from synthinfer.models.markov_network import SMALL_MODEL_DIMENSION
 
 if TYPE_CHECKING:
     from synthinfer.models.markov_network import MarkovNetwork
@@ -127,16 +129,19 @@ class OptimResult:
 _VG_CACHE: dict[Any, Callable] = {}
 
 
-def _value_and_grad(loss_fn: Callable) -> Callable:
+def _value_and_grad(loss_fn: Callable, *, quick: bool = False) -> Callable:
     """``jax.jit(jax.value_and_grad(loss_fn))``, one compiled program per objective.
 
     Everything the Laplace approximation evaluates (the L-BFGS iterations, the Hessian by
     differences of gradients, the diagnostics along its axes) calls this one program, so an
-    objective compiles once. Keyed on the function's identity, like ``jax.jit`` itself.
+    objective compiles once. Keyed on the function's identity, like ``jax.jit`` itself;
+    ``quick`` (small models) compiles it with :func:`synthinfer._jax.quick_compiler_options`
+    when it is first made.
     """
     vg = _VG_CACHE.get(loss_fn)
     if vg is None:
-        vg = _VG_CACHE[loss_fn] = jax.jit(jax.value_and_grad(loss_fn))
+        vg = _VG_CACHE[loss_fn] = jax.jit(jax.value_and_grad(loss_fn),
+                                          compiler_options=quick_compiler_options() if quick else None)
     return vg
 
 
@@ -393,11 +398,12 @@ def forget_network(network: MarkovNetwork) -> None:
     forget_programs(network.sample_many)
 
 
-def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[jax.Array, ...]:
-    """The data arguments of :func:`_neg_log_posterior`, as float64 JAX arrays."""
+def _posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[np.ndarray, ...]:
+    """The data arguments of :func:`_neg_log_posterior`, as float64 NumPy arrays (compiled
+    programs take them as they are; ``jnp.asarray`` would compile a conversion first)."""
     return (
-        jnp.asarray(s_tilde, dtype=jnp.float64), jnp.asarray(float(sigma_dp)),
-        jnp.asarray(float(n)), jnp.asarray(float(prior_sd)),
+        np.asarray(s_tilde, dtype=np.float64), np.asarray(float(sigma_dp)),
+        np.asarray(float(n)), np.asarray(float(prior_sd)),
     )
 
 
@@ -462,6 +468,7 @@ def laplace_approximation(
     loss, curvature = _loss_for(mean_and_cov)
     args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
     d = int(np.asarray(s_tilde).shape[0])
+    _value_and_grad(loss, quick=d <= SMALL_MODEL_DIMENSION)  # made here first, with the options of its size
     held: dict[str, np.ndarray] = {}
 
     def accept(x: np.ndarray) -> bool:
@@ -584,7 +591,7 @@ def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
     return slow, end, warm, np.arange(total) == num_warmup - 1
 
 
-def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept,
+def _nuts_chain(key_data, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept,
                 jump_moves):
     """Stan window adaptation and NUTS for one chain on the reparametrised posterior ``theta(u)``.
 
@@ -594,6 +601,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
     algorithm of ``blackjax.window_adaptation``), after it they stay fixed. Why not
     ``window_adaptation`` followed by a sampling scan: that traces and compiles the NUTS
     tree-building loops twice, and compiling them is most of the toy pipeline's time.
+    ``key_data`` is the raw data of the chain's PRNG key (:func:`_key_data_shape`).
     """
     import blackjax.mcmc.nuts as nuts
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
@@ -636,7 +644,7 @@ def _nuts_chain(key, z_init, data, *, mean_and_cov, num_warmup, num_samples, max
         return pick(warm, carry_w, (st, ss, mm, eps, imm)), out
 
     flags = tuple(jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
-    keys = jax.random.split(key, num_warmup + num_samples)
+    keys = jax.random.split(jax.random.wrap_key_data(key_data), num_warmup + num_samples)
     (_, _, _, eps, _), (theta, steps, div, jumps) = jax.lax.scan(step, carry0, (keys, *flags))
     # a gradient is recomputed after each iteration with an accepted jump
     return (theta[num_warmup:], steps[num_warmup:].sum() + (jumps[num_warmup:] > 0).sum(), div[num_warmup:], eps,
@@ -657,12 +665,14 @@ def _nuts_jit(mean_and_cov: MeanAndCov) -> Callable:
 
 
 _NUTS_CACHE: dict[Any, Callable] = {}
-#: Models with at most this many parameters compile NUTS at XLA's lowest backend optimisation
-#: level: their gradients take microseconds, so compiling is most of what the user waits for
-#: (NUTS on a trivial target: 1.0 s instead of 1.6 s to lower and compile; the toy's warm
-#: 4 x 2800 NUTS iterations take 0.47 s instead of 0.37 s); larger models keep the default,
-#: whose faster code matters over ~10^6 gradient evaluations (Adult: d = 130).
-SMALL_MODEL_DIMENSION = 32
+
+
+def _key_data_shape() -> jax.ShapeDtypeStruct:
+    """Shape and dtype of the raw data of a key of JAX's default PRNG (abstractly: nothing
+    compiles). NUTS chains take their keys as such data, drawn from the caller's NumPy
+    generator: making them with ``jax.random.key``/``split`` compiles two programs first
+    (0.3-0.5 s of the toy pipeline while the NUTS program compiles beside them)."""
+    return jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0)))
 
 
 def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 800, num_samples: int = 2000,
@@ -682,14 +692,13 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
     d = int(dimension)
 
     def lower():
-        # argument shapes (weak types included) from the same builders nuts_sample uses, on
-        # placeholder values; abstractly, so no conversion kernels compile first
-        data, z_init, key = jax.eval_shape(lambda: (
-            (_posterior_args(np.zeros(d), 1.0, 1, 1.0),
-             OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
-             PlateauJumps.none(d).arrays()),
-            jnp.zeros(d), jax.random.key(0)))
-        return _nuts_jit(mean_and_cov).lower(key, z_init, data, **settings)
+        # argument shapes and dtypes from the same builders nuts_sample uses, on placeholders
+        data = (_posterior_args(np.zeros(d), 1.0, 1, 1.0),
+                OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
+                PlateauJumps.none(d).arrays())
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
+        return _nuts_jit(mean_and_cov).lower(_key_data_shape(), jax.ShapeDtypeStruct((d,), np.float64), shapes,
+                                             **settings)
 
     return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, quick=d <= SMALL_MODEL_DIMENSION)
 
@@ -750,14 +759,20 @@ def nuts_sample(
     jumps = plateau_jumps(umap, s_tilde, sigma_dp, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
     data = (_posterior_args(s_tilde, sigma_dp, n, prior_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
-    keys = jax.random.split(jax.random.key(int(rng.integers(0, 2**31 - 1))), n_chains)
+    kd = _key_data_shape()
+    keys = rng.integers(0, np.iinfo(kd.dtype).max, size=(n_chains, *kd.shape), dtype=kd.dtype, endpoint=True)
     t0 = time.perf_counter()
     program = compile_nuts(mean_and_cov, d, num_warmup=num_warmup, num_samples=num_samples,
-                           max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves).result()
+                           max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves)
+    if not program.done():
+        # ArviZ, which holds the posterior next, imports in ~0.5 s: do it while XLA compiles
+        # (which releases the GIL) rather than after the chains (toy pipeline ~0.4 s faster)
+        importlib.import_module("arviz")
+    program = program.result()
     done, lock = [0], threading.Lock()
 
     def run(c: int):
-        out = jax.block_until_ready(program(keys[c], jnp.asarray(z0[c]), data))
+        out = jax.block_until_ready(program(keys[c], z0[c], data))
         with lock:
             done[0] += 1
             if progress is not None:

@@ -55,9 +55,11 @@ class PlateauJumps:
     count: int
     edges: np.ndarray  # (d, BINS + 1), increasing in each row that is used
 
-    def arrays(self) -> tuple[jax.Array, ...]:
-        """The proposal's numbers as JAX arrays (traced arguments of the compiled sampler)."""
-        return jnp.asarray(self.index, dtype=jnp.int32), jnp.asarray(self.count, dtype=jnp.int32), jnp.asarray(self.edges)
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The proposal's numbers, traced arguments of the compiled sampler (NumPy arrays of
+        fixed dtypes, as :meth:`OneSidedMap.arrays`)."""
+        return (np.asarray(self.index, dtype=np.int32), np.asarray(self.count, dtype=np.int32),
+                np.asarray(self.edges, dtype=np.float64))
 
     @classmethod
     def none(cls, d: int) -> PlateauJumps:

@@ -118,9 +118,12 @@ class OneSidedMap:
     def n_one_sided(self) -> int:
         return int(self.mask.sum())
 
-    def arrays(self) -> tuple[jax.Array, ...]:
-        """The map's numbers as JAX arrays (traced arguments of the compiled sampler)."""
-        return tuple(jnp.asarray(a) for a in (self.mask, self.offset, self.kappa, self.loc, self.linear))
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The map's numbers, traced arguments of the compiled sampler: NumPy arrays of fixed
+        dtypes (the compiled program takes them as they are; ``jnp.asarray`` would compile
+        a conversion program per shape first)."""
+        return (np.asarray(self.mask, dtype=bool),
+                *(np.asarray(a, dtype=np.float64) for a in (self.offset, self.kappa, self.loc, self.linear)))
 
     def to_u(self, theta: np.ndarray) -> np.ndarray:
         """The inverse map (NumPy; flagged coordinates by bisection, ``T`` is increasing)."""

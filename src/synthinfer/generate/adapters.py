@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from synthinfer.data import Domain, encode
 from synthinfer.errors import ArgumentTypeError, NotFittedError, ParameterError, SynthinferError
@@ -31,7 +32,7 @@ from synthinfer.privacy.randomness import SeedLike
 GeneratorFn = Callable[..., Any]
 
 
-class CallableGenerator:
+class CallableGenerator(BaseEstimator):
     """A generator wrapped from a function, with the NapsuMQ-style fit/generate API.
 
     Parameters
@@ -71,7 +72,8 @@ class CallableGenerator:
     def mechanism(self) -> str:
         return str(self.mechanism_name)
 
-    def get_params(self) -> dict[str, Any]:
+    def release_settings(self) -> dict[str, Any]:
+        """Settings for a release's record (the seed only as whether one was fixed)."""
         return {
             "epsilon": self.epsilon, "delta": self.delta, "mechanism_name": self.mechanism_name,
             "settings": dict(self.settings or {}), "seed_fixed": seed_fixed(self.seed),
@@ -160,12 +162,12 @@ def release_kwargs(generator: Any, *, marginals: Any = None) -> dict[str, Any]:
     Works for :class:`~synthinfer.generate.DPGAN`, :class:`~synthinfer.generate.DPCGAN`,
     :class:`~synthinfer.generate.PrivBayes` and :class:`CallableGenerator`:
     ``write_release(path, gen.generate(m), **release_kwargs(gen))``. The mechanism's settings
-    come from ``get_params()`` (never a seed value, only whether one was fixed); a mixed
+    come from ``release_settings()`` (never a seed value, only whether one was fixed); a mixed
     schema of a GAN goes into the settings, since a release's Domain is categorical.
     """
     if not hasattr(generator, "ledger_"):
         raise NotFittedError(f"{type(generator).__name__} is not fitted; fit it before writing a release")
-    settings = dict(generator.get_params())
+    settings = dict(generator.release_settings())
     domain = getattr(generator, "domain_", None)
     schema = getattr(generator, "schema_", None)
     if schema is not None:

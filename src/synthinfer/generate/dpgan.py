@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from synthinfer.errors import (
     DomainError,
@@ -79,7 +80,7 @@ def _bucket(n: int) -> int:
     return max(64, 1 << (int(n) - 1).bit_length())
 
 
-class DPGAN:
+class DPGAN(BaseEstimator):
     """Differentially private GAN for mixed tabular data (Xie et al. 2018).
 
     Parameters
@@ -140,8 +141,9 @@ class DPGAN:
         self.latent_dim = latent_dim
 
     # -- settings ------------------------------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
-        """Constructor settings (the seed is reported only as whether one was fixed)."""
+    def release_settings(self) -> dict[str, Any]:
+        """Constructor settings for a release's record (the seed only as whether one was fixed;
+        ``get_params()``, scikit-learn's, returns them as given)."""
         keys = ["epsilon", "delta", "clip_norm", "batch_size", "epochs", "learning_rate",
                 "generator_optimizer", "generator_learning_rate", "hidden_dim", "latent_dim"]
         out = {k: getattr(self, k) for k in keys}
@@ -516,8 +518,8 @@ class DPCGAN(DPGAN):
         self.label = label
         self.label_epsilon_fraction = label_epsilon_fraction
 
-    def get_params(self) -> dict[str, Any]:
-        out = super().get_params()
+    def release_settings(self) -> dict[str, Any]:
+        out = super().release_settings()
         out.update(label=self.label, label_epsilon_fraction=self.label_epsilon_fraction)
         return out
 

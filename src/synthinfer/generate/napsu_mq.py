@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from synthinfer._jax import single_threaded_blas
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
@@ -89,7 +90,7 @@ def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str,
     return net
 
 
-class NapsuMQ:
+class NapsuMQ(BaseEstimator):
     """Noise-aware synthetic data generator from noisy marginal queries (NAPSU-MQ).
 
     Parameters
@@ -176,8 +177,10 @@ class NapsuMQ:
         self.seed = seed
 
     # ------------------------------------------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
-        """Constructor settings, JSON-ready (the seed's value is never included)."""
+    def release_settings(self) -> dict[str, Any]:
+        """Constructor settings, JSON-ready, for a release's record: the seed's value is never
+        included (publishing it would let anyone subtract the noise). ``get_params()``
+        (scikit-learn's, for ``clone``) returns the settings as given, seed included."""
         return {
             "marginals": [list(m.columns) for m in as_marginals(self.marginals)],
             "epsilon": self.epsilon,
@@ -529,7 +532,7 @@ class NapsuMQ:
 
         meta = {
             "format": _FORMAT,
-            "params": self.get_params(),
+            "params": self.release_settings(),
             "domain": self.domain_.to_dict(),
             "marginals": [list(m.columns) for m in self.marginals_],
             "selected_marginals": [list(m.columns) for m in self.selected_marginals_],

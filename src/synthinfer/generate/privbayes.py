@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from synthinfer.data import Domain, decode, encode
 from synthinfer.errors import (
@@ -104,7 +105,7 @@ def table_counts(codes: np.ndarray, shape: tuple[int, ...], network: list[tuple[
     return out
 
 
-class PrivBayes:
+class PrivBayes(BaseEstimator):
     """PrivBayes: differentially private synthetic data from a noisy Bayesian network.
 
     Parameters
@@ -142,8 +143,9 @@ class PrivBayes:
         self.beta = beta
         self.theta = theta
 
-    def get_params(self) -> dict[str, Any]:
-        """Constructor settings (the seed is reported only as whether one was fixed)."""
+    def release_settings(self) -> dict[str, Any]:
+        """Constructor settings for a release's record (the seed only as whether one was fixed;
+        ``get_params()``, scikit-learn's, returns them as given)."""
         return {
             "epsilon": self.epsilon, "delta": self.delta, "degree": self.degree,
             "beta": self.beta, "theta": self.theta, "seed_fixed": seed_fixed(self.seed),

@@ -1,0 +1,50 @@
+"""Generators follow scikit-learn's estimator contract (get_params/set_params/clone) while
+releases record settings without the seed's value (release_settings)."""
+
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+from synthinfer.errors import ReleaseError
+from synthinfer.generate import DPCGAN, DPGAN, CallableGenerator, NapsuMQ, PrivBayes
+from synthinfer.privacy import PrivacyLedger
+from synthinfer.release import write_release
+
+GENERATORS = [
+    lambda: NapsuMQ([("a", "b")], epsilon=0.5, inference="laplace", num_samples=50, seed=7),
+    lambda: DPGAN(epsilon=2.0, delta=1e-6, seed=7, epochs=3),
+    lambda: DPCGAN(epsilon=2.0, delta=1e-6, seed=7, label="y", label_epsilon_fraction=0.1),
+    lambda: PrivBayes(epsilon=1.0, seed=7, degree=1),
+    lambda: CallableGenerator(lambda df, eps, delta, rng: [df], epsilon=1.0, delta=0.0, mechanism_name="m", seed=7),
+]
+
+
+@pytest.mark.parametrize("make", GENERATORS)
+def test_clone_copies_every_setting_including_the_seed(make):
+    g = make()
+    params = g.get_params()
+    assert params["seed"] == 7
+    c = clone(g)
+    assert type(c) is type(g) and c is not g
+    cp = c.get_params()
+    assert cp.keys() == params.keys()
+    for k in params:
+        assert cp[k] is params[k] or cp[k] == params[k], k
+    c.set_params(epsilon=0.25)
+    assert c.epsilon == 0.25 and g.get_params()["epsilon"] == params["epsilon"]
+
+
+@pytest.mark.parametrize("make", GENERATORS)
+def test_release_settings_never_hold_the_seed(make):
+    settings = make().release_settings()
+    assert "seed" not in settings
+    assert settings["epsilon"] == make().epsilon
+
+
+def test_a_release_refuses_get_params_with_a_fixed_seed(tmp_path):
+    g = NapsuMQ([("a", "b")], seed=7)
+    data = [pd.DataFrame({"a": ["x", "y"], "b": ["u", "v"]})]
+    with pytest.raises(ReleaseError, match="seed"):
+        write_release(tmp_path / "r", data, mechanism="napsu-mq", settings=g.get_params(), domain=None,
+                      marginals=None, ledger=PrivacyLedger((1.0, 1e-9)), n=2, seed_fixed=True)
+    assert not (tmp_path / "r").exists()

@@ -43,6 +43,7 @@ from synthinfer.errors import ConvergenceError, ConvergenceWarning, ParameterErr
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
 from synthinfer.models.markov_network import SMALL_MODEL_DIMENSION
+from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
 
 if TYPE_CHECKING:
     from synthinfer.models.markov_network import MarkovNetwork
@@ -601,7 +602,9 @@ def _nuts_chain(key_data, z_init, data, *, mean_and_cov, num_warmup, num_samples
     algorithm of ``blackjax.window_adaptation``), after it they stay fixed. Why not
     ``window_adaptation`` followed by a sampling scan: that traces and compiles the NUTS
     tree-building loops twice, and compiling them is most of the toy pipeline's time.
-    ``key_data`` is the raw data of the chain's PRNG key (:func:`_key_data_shape`).
+    ``key_data`` is the raw data of the chain's PRNG key (:func:`synthinfer.privacy.jax_key_data`:
+    making keys with ``jax.random.key``/``split`` compiles two programs first, 0.3-0.5 s of the
+    toy pipeline while the NUTS program compiles beside them).
     """
     import blackjax.mcmc.nuts as nuts
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
@@ -667,14 +670,6 @@ def _nuts_jit(mean_and_cov: MeanAndCov) -> Callable:
 _NUTS_CACHE: dict[Any, Callable] = {}
 
 
-def _key_data_shape() -> jax.ShapeDtypeStruct:
-    """Shape and dtype of the raw data of a key of JAX's default PRNG (abstractly: nothing
-    compiles). NUTS chains take their keys as such data, drawn from the caller's NumPy
-    generator: making them with ``jax.random.key``/``split`` compiles two programs first
-    (0.3-0.5 s of the toy pipeline while the NUTS program compiles beside them)."""
-    return jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0)))
-
-
 def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 800, num_samples: int = 2000,
                  max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
@@ -697,7 +692,7 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
                 OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
                 PlateauJumps.none(d).arrays())
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
-        return _nuts_jit(mean_and_cov).lower(_key_data_shape(), jax.ShapeDtypeStruct((d,), np.float64), shapes,
+        return _nuts_jit(mean_and_cov).lower(jax_key_data_spec(), jax.ShapeDtypeStruct((d,), np.float64), shapes,
                                              **settings)
 
     return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, quick=d <= SMALL_MODEL_DIMENSION)
@@ -759,8 +754,7 @@ def nuts_sample(
     jumps = plateau_jumps(umap, s_tilde, sigma_dp, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
     data = (_posterior_args(s_tilde, sigma_dp, n, prior_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
-    kd = _key_data_shape()
-    keys = rng.integers(0, np.iinfo(kd.dtype).max, size=(n_chains, *kd.shape), dtype=kd.dtype, endpoint=True)
+    keys = jax_key_data(rng, n_chains)
     t0 = time.perf_counter()
     program = compile_nuts(mean_and_cov, d, num_warmup=num_warmup, num_samples=num_samples,
                            max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves)

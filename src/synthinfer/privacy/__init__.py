@@ -8,7 +8,7 @@ from synthinfer.privacy.mechanisms import (
     gaussian_sigma,
     laplace_mechanism,
 )
-from synthinfer.privacy.randomness import SeedLike, jax_key, make_rng, seed_fixed
+from synthinfer.privacy.randomness import SeedLike, jax_key, jax_key_data, jax_key_data_spec, make_rng, seed_fixed
 
 __all__ = [
     "Charge",
@@ -19,6 +19,8 @@ __all__ = [
     "gaussian_mechanism",
     "gaussian_sigma",
     "jax_key",
+    "jax_key_data",
+    "jax_key_data_spec",
     "laplace_mechanism",
     "make_rng",
     "seed_fixed",

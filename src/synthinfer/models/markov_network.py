@@ -51,8 +51,9 @@ _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
 
 
 #: Networks with at most this many parameters compile their own programs (the Laplace
-#: objective, NUTS, the dropped cells' Jacobian) with :func:`synthinfer._jax.quick_compiler_options`: their gradients take
-#: microseconds, so compiling is most of what the user waits for (the toy's NUTS program:
+#: objective, NUTS, the dropped cells' Jacobian) with
+#: :func:`synthinfer._jax.quick_compiler_options`: their gradients take microseconds, so
+#: compiling is most of what the user waits for (the toy's NUTS program:
 #: 0.83-0.88 s to compile instead of 2.0 s; its 4 x 2800 iterations run in 0.39 s instead
 #: of 0.30 s). Larger ones keep the default, whose faster code matters over ~10^6 gradient
 #: evaluations (Adult: d = 130).

@@ -50,7 +50,7 @@ def jax_key_data_spec():
 def jax_key_data(rng: np.random.Generator, count: int) -> np.ndarray:
     """Raw data of ``count`` JAX PRNG keys drawn from a numpy Generator, shape
     ``(count, *jax_key_data_spec().shape)``, for compiled programs that wrap them with
-    ``jax.random.wrap_key_data``. Unlike :func:`jax_key` (and ``jax.random.split``), nothing
-    compiles on the way: worth it where small programs are on the critical path."""
+    ``jax.random.wrap_key_data``. Unlike ``jax.random.key(int)`` and ``jax.random.split``,
+    nothing compiles on the way: worth it where small programs are on the critical path."""
     spec = jax_key_data_spec()
     return rng.integers(0, np.iinfo(spec.dtype).max, size=(count, *spec.shape), dtype=spec.dtype, endpoint=True)

@@ -43,7 +43,7 @@ def test_dpgan_fit_spends_exactly_its_budget(fitted):
     assert g.epsilon_dpsgd_ == pytest.approx(2.0, rel=0.01)
     assert g.steps_ == 2 * round(240 / 32)
     assert g.n_real_ == g.n_synthetic_ == 240
-    assert g.release_settings()["seed_fixed"] is True and "seed" not in g.release_settings()
+    assert g.release_settings_["seed_fixed"] is True and "seed" not in g.release_settings_
 
 
 def test_dpgan_generate_respects_schema(fitted):

@@ -170,8 +170,8 @@ def test_evicted_networks_are_freed_and_others_keep_their_programs(monkeypatch):
         inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=10, num_samples=10).result()
         net.compile_sample_many(3, 5).result()
         args = inf._posterior_args(np.zeros(net.dimension), 1.0, 10, 10.0)
-        inf._value_and_grad(inf._loss_for(net.mean_and_cov)[0])(jnp.zeros(net.dimension), *args)
-    kept = inf._value_and_grad(inf._loss_for(nets[1].mean_and_cov)[0])
+        inf._value_and_grad(inf._loss_for(net.mean_and_cov)[0], net.dimension)(jnp.zeros(net.dimension), *args)
+    kept = inf._value_and_grad(inf._loss_for(nets[1].mean_and_cov)[0], nets[1].dimension)
     gone = weakref.ref(nets[0])
     del nets
     _network(DOMAIN, [Marginal(("x1", "x2"))])  # evicts the first network only

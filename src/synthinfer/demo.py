@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     syn = gen.generate(m=args.m, seed=args.seed, midpoints=["age"])
     console.print(f"generated {args.m} datasets of {n:,} rows in {time.perf_counter() - t0:.1f} s")
     path = write_release(
-        args.out / "release", syn, mechanism="napsu-mq", settings=gen.release_settings(), domain=domain,
+        args.out / "release", syn, mechanism="napsu-mq", settings=gen.release_settings_, domain=domain,
         marginals=[list(m.columns) for m in gen.marginals_], ledger=gen.ledger_, n=n,
         seed_fixed=args.seed is not None, posterior=gen.posterior_, overwrite=True, private_data=df,
     )

@@ -4,8 +4,8 @@
 mechanisms (they live in the authors' example scripts), so there is nothing to wrap
 directly; :class:`CallableGenerator` wraps such a mechanism, or any other, given as a
 function. Its privacy spend is charged to a :class:`~synthinfer.privacy.PrivacyLedger`
-*before* the function runs, and :func:`release_kwargs` turns any fitted synthinfer generator
-into the keyword arguments of ``synthinfer.release.write_release``, so the spend lands in the
+*before* the function runs, and :func:`release_kwargs` turns a fitted DP-GAN, PrivBayes or
+wrapped generator into the keyword arguments of ``synthinfer.release.write_release``, so the spend lands in the
 release manifest.
 
 The adapter cannot verify the wrapped function's privacy claim: the ledger records what the
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 
+from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, encode
 from synthinfer.errors import ArgumentTypeError, NotFittedError, ParameterError, SynthinferError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng, seed_fixed
@@ -32,7 +32,7 @@ from synthinfer.privacy.randomness import SeedLike
 GeneratorFn = Callable[..., Any]
 
 
-class CallableGenerator(BaseEstimator):
+class CallableGenerator(ParamsMixin):
     """A generator wrapped from a function, with the NapsuMQ-style fit/generate API.
 
     Parameters
@@ -72,8 +72,9 @@ class CallableGenerator(BaseEstimator):
     def mechanism(self) -> str:
         return str(self.mechanism_name)
 
-    def release_settings(self) -> dict[str, Any]:
-        """Settings for a release's record (the seed only as whether one was fixed)."""
+    def _release_settings(self) -> dict[str, Any]:
+        """Settings for a release's record, ``release_settings_`` (the seed only as whether one
+        was fixed)."""
         return {
             "epsilon": self.epsilon, "delta": self.delta, "mechanism_name": self.mechanism_name,
             "settings": dict(self.settings or {}), "seed_fixed": seed_fixed(self.seed),
@@ -119,6 +120,7 @@ class CallableGenerator(BaseEstimator):
         self.ledger_ = ledger
         self.n_real_ = len(df)
         self.seed_fixed_ = seed_fixed(self.seed)
+        self.release_settings_ = self._release_settings()
         return self
 
     @staticmethod
@@ -162,12 +164,12 @@ def release_kwargs(generator: Any, *, marginals: Any = None) -> dict[str, Any]:
     Works for :class:`~synthinfer.generate.DPGAN`, :class:`~synthinfer.generate.DPCGAN`,
     :class:`~synthinfer.generate.PrivBayes` and :class:`CallableGenerator`:
     ``write_release(path, gen.generate(m), **release_kwargs(gen))``. The mechanism's settings
-    come from ``release_settings()`` (never a seed value, only whether one was fixed); a mixed
-    schema of a GAN goes into the settings, since a release's Domain is categorical.
+    come from ``release_settings_``, recorded by ``fit`` (never a seed value, only whether one
+    was fixed); a mixed schema of a GAN goes into the settings, since a release's Domain is categorical.
     """
     if not hasattr(generator, "ledger_"):
         raise NotFittedError(f"{type(generator).__name__} is not fitted; fit it before writing a release")
-    settings = dict(generator.release_settings())
+    settings = dict(generator.release_settings_)
     domain = getattr(generator, "domain_", None)
     schema = getattr(generator, "schema_", None)
     if schema is not None:

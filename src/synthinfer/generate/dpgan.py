@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 
+from synthinfer._params import ParamsMixin
 from synthinfer.errors import (
     DomainError,
     EmptyDataError,
@@ -80,7 +80,7 @@ def _bucket(n: int) -> int:
     return max(64, 1 << (int(n) - 1).bit_length())
 
 
-class DPGAN(BaseEstimator):
+class DPGAN(ParamsMixin):
     """Differentially private GAN for mixed tabular data (Xie et al. 2018).
 
     Parameters
@@ -141,9 +141,9 @@ class DPGAN(BaseEstimator):
         self.latent_dim = latent_dim
 
     # -- settings ------------------------------------------------------------------------
-    def release_settings(self) -> dict[str, Any]:
-        """Constructor settings for a release's record (the seed only as whether one was fixed;
-        ``get_params()``, scikit-learn's, returns them as given)."""
+    def _release_settings(self) -> dict[str, Any]:
+        """Constructor settings for a release's record, ``release_settings_`` (the seed only as
+        whether one was fixed; ``get_params()`` returns them as given)."""
         keys = ["epsilon", "delta", "clip_norm", "batch_size", "epochs", "learning_rate",
                 "generator_optimizer", "generator_learning_rate", "hidden_dim", "latent_dim"]
         out = {k: getattr(self, k) for k in keys}
@@ -229,6 +229,7 @@ class DPGAN(BaseEstimator):
         t0 = time.perf_counter()
         self._train(X, labels, rng)
         self.fit_seconds_ = time.perf_counter() - t0
+        self.release_settings_ = self._release_settings()
         return self
 
     def _split_schema(self, full: TabularSchema) -> tuple[TabularSchema, Any]:
@@ -518,8 +519,8 @@ class DPCGAN(DPGAN):
         self.label = label
         self.label_epsilon_fraction = label_epsilon_fraction
 
-    def release_settings(self) -> dict[str, Any]:
-        out = super().release_settings()
+    def _release_settings(self) -> dict[str, Any]:
+        out = super()._release_settings()
         out.update(label=self.label, label_epsilon_fraction=self.label_epsilon_fraction)
         return out
 

@@ -42,7 +42,7 @@ from synthinfer._system import usable_cores
 from synthinfer.errors import ConvergenceError, ConvergenceWarning, ParameterError
 from synthinfer.generate.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.generate.reparam import OneSidedMap, one_sided_map, to_theta
-from synthinfer.models.markov_network import SMALL_MODEL_DIMENSION
+from synthinfer.models.markov_network import compiles_quick
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
 
 if TYPE_CHECKING:
@@ -130,19 +130,20 @@ class OptimResult:
 _VG_CACHE: dict[Any, Callable] = {}
 
 
-def _value_and_grad(loss_fn: Callable, *, quick: bool = False) -> Callable:
+def _value_and_grad(loss_fn: Callable, dimension: int) -> Callable:
     """``jax.jit(jax.value_and_grad(loss_fn))``, one compiled program per objective.
 
     Everything the Laplace approximation evaluates (the L-BFGS iterations, the Hessian by
     differences of gradients, the diagnostics along its axes) calls this one program, so an
-    objective compiles once. Keyed on the function's identity, like ``jax.jit`` itself;
-    ``quick`` (small models) compiles it with :func:`synthinfer._jax.quick_compiler_options`
-    when it is first made.
+    objective compiles once. Keyed on the function's identity, like ``jax.jit`` itself; an
+    objective of few parameters (``dimension``, fixed per objective:
+    :func:`~synthinfer.models.markov_network.compiles_quick`) compiles with
+    :func:`synthinfer._jax.quick_compiler_options`.
     """
     vg = _VG_CACHE.get(loss_fn)
     if vg is None:
-        vg = _VG_CACHE[loss_fn] = jax.jit(jax.value_and_grad(loss_fn),
-                                          compiler_options=quick_compiler_options() if quick else None)
+        options = quick_compiler_options() if compiles_quick(int(dimension)) else None
+        vg = _VG_CACHE[loss_fn] = jax.jit(jax.value_and_grad(loss_fn), compiler_options=options)
     return vg
 
 
@@ -240,7 +241,7 @@ def lbfgs_minimize(
     tens of thousands, noisy counts below zero); plain L-BFGS needed ~1400 iterations on Adult.
     """
     x = np.asarray(x0, dtype=np.float64)
-    vg = _value_and_grad(loss_fn)
+    vg = _value_and_grad(loss_fn, x.shape[0])
     attempts: list[dict[str, Any]] = []
     best = None
     iters = nfev = 0
@@ -349,9 +350,9 @@ def _hessian(loss_fn: Callable, x: np.ndarray, args: tuple, step: float = 1e-5) 
     its own. Truncation error O(h^2), rounding O(1e-16 |g| / h); against ``jax.hessian`` on a
     7-parameter network the largest entry differed by 4e-11 relative.
     """
-    vg = _value_and_grad(loss_fn)
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[0]
+    vg = _value_and_grad(loss_fn, d)
     h = np.empty((d, d))
     for i in range(d):
         e = np.zeros(d)
@@ -429,7 +430,7 @@ def laplace_gap(
     paper only reports that the Laplace approximation did poorly on Adult); it costs ``4 d``
     log-posterior evaluations.
     """
-    vg = _value_and_grad(_loss_for(mean_and_cov)[0])
+    vg = _value_and_grad(_loss_for(mean_and_cov)[0], len(s_tilde))
     args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
 
     def loss(x: np.ndarray) -> float:  # the compiled value-and-gradient: nothing new to compile
@@ -469,7 +470,6 @@ def laplace_approximation(
     loss, curvature = _loss_for(mean_and_cov)
     args = _posterior_args(s_tilde, sigma_dp, n, prior_sd)
     d = int(np.asarray(s_tilde).shape[0])
-    _value_and_grad(loss, quick=d <= SMALL_MODEL_DIMENSION)  # made here first, with the options of its size
     held: dict[str, np.ndarray] = {}
 
     def accept(x: np.ndarray) -> bool:
@@ -695,7 +695,7 @@ def compile_nuts(mean_and_cov: MeanAndCov, dimension: int, *, num_warmup: int = 
         return _nuts_jit(mean_and_cov).lower(jax_key_data_spec(), jax.ShapeDtypeStruct((d,), np.float64), shapes,
                                              **settings)
 
-    return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, quick=d <= SMALL_MODEL_DIMENSION)
+    return compile_ahead((mean_and_cov, d, tuple(sorted(settings.items()))), lower, quick=compiles_quick(d))
 
 
 def nuts_sample(

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 
 from synthinfer._jax import single_threaded_blas
+from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
@@ -90,7 +90,7 @@ def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str,
     return net
 
 
-class NapsuMQ(BaseEstimator):
+class NapsuMQ(ParamsMixin):
     """Noise-aware synthetic data generator from noisy marginal queries (NAPSU-MQ).
 
     Parameters
@@ -136,7 +136,9 @@ class NapsuMQ(BaseEstimator):
     n_ : number of rows; posterior_ : ArviZ InferenceData (variable ``theta``);
     diagnostics_ : dict (Laplace info, R-hat, ESS, divergences, gradient evaluations, timings);
     ledger_ : the PrivacyLedger charged (it may be shared with other mechanisms); spent_ : the
-        (epsilon, delta) this fit charged; privacy_ : the ledger's record at fit time plus mechanism details.
+        (epsilon, delta) this fit charged; privacy_ : the ledger's record at fit time plus mechanism details;
+    release_settings_ : the settings of this fit, JSON-ready and without the seed's value, for
+        ``write_release(settings=...)`` (``get_params()`` has them as given, seed included).
     """
 
     def __init__(
@@ -177,10 +179,10 @@ class NapsuMQ(BaseEstimator):
         self.seed = seed
 
     # ------------------------------------------------------------------------------------
-    def release_settings(self) -> dict[str, Any]:
-        """Constructor settings, JSON-ready, for a release's record: the seed's value is never
-        included (publishing it would let anyone subtract the noise). ``get_params()``
-        (scikit-learn's, for ``clone``) returns the settings as given, seed included."""
+    def _release_settings(self) -> dict[str, Any]:
+        """Constructor settings, JSON-ready, for a release's record (``release_settings_``): the
+        seed's value is never included (publishing it would let anyone subtract the noise);
+        ``get_params()`` returns the settings as given, seed included."""
         return {
             "marginals": [list(m.columns) for m in as_marginals(self.marginals)],
             "epsilon": self.epsilon,
@@ -332,6 +334,7 @@ class NapsuMQ(BaseEstimator):
         fit_charges = ledger.charges[charges_before:]
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.privacy_ = self._privacy_record()
+        self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
 
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
@@ -532,7 +535,7 @@ class NapsuMQ(BaseEstimator):
 
         meta = {
             "format": _FORMAT,
-            "params": self.release_settings(),
+            "params": self.release_settings_,
             "domain": self.domain_.to_dict(),
             "marginals": [list(m.columns) for m in self.marginals_],
             "selected_marginals": [list(m.columns) for m in self.selected_marginals_],
@@ -574,6 +577,7 @@ class NapsuMQ(BaseEstimator):
         params = dict(meta["params"])
         params.setdefault("reference", "first")  # files written before the setting existed
         obj = cls(**params)
+        obj.release_settings_ = params
         domain = Domain.from_dict(meta["domain"])
         marginals = as_marginals(meta["marginals"])
         net = _network(domain, marginals, meta.get("reference"))  # older files: all first categories

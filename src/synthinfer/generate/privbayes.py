@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 
+from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
@@ -105,7 +105,7 @@ def table_counts(codes: np.ndarray, shape: tuple[int, ...], network: list[tuple[
     return out
 
 
-class PrivBayes(BaseEstimator):
+class PrivBayes(ParamsMixin):
     """PrivBayes: differentially private synthetic data from a noisy Bayesian network.
 
     Parameters
@@ -143,9 +143,9 @@ class PrivBayes(BaseEstimator):
         self.beta = beta
         self.theta = theta
 
-    def release_settings(self) -> dict[str, Any]:
-        """Constructor settings for a release's record (the seed only as whether one was fixed;
-        ``get_params()``, scikit-learn's, returns them as given)."""
+    def _release_settings(self) -> dict[str, Any]:
+        """Constructor settings for a release's record, ``release_settings_`` (the seed only as
+        whether one was fixed; ``get_params()`` returns them as given)."""
         return {
             "epsilon": self.epsilon, "delta": self.delta, "degree": self.degree,
             "beta": self.beta, "theta": self.theta, "seed_fixed": seed_fixed(self.seed),
@@ -225,6 +225,7 @@ class PrivBayes(BaseEstimator):
         self.ledger_ = ledger
         self.n_real_ = n
         self.seed_fixed_ = seed_fixed(self.seed)
+        self.release_settings_ = self._release_settings()
         return self
 
     def _greedy_bayes(self, codes, shape, k, eps1, rng, ledger) -> list[tuple[int, tuple[int, ...]]]:

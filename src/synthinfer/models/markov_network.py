@@ -59,6 +59,12 @@ _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
 #: evaluations (Adult: d = 130).
 SMALL_MODEL_DIMENSION = 32
 
+
+def compiles_quick(dimension: int) -> bool:
+    """Whether a model of ``dimension`` parameters compiles its programs quick
+    (:data:`SMALL_MODEL_DIMENSION`)."""
+    return dimension <= SMALL_MODEL_DIMENSION
+
 #: Samplers producing at most this many codes per call compile with
 #: :func:`synthinfer._jax.quick_compiler_options`, where compiling is most of their cost: the
 #: toy's 100 datasets of 2000 x 3 compile in 0.12 s instead of 0.50 s (0.25 s at level 0
@@ -349,8 +355,8 @@ class MarkovNetwork:
 
     @property
     def small(self) -> bool:
-        """Whether the network's programs compile quick (:data:`SMALL_MODEL_DIMENSION`)."""
-        return self.dimension <= SMALL_MODEL_DIMENSION
+        """Whether the network's programs compile quick (:func:`compiles_quick`)."""
+        return compiles_quick(self.dimension)
 
     def _sample_many(self, thetas: jax.Array, n: int, key: jax.Array) -> jax.Array:
         """One dataset of ``n`` rows per theta: ``(m, n, n_columns)``, vectorised over thetas."""

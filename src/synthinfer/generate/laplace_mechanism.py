@@ -28,12 +28,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from synthinfer._params import ParamsMixin
 from synthinfer.errors import DomainError, EmptyDataError, NonFiniteError, NotFittedError, PrivacyError, UnknownColumnError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.privacy.randomness import SeedLike, make_rng, seed_fixed
 
 
-class LaplaceMechanismGenerator:
+class LaplaceMechanismGenerator(ParamsMixin):
     """Truncated Laplace-mechanism synthetic data (Proposition 3): clamp to [a, b], add Laplace(0, lambda).
 
     Parameters

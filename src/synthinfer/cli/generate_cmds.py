@@ -76,10 +76,12 @@ def generate_cmd(
                 m, n=n_syn, seed=None if seed is None else seed + 1, midpoints=midpoints,
                 progress=lambda done, total: bar.update(gen_task, completed=done),
             )
-        settings = gen.release_settings_ | {"m": m, "n_syn": n_syn or gen.n_, "midpoints": midpoints,
-                                       "selected_marginals": [list(x.columns) for x in gen.selected_marginals_],
-                                       "sigma_dp": gen.sigma_dp_, "diagnostics": _diag_summary(gen.diagnostics_),
-                                       "reference_categories": {c: dom[c].categories[k] for c, k in gen.queries_.reference.items()}}
+        settings = gen.release_settings_ | {
+            "m": m, "n_syn": n_syn or gen.n_, "midpoints": midpoints,
+            "selected_marginals": [list(x.columns) for x in gen.selected_marginals_],
+            "sigma_dp": gen.sigma_dp_, "diagnostics": _diag_summary(gen.diagnostics_),
+            "reference_categories": {c: dom[c].categories[k] for c, k in gen.queries_.reference.items()},
+        }
         path = write_release(
             out, datasets, mechanism="napsu-mq", settings=settings, domain=dom, marginals=list(gen.marginals_),
             ledger=gen.ledger_, n=gen.n_, seed_fixed=seed is not None, posterior=gen.posterior_,

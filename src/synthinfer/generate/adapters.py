@@ -5,8 +5,8 @@ mechanisms (they live in the authors' example scripts), so there is nothing to w
 directly; :class:`CallableGenerator` wraps such a mechanism, or any other, given as a
 function. Its privacy spend is charged to a :class:`~synthinfer.privacy.PrivacyLedger`
 *before* the function runs, and :func:`release_kwargs` turns a fitted DP-GAN, PrivBayes or
-wrapped generator into the keyword arguments of ``synthinfer.release.write_release``, so the spend lands in the
-release manifest.
+wrapped generator into the keyword arguments of ``synthinfer.release.write_release``, so the
+spend lands in the release manifest.
 
 The adapter cannot verify the wrapped function's privacy claim: the ledger records what the
 user declares (``epsilon``, ``delta``, ``mechanism_name``), and the function must spend

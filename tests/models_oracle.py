@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 from scipy.special import logsumexp
 
-from synthinfer.models import CanonicalQueries
+from synthinfer.napsu import CanonicalQueries
 
 
 def all_cells(domain) -> np.ndarray:

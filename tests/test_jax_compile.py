@@ -29,8 +29,8 @@ def test_quick_options_drop_what_the_installed_xla_does_not_know(fresh_options, 
 
 def test_only_small_networks_compile_quick():
     from synthinfer.data import Domain
-    from synthinfer.models.canonical import CanonicalQueries
-    from synthinfer.models.markov_network import SMALL_MODEL_DIMENSION, MarkovNetwork
+    from synthinfer.napsu.queries import CanonicalQueries
+    from synthinfer.napsu.network import SMALL_MODEL_DIMENSION, MarkovNetwork
 
     small = MarkovNetwork(CanonicalQueries(Domain({"a": [0, 1], "b": [0, 1, 2]}), [("a", "b")]))
     big = MarkovNetwork(CanonicalQueries(Domain({"a": list(range(6)), "b": list(range(7))}), [("a", "b")]))

@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthinfer import _jax
 from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain, Marginal
-from synthinfer.generate import inference as inf
-from synthinfer.generate.napsu_mq import _network
+from synthinfer.napsu import network as network_module
+from synthinfer.napsu.diagnostics import convergence_diagnostics, to_inference_data
+from synthinfer.napsu.laplace import laplace_approximation
+from synthinfer.napsu.likelihood import log_likelihood, log_posterior, objective, posterior_args, value_and_grad
+from synthinfer.napsu.mle import maximum_likelihood_pgm
+from synthinfer.napsu.network import network_for as _network
+from synthinfer.napsu.nuts import compile_nuts, nuts_sample
+from synthinfer.napsu.optimize import hessian, lbfgs_minimize
 
 # The toy domain and marginal of test_napsu_mq: the cached network (and so its compiled
 # programs) is shared between the test files when they run in one process.
@@ -33,7 +38,7 @@ def test_laplace_recovers_known_theta(truth):
     net, theta, n, counts = truth
     sigma = 0.01  # tiny DP noise
     s_tilde = counts + np.random.default_rng(2).normal(0, sigma, counts.shape)
-    lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=np.random.default_rng(3))
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(3))
     assert lap.converged
     sd = np.sqrt(np.diag(lap.cov))
     z = (lap.mean - theta) / sd
@@ -52,12 +57,12 @@ def test_nuts_agrees_with_laplace_when_gaussian(truth):
     sigma = 5.0
     s_tilde = counts + np.random.default_rng(4).normal(0, sigma, counts.shape)
     rng = np.random.default_rng(5)
-    lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=rng)
-    res = inf.nuts_sample(net.mean_and_cov, s_tilde, sigma, n, lap, n_chains=4, num_warmup=200, num_samples=1000, rng=rng)
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=rng)
+    res = nuts_sample(net, s_tilde, sigma, n, lap, n_chains=4, num_warmup=200, num_samples=1000, rng=rng)
     assert res.draws.shape == (4, 1000, net.dimension)
     assert res.n_grad_evals > res.n_grad_evals_warmup > 0
-    post = inf.to_inference_data(res.draws)
-    diag = inf.convergence_diagnostics(post, ess_per_chain=50)
+    post = to_inference_data(res.draws)
+    diag = convergence_diagnostics(post, ess_per_chain=50)
     assert diag["ok"], diag["rhat_max"]
     flat = res.draws.reshape(-1, net.dimension)
     sd = np.sqrt(np.diag(lap.cov))
@@ -71,8 +76,8 @@ def test_noise_aware_posterior_is_wider_than_naive(truth):
     net, _, n, counts = truth
     sigma = 200.0
     s_tilde = counts + np.random.default_rng(6).normal(0, sigma, counts.shape)
-    wide = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=np.random.default_rng(7))
-    narrow = inf.laplace_approximation(net.mean_and_cov, s_tilde, 0.005, n, rng=np.random.default_rng(7))
+    wide = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(7))
+    narrow = laplace_approximation(net, s_tilde, 0.005, n, rng=np.random.default_rng(7))
     assert np.all(np.diag(wide.cov) > 1.5 * np.diag(narrow.cov))
 
 
@@ -83,7 +88,7 @@ def test_likelihood_matches_scipy(truth):
     mu, cov = (np.asarray(x) for x in net.mean_and_cov(jnp.asarray(theta)))
     s = counts + 3.0
     want = multivariate_normal(n * mu, n * cov + 4.0 * np.eye(len(mu))).logpdf(s)
-    got = float(inf.log_likelihood(jnp.asarray(theta), jnp.asarray(s), 2.0, float(n), net.mean_and_cov))
+    got = float(log_likelihood(jnp.asarray(theta), jnp.asarray(s), 2.0, float(n), net.mean_and_cov))
     assert got == pytest.approx(want, rel=1e-9)
 
 
@@ -97,7 +102,7 @@ def test_lbfgs_restarts_when_an_attempt_is_rejected():
         calls.append(x)
         return len(calls) > 2  # reject the first two optima
 
-    res = inf.lbfgs_minimize(loss, np.zeros(3), (jnp.ones(3),), rng=np.random.default_rng(0), accept=accept)
+    res = lbfgs_minimize(jax.jit(jax.value_and_grad(loss)), np.zeros(3), (jnp.ones(3),), rng=np.random.default_rng(0), accept=accept)
     assert res.converged and res.n_restarts == 2 and len(res.attempts) == 3
     np.testing.assert_allclose(res.x, 1.0, atol=1e-4)
 
@@ -106,7 +111,7 @@ def test_lbfgs_reports_failure_after_max_restarts():
     def loss(x):
         return jnp.sum(x**2)
 
-    res = inf.lbfgs_minimize(loss, np.zeros(2), (), rng=np.random.default_rng(0), max_restarts=1, accept=lambda x: False)
+    res = lbfgs_minimize(jax.jit(jax.value_and_grad(loss)), np.zeros(2), (), rng=np.random.default_rng(0), max_restarts=1, accept=lambda x: False)
     assert not res.converged and res.n_restarts == 1
 
 
@@ -116,71 +121,65 @@ def test_lbfgs_treats_a_non_finite_loss_as_a_failed_attempt():
     def loss(x):
         return jnp.where(x[0] > 1.5, jnp.inf, jnp.sum((x - 2.0) ** 2))
 
-    res = inf.lbfgs_minimize(loss, np.zeros(2), (), rng=np.random.default_rng(0), max_restarts=2)
+    res = lbfgs_minimize(jax.jit(jax.value_and_grad(loss)), np.zeros(2), (), rng=np.random.default_rng(0), max_restarts=2)
     assert not res.converged
     assert all(a["failed"] for a in res.attempts) and len(res.attempts) == 3
 
 
 def test_finite_difference_hessian_matches_autodiff(truth):
     net, theta, n, counts = truth
-    args = inf._posterior_args(counts, 3.0, n, 10.0)
-    loss, _ = inf._loss_for(net.mean_and_cov)
+    args = posterior_args(counts, 3.0, n, 10.0)
+    loss, _ = objective(net, "neg_log_posterior")
     x = np.asarray(theta) + 0.1
     want = np.asarray(jax.hessian(loss)(jnp.asarray(x), *args))
-    np.testing.assert_allclose(inf._hessian(loss, x, args), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    np.testing.assert_allclose(hessian(value_and_grad(net, "neg_log_posterior"), x, args), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
 
 
 def test_pgm_mle_recovers_theta_without_noise(truth):
     net, theta, n, counts = truth
-    res = inf.maximum_likelihood_pgm(net.mean, counts, n, rng=np.random.default_rng(0))
+    res = maximum_likelihood_pgm(net, counts, n, rng=np.random.default_rng(0))
     mu_hat = np.asarray(net.mean(jnp.asarray(res.x)))
     np.testing.assert_allclose(n * mu_hat, counts, atol=2.0)
 
 
 
-def test_evicted_networks_release_their_cached_objectives(monkeypatch):
-    from synthinfer.generate import napsu_mq
-
-    monkeypatch.setattr(napsu_mq, "_MAX_NETWORKS", 1)
-    first = _network(DOMAIN, [Marginal(("x1", "y"))])
-    inf._loss_for(first.mean_and_cov)
-    assert first.mean_and_cov in inf._LOSS_CACHE
-    program = inf.compile_nuts(first.mean_and_cov, first.dimension, num_warmup=10, num_samples=10)
+def test_a_network_owns_its_programs_and_makes_each_once():
+    net = _network(DOMAIN, [Marginal(("x1", "y"))])
+    assert objective(net, "neg_log_posterior") is objective(net, "neg_log_posterior")
+    assert value_and_grad(net, "neg_log_posterior") is value_and_grad(net, "neg_log_posterior")
+    program = compile_nuts(net, num_warmup=10, num_samples=10)
     # one compilation per network and settings, started once however often it is asked for
-    assert inf.compile_nuts(first.mean_and_cov, first.dimension, num_warmup=10, num_samples=10) is program
+    assert compile_nuts(net, num_warmup=10, num_samples=10) is program
+    assert compile_nuts(net, num_warmup=10, num_samples=11) is not program
     program.result()
-    sampler = first.compile_sample_many(3, 5)
-    assert first.compile_sample_many(3, 5) is sampler
-    assert np.asarray(sampler.result()(np.zeros((3, first.dimension)), jax.random.key(0))).shape == (3, 5, 3)
-    second = _network(DOMAIN, [Marginal(("x2", "y"))])  # evicts the first
-    assert second is not first
-    assert first.mean_and_cov not in inf._LOSS_CACHE
-    assert not any(k[0] is first.mean_and_cov or k[0] is first.sample_many for k in _jax._PROGRAMS)
+    sampler = net.compile_sample_many(3, 5)
+    assert net.compile_sample_many(3, 5) is sampler
+    assert np.asarray(sampler.result()(np.zeros((3, net.dimension)), jax.random.key(0))).shape == (3, 5, 3)
+    other = _network(DOMAIN, [Marginal(("x2", "y"))])
+    assert other.programs is not net.programs and len(other.programs) == 0
 
 
 def test_evicted_networks_are_freed_and_others_keep_their_programs(monkeypatch):
     import gc
     import weakref
 
-    from synthinfer.generate import napsu_mq
-
-    monkeypatch.setattr(napsu_mq, "_MAX_NETWORKS", 2)
+    monkeypatch.setattr(network_module, "MAX_CACHED_NETWORKS", 2)
     nets = [_network(DOMAIN, [Marginal((x, "y"))]) for x in ("x1", "x2")]
     for net in nets:
-        inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=10, num_samples=10).result()
+        compile_nuts(net, num_warmup=10, num_samples=10).result()
         net.compile_sample_many(3, 5).result()
-        args = inf._posterior_args(np.zeros(net.dimension), 1.0, 10, 10.0)
-        inf._value_and_grad(inf._loss_for(net.mean_and_cov)[0], net.dimension)(jnp.zeros(net.dimension), *args)
-    kept = inf._value_and_grad(inf._loss_for(nets[1].mean_and_cov)[0], nets[1].dimension)
+        args = posterior_args(np.zeros(net.dimension), 1.0, 10, 10.0)
+        value_and_grad(net, "neg_log_posterior")(jnp.zeros(net.dimension), *args)
+    kept = value_and_grad(nets[1], "neg_log_posterior")
     gone = weakref.ref(nets[0])
-    del nets
+    del nets, net
     _network(DOMAIN, [Marginal(("x1", "x2"))])  # evicts the first network only
     gc.collect()
     assert gone() is None  # nothing (no JAX cache) keeps the evicted network or its programs alive
     assert kept._cache_size() == 1  # the other network's compiled objective survives
 
 
-# -- the one-sided map (synthinfer.generate.reparam) ----------------------------------------
+# -- the one-sided map (synthinfer.napsu.reparam) ----------------------------------------
 # Two empty cells in the toy's 3-way table of 2000 rows (reference cell (0, 0, 0) = 600).
 SPARSE = np.array([600.0, 400.0, 300.0, 0.0, 350.0, 200.0, 150.0, 0.0])
 
@@ -191,12 +190,12 @@ def sparse():
     sigma = 10.0
     s_tilde = SPARSE[net.queries.kept] + np.random.default_rng(0).normal(0.0, sigma, net.dimension)
     n = int(SPARSE.sum())
-    lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=np.random.default_rng(1))
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(1))
     return net, s_tilde, sigma, n, lap
 
 
 def test_one_sided_map_is_an_exact_change_of_variables(sparse):
-    from synthinfer.generate.reparam import one_sided_map, to_theta
+    from synthinfer.napsu.reparam import one_sided_map, to_theta
 
     net, s_tilde, sigma, n, lap = sparse
     mu = np.asarray(net.mean(jnp.asarray(lap.mean)))
@@ -223,13 +222,13 @@ def test_one_sided_map_aligns_an_emptying_dropped_cell_with_one_axis():
     """The reference cell (0, 0, 0) has no parameter of its own; when it can empty, the map
     rotates the whitened coordinates so that its log count moves along a single axis (which
     the diagonal mass matrix can stretch), and stays an exact change of variables."""
-    from synthinfer.generate.reparam import one_sided_map, to_theta
+    from synthinfer.napsu.reparam import one_sided_map, to_theta
 
     table = np.array([0.0, 400.0, 300.0, 500.0, 350.0, 200.0, 150.0, 100.0])
     net = _network(DOMAIN, [Marginal(m) for m in MARGINALS], {})
     sigma, n = 10.0, int(table.sum())
     s_tilde = table[net.queries.kept] + np.random.default_rng(0).normal(0.0, sigma, net.dimension)
-    lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=np.random.default_rng(1))
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(1))
     mean = jnp.asarray(lap.mean)
     mu = np.asarray(net.mean(mean))
     jd = np.asarray(net.dropped_cell_log_prob_jacobian(mean))
@@ -256,9 +255,9 @@ def test_one_sided_nuts_agrees_with_plain_nuts(sparse):
     net, s_tilde, sigma, n, lap = sparse
     runs = {}
     for name, threshold in (("map", 5.0), ("plain", -np.inf)):
-        res = inf.nuts_sample(net.mean_and_cov, s_tilde, sigma, n, lap, n_chains=4, num_warmup=400,
+        res = nuts_sample(net, s_tilde, sigma, n, lap, n_chains=4, num_warmup=400,
                               num_samples=3000, one_sided_threshold=threshold, rng=np.random.default_rng(2))
-        runs[name] = (res, inf.to_inference_data(res.draws))
+        runs[name] = (res, to_inference_data(res.draws))
     assert runs["map"][0].n_one_sided == 2 and runs["plain"][0].n_one_sided == 0
     for q in (0.05, 0.5, 0.95):
         est = [np.quantile(p.posterior["theta"].values.reshape(-1, net.dimension), q, axis=0) for _, p in runs.values()]
@@ -269,10 +268,10 @@ def test_one_sided_nuts_agrees_with_plain_nuts(sparse):
     assert per_draw["map"] < 0.8 * per_draw["plain"], per_draw  # 17 against 25 when written
 
 
-# -- plateau jumps (synthinfer.generate.jumps) ----------------------------------------------
+# -- plateau jumps (synthinfer.napsu.jumps) ----------------------------------------------
 def _cell_map(s_tilde, sigma, n, count_at_mode, mean, sd):
     """One-sided maps of independent cells (diagonal Laplace covariance), all flagged."""
-    from synthinfer.generate.reparam import one_sided_map
+    from synthinfer.napsu.reparam import one_sided_map
 
     mean = np.asarray(mean, float)
     mu = np.asarray(count_at_mode, float) / n
@@ -281,7 +280,7 @@ def _cell_map(s_tilde, sigma, n, count_at_mode, mean, sd):
 
 
 def test_plateau_jumps_choose_cells_with_a_bulk_and_a_plateau():
-    from synthinfer.generate.jumps import plateau_jumps
+    from synthinfer.napsu.jumps import plateau_jumps
 
     sigma, n = 25.0, 46_043
     # 3.4 sd above zero (a plateau behind ~6 nats), far below zero (all plateau), 12 sd above
@@ -299,8 +298,8 @@ def test_jump_sweep_leaves_the_posterior_invariant():
     exact ones computed on a grid (|z| < 4 with ArviZ's MCSE; a chance failure has
     probability < 1e-3)."""
     import arviz as az
-    from synthinfer.generate.jumps import _GRID, _profile, jump_sweep, plateau_jumps
-    from synthinfer.generate.reparam import _log_t_prime, _t
+    from synthinfer.napsu.jumps import _GRID, _profile, jump_sweep, plateau_jumps
+    from synthinfer.napsu.reparam import _log_t_prime, _t
 
     sigma, n, count, mean, sd = 25.0, 46_043, 80.0, -2.8, 0.33
     umap, mu = _cell_map([86.0], sigma, n, [count], [mean], [sd])
@@ -369,7 +368,7 @@ def _importance_reference(net, s_tilde, sigma, n, lap, one_sided, size, rng):
     theta[:, rest] = m[rest] + counts @ reg.T + x @ chol.T
     logq += (gammaln((nu + k) / 2) - gammaln(nu / 2) - k / 2 * np.log(nu * np.pi) - np.log(np.diag(chol)).sum()
              - (nu + k) / 2 * np.log1p((x**2).sum(1) / nu))
-    logp = jax.jit(jax.vmap(lambda th: inf.log_posterior(th, jnp.asarray(s_tilde), sigma, n, net.mean_and_cov)))
+    logp = jax.jit(jax.vmap(lambda th: log_posterior(th, jnp.asarray(s_tilde), sigma, n, net.mean_and_cov)))
     logw = np.asarray(logp(jnp.asarray(theta))) - logq
     _, khat = az.psislw(logw.copy())
     w = np.exp(logw - logw.max())
@@ -391,13 +390,13 @@ def test_nuts_with_plateau_jumps_matches_an_importance_sampling_reference():
     net = _network(DOMAIN, [Marginal(m) for m in MARGINALS], {})
     sigma, n = 10.0, int(table.sum())
     s_tilde = table[net.queries.kept] + np.random.default_rng(0).normal(0.0, sigma, net.dimension)
-    lap = inf.laplace_approximation(net.mean_and_cov, s_tilde, sigma, n, rng=np.random.default_rng(1))
-    res = inf.nuts_sample(net.mean_and_cov, s_tilde, sigma, n, lap, n_chains=4, num_warmup=400, num_samples=3000,
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(1))
+    res = nuts_sample(net, s_tilde, sigma, n, lap, n_chains=4, num_warmup=400, num_samples=3000,
                           rng=np.random.default_rng(2))
     assert res.n_jump_cells == 1 and res.n_jumps_accepted > 1000
     theta, w, khat = _importance_reference(net, s_tilde, sigma, n, lap, [2, 6], 400_000, np.random.default_rng(3))
     assert khat < 0.5
-    post = inf.to_inference_data(res.draws)
+    post = to_inference_data(res.draws)
     flat = res.draws.reshape(-1, net.dimension)
     for cut in (-5.0, -4.0):  # the plateau share of the 36-count cell (query 2)
         below = (res.draws[..., 2] < cut).astype(float)

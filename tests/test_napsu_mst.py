@@ -7,7 +7,7 @@ import pytest
 
 from synthinfer.data import Domain, Marginal
 from synthinfer.errors import BudgetExceededError, DomainError
-from synthinfer.generate.mst import (
+from synthinfer.napsu.selection import (
     SCORE_SENSITIVITY,
     exponential_mechanism,
     n_spanning_edges,

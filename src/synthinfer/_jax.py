@@ -23,8 +23,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 __all__ = [
-    "compile_ahead", "default_cache_dir", "enable_compilation_cache", "forget_programs", "jax", "jnp",
-    "quick_compiler_options", "single_threaded_blas",
+    "ProgramCache", "default_cache_dir", "enable_compilation_cache", "jax", "jnp", "quick_compiler_options",
+    "single_threaded_blas",
 ]
 
 
@@ -45,12 +45,9 @@ def single_threaded_blas():
 
 # Programs a fit will need next (NUTS; the synthetic-data sampler) compile on background
 # threads while the main thread computes: on two cores that hides most of a small model's
-# wait (the toy pipeline). Two compilations side by side gain little, each taking about twice
-# as long (Adult: the sampler beside the Laplace fit's compilations made fit + generate 0.7 s
-# slower), so callers start a program where the main thread has numerics to run.
+# wait. Two compilations side by side gain little (each takes about twice as long), so
+# callers start a program where the main thread has numerics to run.
 _COMPILE_POOL = ThreadPoolExecutor(2, thread_name_prefix="synthinfer-compile")
-_PROGRAMS: dict[tuple, Future] = {}
-_PROGRAMS_LOCK = threading.Lock()
 
 
 #: XLA options for programs whose run time is tiny next to compiling them: the lowest LLVM
@@ -75,28 +72,44 @@ def quick_compiler_options() -> dict[str, Any]:
     return dict(_QUICK_OPTIONS)
 
 
-def compile_ahead(key: tuple, lower: Callable[[], Any], *, quick: bool = False) -> Future:
-    """Future of the compiled program ``lower().compile()``, started once per ``key``.
+class ProgramCache:
+    """The compiled programs of one owner (a NAPSU-MQ network), made once per key.
 
-    ``lower`` returns a ``jax.stages.Lowered`` (``jax.jit(f).lower(...)`` on
-    ``ShapeDtypeStruct`` placeholders). ``quick`` compiles with :func:`quick_compiler_options`,
-    for programs whose run time is tiny next to compiling them (callers decide, with their
-    measurements). ``key[0]`` is the object the program belongs to (one of a network's jitted
-    functions), by which :func:`forget_programs` drops it.
+    The owner holds its cache and nothing global refers to either, so when the owner is
+    dropped its programs are freed with it: no eviction chain. Every program refers to its
+    owner through a function (a partial or a bound method), never a static argument, which
+    JAX's global caches would keep alive. Thread-safe: background compilations and the main
+    thread ask for programs concurrently.
     """
-    options = quick_compiler_options() if quick else None
-    with _PROGRAMS_LOCK:
-        fut = _PROGRAMS.get(key)
-        if fut is None:
-            fut = _PROGRAMS[key] = _COMPILE_POOL.submit(lambda: lower().compile(options))
-    return fut
 
+    def __init__(self) -> None:
+        self._items: dict[Any, Any] = {}
+        self._lock = threading.RLock()  # a maker may ask for another entry
 
-def forget_programs(owner: Any) -> None:
-    """Drop the background-compiled programs whose key starts with ``owner``."""
-    with _PROGRAMS_LOCK:
-        for key in [k for k in _PROGRAMS if k[0] is owner]:
-            del _PROGRAMS[key]
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        """The entry for ``key``, made by ``make()`` on first use (``make`` runs under the
+        cache's lock, so it must be cheap: a ``jax.jit`` wrapper, not a compilation)."""
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = make()
+            return self._items[key]
+
+    def compile_ahead(self, key: Any, lower: Callable[[], Any], *, quick: bool = False) -> Future:
+        """Future of the compiled program ``lower().compile()``, started once per ``key`` on a
+        background thread. ``lower`` returns a ``jax.stages.Lowered`` (``jax.jit(f).lower(...)``
+        on ``ShapeDtypeStruct`` placeholders); ``quick`` compiles with
+        :func:`quick_compiler_options`, for programs whose run time is tiny next to compiling
+        them (callers decide, with their measurements)."""
+        options = quick_compiler_options() if quick else None
+        return self.get(("compiled", key), lambda: _COMPILE_POOL.submit(lambda: lower().compile(options)))
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items or ("compiled", key) in self._items
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
 
 
 def default_cache_dir() -> Path:

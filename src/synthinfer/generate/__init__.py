@@ -12,7 +12,7 @@ simulation studies).
 from synthinfer.generate.adapters import CallableGenerator, release_kwargs
 from synthinfer.generate.dpgan import DPCGAN, DPGAN
 from synthinfer.generate.laplace_mechanism import LaplaceMechanismGenerator, laplace_synthetic
-from synthinfer.generate.napsu_mq import NapsuMQ
+from synthinfer.napsu.estimator import NapsuMQ
 from synthinfer.generate.privbayes import PrivBayes
 from synthinfer.generate.tabular import Continuous, TabularSchema
 

@@ -13,7 +13,7 @@ plateau's share (2.5% to 8.6%), which is what failed R-hat and ESS.
 
 What. After every NUTS transition, for each such cell ``j`` in turn, an independence
 Metropolis-Hastings update of its coordinate ``phi_j`` of the one-sided map
-(:mod:`synthinfer.generate.reparam`), the others held fixed: propose ``phi'`` from a
+(:mod:`synthinfer.napsu.reparam`), the others held fixed: propose ``phi'`` from a
 histogram ``q_j`` and accept with probability
 ``min(1, p(u') q_j(phi_j) / (p(u) q_j(phi'_j)))`` (Tierney 1994). Each update leaves the
 posterior invariant, so NUTS followed by the updates still targets the exact posterior; the
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synthinfer._jax import jax, jnp
-from synthinfer.generate.reparam import OneSidedMap, _log_t_prime, _t
+from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, _t
 
 #: Bins of each proposal histogram (fixed: the sampler compiles once per network).
 BINS = 48

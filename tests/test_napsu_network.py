@@ -12,7 +12,7 @@ from scipy.stats import chi2
 from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain
 from synthinfer.datasets import load_adult
-from synthinfer.models import CanonicalQueries, JunctionTree, MarkovNetwork
+from synthinfer.napsu import CanonicalQueries, JunctionTree, MarkovNetwork
 
 DOM = Domain({
     "a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2", "c3"],

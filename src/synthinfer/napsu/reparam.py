@@ -59,7 +59,7 @@ counts only (post-processing).
 Dropped cells. The map works along coordinate axes; a near-empty cell *without* its own
 parameter (dropped by the canonical parametrisation) has a one-sided direction that follows
 no axis. NAPSU-MQ chooses the reference categories so that the dropped cells are the large
-ones (:func:`synthinfer.models.canonical.most_frequent_reference`), but in a rare row every
+ones (:func:`synthinfer.napsu.queries.most_frequent_reference`), but in a rare row every
 cell is small: on Adult, ``(age 75-90, Married-civ-spouse)`` (implied count ~140 +- 70) can
 empty, the row's other marital statuses rising together while the age parameter compensates,
 and the parameters along that direction had the lowest ESS (``theta`` of ``(age 75-90,
@@ -80,7 +80,7 @@ What the map cannot do. A cell a few noise sd above zero has its bulk on the slo
 and an empty-cell plateau below the bend. ``T`` compresses the plateau to unit scale, not
 below the bulk's width, so its density stays a few nats below the bulk's, and Hamiltonian
 dynamics climbs such a drop only with the one direction's kinetic energy (``chi^2_1 / 2``).
-:mod:`synthinfer.generate.jumps` adds Metropolis-Hastings jumps between the two.
+:mod:`synthinfer.napsu.jumps` adds Metropolis-Hastings jumps between the two.
 
 This transformation is our addition; the paper's NUTS (Section 5.2) runs on the
 Laplace-whitened posterior only.

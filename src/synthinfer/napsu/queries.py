@@ -35,7 +35,7 @@ the dropped cells are the large ones in most rows, and most near-empty cells own
 parameter. Not all: in a rare row every cell is small against the summed noise of its row
 (Adult's ``(age 75-90, Married-civ-spouse)``, implied count ~140 +- 70, is dropped and can
 empty), and no choice of reference avoids that; NUTS's one-sided map
-(:mod:`synthinfer.generate.reparam`) therefore works on every cell's log count, not on the
+(:mod:`synthinfer.napsu.reparam`) therefore works on every cell's log count, not on the
 parameters' axes. The prior
 ``N(0, 10^2 I)`` on ``theta`` is stated relative to the reference; the paper does not say which
 one it used, so this is a choice within the specification, not a change of model family.
@@ -97,7 +97,7 @@ class CanonicalQueries:
     ) -> None:
         self.domain = domain
         self.queryset = QuerySet(domain, marginals)
-        self.reference = _check_reference(domain, reference)
+        self.reference = complete_reference(domain, reference)
         offsets = self.queryset.offsets()
         host: dict[frozenset[str], int] = {}
         for i, m in enumerate(self.queryset.marginals):
@@ -154,7 +154,7 @@ class CanonicalQueries:
         )
 
 
-def _check_reference(domain: Domain, reference: Mapping[str, int] | None) -> dict[str, int]:
+def complete_reference(domain: Domain, reference: Mapping[str, int] | None) -> dict[str, int]:
     out = {name: 0 for name in domain.names}
     for name, code in (reference or {}).items():
         if name not in out:

@@ -17,12 +17,9 @@ share of the same budget.
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -35,30 +32,21 @@ from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
-    ConvergenceWarning,
     NotFittedError,
     OutOfDomainError,
     ParameterError,
-    SynthinferError,
     SynthinferWarning,
     UnknownColumnError,
 )
-from synthinfer.generate import inference as inf
-from synthinfer.generate.reparam import one_sided_cells
-from synthinfer.models.canonical import CanonicalQueries, most_frequent_reference
+from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, get_backend
+from synthinfer.napsu.likelihood import PRIOR_SD
+from synthinfer.napsu.network import network_for
+from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
-Inference = Literal["nuts", "laplace", "mle"]
-_FORMAT = "synthinfer.napsu_mq/1"
 #: Noise level the authors used in inference for the "without noise awareness" ablation (Fig. 3b).
 NON_NOISE_AWARE_SIGMA = 0.005
-
-# Networks are cached per (domain, marginals) so repeated fits (studies, refits at other
-# epsilons) reuse their compiled JAX code: compilation is keyed on the network object.
-_NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
-_MAX_NETWORKS = 8
-
 
 #: Spawn key of generate()'s own random stream under a fixed seed (see NapsuMQ._generate_rng).
 _GENERATE_STREAM = 0x6E6E
@@ -73,23 +61,6 @@ def _generate_batch(m: int, n: int, n_columns: int) -> int:
     return max(1, min(m, int(2e7 // max(1, n * n_columns))))
 
 
-def _network(domain: Domain, marginals: Sequence[Marginal], reference: dict[str, int] | None = None):
-    from synthinfer.models.canonical import _check_reference
-    from synthinfer.models.markov_network import MarkovNetwork
-
-    # key on the completed reference, so "first" ({}) and an explicit all-first mapping share a network
-    key = (domain, tuple(m.columns for m in marginals), tuple(sorted(_check_reference(domain, reference).items())))
-    if key in _NETWORKS:
-        _NETWORKS.move_to_end(key)
-        return _NETWORKS[key]
-    net = MarkovNetwork(CanonicalQueries(domain, marginals, reference=reference))
-    _NETWORKS[key] = net
-    while len(_NETWORKS) > _MAX_NETWORKS:
-        _, old = _NETWORKS.popitem(last=False)
-        inf.forget_network(old)
-    return net
-
-
 class NapsuMQ(ParamsMixin):
     """Noise-aware synthetic data generator from noisy marginal queries (NAPSU-MQ).
 
@@ -99,9 +70,10 @@ class NapsuMQ(ParamsMixin):
         ``[("age", "income"), ("race", "income")]``. Include every marginal the downstream
         analysis depends on (Section 4.1: otherwise Rubin's rules cannot be valid).
     epsilon, delta : the total privacy budget of this fit (selection + measurement).
-    inference : ``"nuts"`` (default; NUTS preconditioned by the Laplace fit), ``"laplace"``
-        (Gaussian at the MAP), or ``"mle"`` (the non-noise-aware PGM point estimate of
-        Supplement D; a baseline for comparisons, not for valid inference).
+    inference : the inference backend (:mod:`synthinfer.napsu.backends`): ``"nuts"``
+        (default; NUTS preconditioned by the Laplace fit), ``"laplace"`` (Gaussian at the
+        MAP), ``"mle"`` (the non-noise-aware PGM point estimate of Supplement D; a baseline
+        for comparisons, not for valid inference), or any registered backend's name.
     select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals)
         or ``"mst"`` (add enough to span all columns).
     mst_budget_fraction : share of (epsilon, delta) spent on the MST selection when
@@ -123,11 +95,9 @@ class NapsuMQ(ParamsMixin):
     seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
         only choice for a real release) draws the DP noise from OS entropy.
 
-    Run time (2 cores, ``benchmarks/napsu``): on Adult's 10 two-way marginals (130 parameters)
-    the Laplace fit takes ~3 s and NUTS ~4 minutes at epsilon = 1 and ~12 at 0.3, where more
-    cells are near empty and the sampler needs ~3x more gradients per draw; 100 datasets of
-    46,043 rows take ~2 s. Compiled programs are reused by later fits of the same marginals
-    (any epsilon or data), and across processes after :func:`synthinfer.enable_compilation_cache`.
+    Compiled programs are reused by later fits of the same marginals (any epsilon or data),
+    and across processes after :func:`synthinfer.enable_compilation_cache`; current run times
+    are in the README's figures table (``benchmarks/napsu``).
 
     Attributes (after ``fit``)
     --------------------------
@@ -146,7 +116,7 @@ class NapsuMQ(ParamsMixin):
         marginals: Sequence[Sequence[str] | str | Marginal],
         epsilon: float = 1.0,
         delta: float = 1e-9,
-        inference: Inference = "nuts",
+        inference: str = "nuts",
         *,
         select_extra: int | Literal["mst"] = 0,
         mst_budget_fraction: float = 0.1,
@@ -154,7 +124,7 @@ class NapsuMQ(ParamsMixin):
         num_warmup: int = 800,
         num_samples: int = 2000,
         max_tree_depth: int = 12,
-        prior_sd: float = inf.PRIOR_SD,
+        prior_sd: float = PRIOR_SD,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
         noise_aware: bool = True,
@@ -202,10 +172,9 @@ class NapsuMQ(ParamsMixin):
         }
 
     def _check_settings(self) -> None:
-        if self.inference not in ("nuts", "laplace", "mle"):
-            raise SynthinferError(f"inference must be 'nuts', 'laplace' or 'mle', got {self.inference!r}")
+        get_backend(self.inference)  # ParameterError naming the registered backends
         if not (self.select_extra == "mst" or (isinstance(self.select_extra, (int, np.integer)) and self.select_extra >= 0)):
-            raise SynthinferError(f"select_extra must be a non-negative int or 'mst', got {self.select_extra!r}")
+            raise ParameterError(f"select_extra must be a non-negative int or 'mst', got {self.select_extra!r}")
         if self.select_extra and not (_is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
             raise ParameterError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
         # Checked here, before any budget is spent: a bad value would otherwise fail after the
@@ -218,7 +187,7 @@ class NapsuMQ(ParamsMixin):
         if not (_is_number(self.prior_sd) and math.isfinite(self.prior_sd) and self.prior_sd > 0):
             raise ParameterError(f"prior_sd must be a finite number > 0, got {self.prior_sd!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
-            raise SynthinferError(
+            raise ParameterError(
                 f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
             )
 
@@ -254,7 +223,7 @@ class NapsuMQ(ParamsMixin):
         self._check_settings()
         budget = PrivacyBudget(self.epsilon, self.delta)
         if budget.delta <= 0:
-            raise SynthinferError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
+            raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         fixed = _drop_contained(as_marginals(self.marginals))
@@ -275,7 +244,7 @@ class NapsuMQ(ParamsMixin):
         selected: list[Marginal] = []
         meas_budget = budget
         if self.select_extra:
-            from synthinfer.generate.mst import n_spanning_edges, select_mst_marginals
+            from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
 
             k = n_spanning_edges(domain, fixed) if self.select_extra == "mst" else int(self.select_extra)
             if k > 0:
@@ -313,7 +282,7 @@ class NapsuMQ(ParamsMixin):
         del counts, codes
         if reference is None:
             reference = most_frequent_reference(queryset, noisy_all)
-        network = _network(domain, marginals, reference)
+        network = network_for(domain, marginals, reference)
         queries = network.queries
         noisy = noisy_all[queries.kept]
         timings["network_and_measurement"] = time.perf_counter() - t0
@@ -338,84 +307,21 @@ class NapsuMQ(ParamsMixin):
         return self
 
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
-        net = self.network_
+        backend = get_backend(self.inference)
         sigma_inf = self.sigma_dp_ if self.noise_aware else NON_NOISE_AWARE_SIGMA
-        diag: dict[str, Any] = {"inference": self.inference, "noise_aware": self.noise_aware, "sigma_inference": sigma_inf}
-        stats = None
-        if self.inference == "mle":
-            stage("maximum likelihood (PGM objective)")
-            t0 = time.perf_counter()
-            res = inf.maximum_likelihood_pgm(net.mean, self.noisy_counts_, self.n_, rng=rng)
-            timings["mle"] = time.perf_counter() - t0
-            draws = res.x[None, None, :]
-            diag["mle"] = {"converged": res.converged, "loss": res.loss, "iterations": res.n_iterations,
-                           "gradient_evaluations": res.n_grad_evals, "restarts": res.n_restarts}
-        else:
-            if self.inference == "nuts":  # compiles on the other core while the Laplace fit runs
-                inf.compile_nuts(net.mean_and_cov, net.dimension, num_warmup=self.num_warmup,
-                                 num_samples=self.num_samples, max_tree_depth=self.max_tree_depth,
-                                 jump_moves=bool(one_sided_cells(self.noisy_counts_, sigma_inf).any()))
-            stage("Laplace approximation")
-            lap = inf.laplace_approximation(
-                net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, prior_sd=self.prior_sd,
-                max_iter=self.laplace_max_iter, max_restarts=self.laplace_max_restarts, rng=rng,
-            )
-            timings["laplace"] = lap.seconds
-            diag["laplace"] = lap.info()
-            self.laplace_ = lap
-            if self.inference == "laplace":
-                gap = inf.laplace_gap(net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap,
-                                      prior_sd=self.prior_sd)
-                diag["laplace"]["max_log_density_gap"] = float(gap.max())
-                diag["laplace"]["axes_gap_over_1_nat"] = int((gap > 1.0).sum())
-                if gap.max() > 1.0:
-                    warnings.warn(
-                        f"the posterior is far from Gaussian along {int((gap > 1.0).sum())} of {gap.size} "
-                        f"directions (log-density gap up to {gap.max():.3g} nats at 2 sd; typical of "
-                        "near-empty marginal cells): Laplace draws may misrepresent it, use "
-                        "inference='nuts' for inference you rely on",
-                        ConvergenceWarning,
-                        stacklevel=2,
-                    )
-                draws = lap.sample(self.n_chains * self.num_samples, rng).reshape(self.n_chains, self.num_samples, -1)
-            else:
-                # after the Laplace fit's compilations: beside the NUTS program's and sampling
-                # (toy pipeline 0.1-0.2 s faster); otherwise generate() compiles it
-                self._compile_sampler()
-                stage("NUTS")
-                res = inf.nuts_sample(
-                    net.mean_and_cov, self.noisy_counts_, sigma_inf, self.n_, lap, prior_sd=self.prior_sd,
-                    n_chains=self.n_chains, num_warmup=self.num_warmup, num_samples=self.num_samples,
-                    max_tree_depth=self.max_tree_depth, dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian,
-                    progress=stage, rng=rng,
-                )
-                draws = res.draws
-                stats = {"diverging": res.diverging}
-                timings["nuts"] = res.seconds
-                diag["nuts"] = {
-                    "gradient_evaluations": res.n_grad_evals,
-                    "gradient_evaluations_warmup": res.n_grad_evals_warmup,
-                    "divergences": int(res.diverging.sum()),
-                    "step_size": res.step_size.tolist(),
-                    "one_sided_parameters": res.n_one_sided,
-                    "plateau_jump_parameters": res.n_jump_cells,
-                    "plateau_jump_acceptance": (res.n_jumps_accepted / (res.n_jump_cells * self.n_chains * self.num_samples)
-                                                if res.n_jump_cells else None),
-                    "gradient_evaluations_per_draw": res.n_grad_evals / (self.n_chains * (self.num_warmup + self.num_samples)),
-                }
-        self.posterior_ = inf.to_inference_data(draws, sample_stats=stats, attrs={"inference": self.inference})
-        if self.inference == "nuts":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                conv = inf.convergence_diagnostics(self.posterior_)
-            diag["nuts"].update(conv)
-            if diag["nuts"]["divergences"]:
-                warnings.warn(
-                    f"NUTS: {diag['nuts']['divergences']} divergent transitions after warmup",
-                    inf.ConvergenceWarning, stacklevel=3,
-                )
-        diag["timings"] = timings
-        self.diagnostics_ = diag
+        problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd))
+        settings = InferenceSettings(
+            n_chains=int(self.n_chains), num_warmup=int(self.num_warmup), num_samples=int(self.num_samples),
+            max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
+            laplace_max_restarts=int(self.laplace_max_restarts),
+        )
+        res = backend.run(problem, settings, rng=rng, progress=stage, spare_core=self._compile_sampler)
+        if res.laplace is not None:
+            self.laplace_ = res.laplace
+        self.posterior_ = res.posterior
+        timings.update(res.timings)
+        self.diagnostics_ = {"inference": self.inference, "noise_aware": self.noise_aware,
+                             "sigma_inference": sigma_inf, **res.diagnostics, "timings": timings}
 
     def _compile_sampler(self) -> None:
         """Start compiling generate()'s sampler for its defaults on a background thread."""
@@ -524,81 +430,20 @@ class NapsuMQ(ParamsMixin):
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted generator to one ``.npz`` file (atomically).
+        """Write the fitted generator to one ``.npz`` file, atomically
+        (:func:`synthinfer.napsu.io.save`: no rows of the real data, no exact counts, never the
+        seed's value)."""
+        from synthinfer.napsu import io
 
-        Saved: settings (never the seed's value), Domain, marginals, canonical query indices,
-        noisy counts, sigma_DP, n, posterior draws, diagnostics and the ledger record. No
-        rows of the real data and no exact counts are saved.
-        """
         self._check_fitted()
-        from synthinfer._io import atomic_write
-
-        meta = {
-            "format": _FORMAT,
-            "params": self.release_settings_,
-            "domain": self.domain_.to_dict(),
-            "marginals": [list(m.columns) for m in self.marginals_],
-            "selected_marginals": [list(m.columns) for m in self.selected_marginals_],
-            "n": self.n_,
-            "reference": self.queries_.reference,
-            "sigma_dp": self.sigma_dp_,
-            "seed_fixed": self.seed_fixed_,
-            "ledger": {k: self.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
-            "spent": list(self.spent_),
-            "diagnostics": self.diagnostics_,
-        }
-        arrays = {
-            "meta": np.frombuffer(json.dumps(meta, default=_json_default).encode(), dtype=np.uint8),
-            "noisy_counts": self.noisy_counts_,
-            "kept": np.asarray(self.queries_.kept),
-            "draws": self.draws_,
-        }
-        if "sample_stats" in self.posterior_.groups():
-            arrays["diverging"] = np.asarray(self.posterior_.sample_stats["diverging"].values)
-
-        def write(tmp: Path) -> None:
-            buf = io.BytesIO()
-            np.savez_compressed(buf, **arrays)
-            tmp.write_bytes(buf.getvalue())
-
-        atomic_write(Path(path), write)
+        io.save(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> NapsuMQ:
         """Read a generator written by :meth:`save` (it can generate, not refit)."""
-        with np.load(Path(path), allow_pickle=False) as z:
-            try:
-                meta = json.loads(bytes(z["meta"]).decode())
-            except KeyError:
-                raise SynthinferError(f"{path} is not a saved NapsuMQ generator") from None
-            if meta.get("format") != _FORMAT:
-                raise SynthinferError(f"{path}: unknown format {meta.get('format')!r} (expected {_FORMAT})")
-            arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
-        params = dict(meta["params"])
-        params.setdefault("reference", "first")  # files written before the setting existed
-        obj = cls(**params)
-        obj.release_settings_ = params
-        domain = Domain.from_dict(meta["domain"])
-        marginals = as_marginals(meta["marginals"])
-        net = _network(domain, marginals, meta.get("reference"))  # older files: all first categories
-        if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
-            raise SynthinferError(f"{path}: its canonical queries differ from this version's; cannot load")
-        obj.marginals_ = marginals
-        obj.selected_marginals_ = as_marginals(meta["selected_marginals"])
-        obj.domain_ = domain
-        obj.network_ = net
-        obj.queries_ = net.queries
-        obj.noisy_counts_ = arrays["noisy_counts"]
-        obj.sigma_dp_ = float(meta["sigma_dp"])
-        obj.n_ = int(meta["n"])
-        obj.seed_fixed_ = bool(meta["seed_fixed"])
-        obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])
-        obj.spent_ = tuple(meta["spent"]) if "spent" in meta else obj.ledger_.spent  # older files: their own ledger
-        obj.diagnostics_ = meta["diagnostics"]
-        stats = {"diverging": arrays["diverging"]} if "diverging" in arrays else None
-        obj.posterior_ = inf.to_inference_data(arrays["draws"], sample_stats=stats, attrs={"inference": params["inference"]})
-        obj.privacy_ = obj._privacy_record()
-        return obj
+        from synthinfer.napsu import io
+
+        return io.load(path, cls)
 
     def __repr__(self) -> str:
         ms = ", ".join(str(m) for m in as_marginals(self.marginals))
@@ -622,14 +467,6 @@ def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:
             warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
                           "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=3)
     return tuple(kept)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 __all__ = ["NapsuMQ"]

@@ -5,7 +5,7 @@ Markov graph of the scopes is triangulated along a greedy elimination order, its
 cliques are joined by a maximum-weight spanning forest on separator sizes (which has the
 running intersection property), and isolated columns become singleton cliques. Here the
 forest is only rooted and ordered (parents before children) for message passing and forward
-sampling; the numerics live in :mod:`synthinfer.models.markov_network`.
+sampling; the numerics live in :mod:`synthinfer.napsu.network`.
 
 Cost of inference is ``O(sum_c prod_{i in c} k_i)``, exponential in the tree width, not in the
 number of columns (Koller and Friedman 2009, Section 10.1; NAPSU-MQ Section 4).

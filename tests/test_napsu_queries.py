@@ -17,8 +17,8 @@ from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain, Marginal
 from synthinfer.datasets import load_adult
 from synthinfer.errors import DomainError, UnknownColumnError
-from synthinfer.models import CanonicalQueries, MarkovNetwork
-from synthinfer.models.canonical import most_frequent_reference
+from synthinfer.napsu import CanonicalQueries, MarkovNetwork
+from synthinfer.napsu.queries import most_frequent_reference
 
 ADULT_MARGINALS = [
     ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),

@@ -15,7 +15,7 @@ Why not ``mbi.marginal_oracles``: private-pgm's oracles are differentiable JAX, 
 calibrated marginals only (no log-partition without a second reduction), work on named
 ``Factor`` objects, and have no forward sampler or covariance. The engine needs all of these
 over plain fixed-shape arrays, so the numerics are written here, on the junction tree that mbi
-builds (:mod:`synthinfer.models.junction_tree`).
+builds (:mod:`synthinfer.napsu.junction_tree`).
 
 Numerics (all float64, all pure JAX, usable under ``jit``/``vmap``/``grad``; the passes are
 unrolled over the few cliques, which keeps run time per call in the tens of microseconds):
@@ -36,15 +36,21 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from synthinfer._jax import compile_ahead, jax, jnp, quick_compiler_options
+from synthinfer._jax import ProgramCache, jax, jnp, quick_compiler_options
 from synthinfer.errors import ParameterError
-from synthinfer.models.canonical import CanonicalQueries
-from synthinfer.models.junction_tree import JunctionTree
+from synthinfer.napsu.junction_tree import JunctionTree
+from synthinfer.napsu.queries import CanonicalQueries, complete_reference
+
+if TYPE_CHECKING:
+    from synthinfer.data import Domain, Marginal
 
 _SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
 _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
@@ -157,6 +163,9 @@ class MarkovNetwork:
             for cl, sep, p in zip(jt.cliques, jt.separators, jt.parent)
         ]
 
+        #: this network's compiled programs (objectives, NUTS, samplers): they live and die
+        #: with the network
+        self.programs = ProgramCache()
         # these are also traced inside other programs, where JAX refuses compiler options
         self.log_partition = jax.jit(self._log_partition)
         self.clique_marginals = jax.jit(self._clique_marginals)
@@ -307,7 +316,7 @@ class MarkovNetwork:
         """Log-probabilities of the marginals' cells the canonical parametrisation dropped.
 
         Their probabilities depend on many parameters at once (used by the one-sided map of
-        :mod:`synthinfer.generate.reparam`). In the full query order, without the kept ones.
+        :mod:`synthinfer.napsu.reparam`). In the full query order, without the kept ones.
         """
         full = jnp.concatenate([t.ravel() for t in self._query_marginals(theta)])
         return jnp.log(full[self._dropped])
@@ -370,7 +379,7 @@ class MarkovNetwork:
     def compile_sample_many(self, m: int, n: int) -> Future:
         """Future of :attr:`sample_many` compiled for ``m`` parameter vectors and ``n`` rows.
 
-        Compiles once per ``(m, n)`` on a background thread (:func:`synthinfer._jax.compile_ahead`),
+        Compiles once per ``(m, n)`` on a background thread (:meth:`ProgramCache.compile_ahead`),
         so a fit can start it for the datasets it will be asked for while inference runs. The
         compiled program is called as ``program(thetas, key)``, without ``n``.
         """
@@ -378,7 +387,8 @@ class MarkovNetwork:
         thetas = jax.ShapeDtypeStruct((m, self.dimension), jnp.float64)
         key = jax.eval_shape(lambda: jax.random.key(0))
         quick = m * n * len(self.queries.domain.shape) <= QUICK_SAMPLER_CODES
-        return compile_ahead((self.sample_many, m, n), lambda: self.sample_many.lower(thetas, n, key), quick=quick)
+        return self.programs.compile_ahead(("sample_many", m, n), lambda: self.sample_many.lower(thetas, n, key),
+                                            quick=quick)
 
     def __repr__(self) -> str:
         jt = self.junction_tree
@@ -437,3 +447,33 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
     offset_cdf = (cdf + jnp.arange(s, dtype=cdf.dtype)[:, None]).ravel()
     pos = jnp.searchsorted(offset_cdf, rows + u, side="right")
     return jnp.clip(pos - rows * k, 0, k - 1).astype(jnp.int32)
+
+
+#: how many networks :func:`network_for` keeps (each holds its compiled programs)
+MAX_CACHED_NETWORKS = 8
+_NETWORKS: OrderedDict[tuple, MarkovNetwork] = OrderedDict()
+_NETWORKS_LOCK = threading.Lock()
+
+
+def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None) -> MarkovNetwork:
+    """The :class:`MarkovNetwork` of ``marginals`` over ``domain`` with ``reference`` categories
+    (codes; missing columns take their first category), shared by every fit of the same model.
+
+    Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
+    programs, which the network owns (:attr:`MarkovNetwork.programs`). The last
+    :data:`MAX_CACHED_NETWORKS` networks are kept; an older one is dropped and, once no fit
+    holds it, freed with its programs.
+    """
+    # key on the completed reference, so {} and an explicit all-first mapping share a network
+    key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())))
+    with _NETWORKS_LOCK:
+        if key in _NETWORKS:
+            _NETWORKS.move_to_end(key)
+            return _NETWORKS[key]
+    net = MarkovNetwork(CanonicalQueries(domain, marginals, reference=reference))
+    with _NETWORKS_LOCK:
+        net = _NETWORKS.setdefault(key, net)
+        _NETWORKS.move_to_end(key)
+        while len(_NETWORKS) > MAX_CACHED_NETWORKS:
+            _NETWORKS.popitem(last=False)
+    return net

@@ -1,0 +1,107 @@
+"""Saving and loading a fitted NAPSU-MQ generator (one ``.npz`` file, format ``FORMAT``).
+
+Saved: settings (never the seed's value), Domain, marginals, canonical query indices, noisy
+counts, sigma_DP, n, posterior draws, diagnostics and the ledger record as at fit time. No rows
+of the real data and no exact counts are saved. A loaded generator can generate, not refit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from synthinfer._io import atomic_write
+from synthinfer.data import Domain, as_marginals
+from synthinfer.errors import ReleaseError
+from synthinfer.napsu.diagnostics import to_inference_data
+from synthinfer.napsu.network import network_for
+from synthinfer.privacy import PrivacyLedger
+
+if TYPE_CHECKING:
+    from synthinfer.napsu.estimator import NapsuMQ
+
+FORMAT = "synthinfer.napsu_mq/1"
+
+
+def save(gen: NapsuMQ, path: str | Path) -> None:
+    """Write the fitted generator ``gen`` to ``path`` atomically."""
+    meta = {
+        "format": FORMAT,
+        "params": gen.release_settings_,
+        "domain": gen.domain_.to_dict(),
+        "marginals": [list(m.columns) for m in gen.marginals_],
+        "selected_marginals": [list(m.columns) for m in gen.selected_marginals_],
+        "n": gen.n_,
+        "reference": gen.queries_.reference,
+        "sigma_dp": gen.sigma_dp_,
+        "seed_fixed": gen.seed_fixed_,
+        "ledger": {k: gen.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
+        "spent": list(gen.spent_),
+        "diagnostics": gen.diagnostics_,
+    }
+    arrays = {
+        "meta": np.frombuffer(json.dumps(meta, default=_json_default).encode(), dtype=np.uint8),
+        "noisy_counts": gen.noisy_counts_,
+        "kept": np.asarray(gen.queries_.kept),
+        "draws": gen.draws_,
+    }
+    if "sample_stats" in gen.posterior_.groups():
+        arrays["diverging"] = np.asarray(gen.posterior_.sample_stats["diverging"].values)
+
+    def write(tmp: Path) -> None:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        tmp.write_bytes(buf.getvalue())
+
+    atomic_write(Path(path), write)
+
+
+def load(path: str | Path, cls: type[NapsuMQ] | None = None) -> NapsuMQ:
+    """Read a generator written by :func:`save` (as ``cls``, default :class:`NapsuMQ`)."""
+    if cls is None:
+        from synthinfer.napsu.estimator import NapsuMQ as cls
+    with np.load(Path(path), allow_pickle=False) as z:
+        try:
+            meta = json.loads(bytes(z["meta"]).decode())
+        except KeyError:
+            raise ReleaseError(f"{path} is not a saved NapsuMQ generator") from None
+        if meta.get("format") != FORMAT:
+            raise ReleaseError(f"{path}: unknown format {meta.get('format')!r} (expected {FORMAT})")
+        arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
+    params = dict(meta["params"])
+    params.setdefault("reference", "first")  # files written before the setting existed
+    obj = cls(**params)
+    obj.release_settings_ = params
+    domain = Domain.from_dict(meta["domain"])
+    marginals = as_marginals(meta["marginals"])
+    net = network_for(domain, marginals, meta.get("reference"))  # older files: all first categories
+    if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
+        raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
+    obj.marginals_ = marginals
+    obj.selected_marginals_ = as_marginals(meta["selected_marginals"])
+    obj.domain_ = domain
+    obj.network_ = net
+    obj.queries_ = net.queries
+    obj.noisy_counts_ = arrays["noisy_counts"]
+    obj.sigma_dp_ = float(meta["sigma_dp"])
+    obj.n_ = int(meta["n"])
+    obj.seed_fixed_ = bool(meta["seed_fixed"])
+    obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])
+    obj.spent_ = tuple(meta["spent"]) if "spent" in meta else obj.ledger_.spent  # older files: their own ledger
+    obj.diagnostics_ = meta["diagnostics"]
+    stats = {"diverging": arrays["diverging"]} if "diverging" in arrays else None
+    obj.posterior_ = to_inference_data(arrays["draws"], sample_stats=stats, attrs={"inference": params["inference"]})
+    obj.privacy_ = obj._privacy_record()
+    return obj
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -1,0 +1,176 @@
+"""NAPSU-MQ's noise-aware posterior and PGM's objective (Räisä et al. 2023, eq. 4-6, Supplement D).
+
+Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``sigma_DP``::
+
+    theta ~ N(0, prior_sd^2 I)                                    (prior_sd = 10, Section 4)
+    s~ | theta ~ N(n mu(theta), n Sigma(theta) + sigma_DP^2 I)    (normal approximation, eq. 6)
+
+``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
+network's ``mean_and_cov``. The functions are pure JAX; the objectives a backend optimises or
+samples are made once per network (:func:`objective`, :func:`value_and_grad`) and held in the
+network's program cache, so a network compiles each of them once whatever the data or epsilon
+(the noisy counts, noise level, n and prior are traced arguments, never closure constants).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from synthinfer._jax import jax, jnp, quick_compiler_options
+
+if TYPE_CHECKING:
+    from synthinfer.napsu.network import MarkovNetwork
+
+MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
+Mean = Callable[[jax.Array], jax.Array]
+
+#: Prior standard deviation of every theta component (NAPSU-MQ Section 4 / Supplement E).
+PRIOR_SD = 10.0
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def log_likelihood(
+    theta: jax.Array, s_tilde: jax.Array, sigma_dp: jax.Array, n: jax.Array, mean_and_cov: MeanAndCov
+) -> jax.Array:
+    """Noise-aware log-likelihood, NAPSU-MQ eq. 6.
+
+    ``log N(s~ | n mu(theta), n Sigma(theta) + sigma_DP^2 I)``: the exact query values
+    ``s = a(X)`` are replaced by their central-limit normal approximation and integrated out
+    against the Gaussian mechanism's noise. Evaluated in float64 with one Cholesky
+    factorisation ``L L^T = n Sigma + sigma_DP^2 I`` (symmetric positive definite as
+    ``sigma_DP > 0``) for both the log-determinant and the quadratic form ``|L^{-1} r|^2``
+    (about half the cost of an LU factorisation; run it with one BLAS thread,
+    :func:`synthinfer._jax.single_threaded_blas`, as threads only contend at this size).
+    """
+    mu, sigma = mean_and_cov(theta)
+    d = s_tilde.shape[0]
+    cov = n * sigma + (sigma_dp**2) * jnp.eye(d)
+    chol = jnp.linalg.cholesky(cov)
+    y = jax.scipy.linalg.solve_triangular(chol, s_tilde - n * mu, lower=True)
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
+    return -0.5 * jnp.dot(y, y) - 0.5 * logdet - 0.5 * d * _LOG_2PI
+
+
+def log_prior(theta: jax.Array, prior_sd: float | jax.Array = PRIOR_SD) -> jax.Array:
+    """``log N(theta | 0, prior_sd^2 I)``."""
+    d = theta.shape[0]
+    return -0.5 * jnp.sum((theta / prior_sd) ** 2) - d * jnp.log(prior_sd) - 0.5 * d * _LOG_2PI
+
+
+def log_posterior(
+    theta: jax.Array,
+    s_tilde: jax.Array,
+    sigma_dp: jax.Array,
+    n: jax.Array,
+    mean_and_cov: MeanAndCov,
+    prior_sd: float | jax.Array = PRIOR_SD,
+) -> jax.Array:
+    """Unnormalised log posterior ``log p(theta) + log p(s~ | theta)`` (eq. 4-6)."""
+    return log_prior(theta, prior_sd) + log_likelihood(theta, s_tilde, sigma_dp, n, mean_and_cov)
+
+
+def pgm_loss(theta: jax.Array, s_tilde: jax.Array, n: jax.Array, mean: Mean) -> jax.Array:
+    """PGM's objective ``||s~/n - mu(theta)||_2^2`` (Supplement D, eq. 20).
+
+    Minimising it is maximum likelihood under the law-of-large-numbers model (eq. 15): the
+    sampling variability ``n Sigma(theta)`` of the counts is ignored, so it is not noise-aware.
+    """
+    r = s_tilde / n - mean(theta)
+    return jnp.dot(r, r)
+
+
+def posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[np.ndarray, ...]:
+    """The data arguments ``(s~, sigma_DP, n, prior_sd)`` of the noise-aware objective, as
+    float64 NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would
+    compile a conversion program first)."""
+    return (
+        np.asarray(s_tilde, dtype=np.float64), np.asarray(float(sigma_dp)),
+        np.asarray(float(n)), np.asarray(float(prior_sd)),
+    )
+
+
+def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
+    """The data arguments ``(s~, n)`` of PGM's objective, as float64 NumPy arrays."""
+    return np.asarray(s_tilde, dtype=np.float64), np.asarray(float(n))
+
+
+# --------------------------------------------------------------------------------------
+# Objectives of a network, made once and held in its program cache
+# --------------------------------------------------------------------------------------
+def _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
+    return -log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
+
+
+def _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov) -> np.ndarray:
+    """Gauss-Newton (Fisher) curvature of the negative log posterior:
+    ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
+    ``C = n Sigma + sigma_DP^2 I``. Used only to precondition the optimiser; NumPy around the
+    network's compiled ``mean_and_cov`` (no program of its own to compile)."""
+    _, sig = mean_and_cov(jnp.asarray(theta))
+    j = float(n) * np.asarray(sig, dtype=np.float64)
+    d = j.shape[0]
+    c = j + float(sigma_dp) ** 2 * np.eye(d)
+    return j @ np.linalg.solve(c, j) + np.eye(d) / float(prior_sd) ** 2
+
+
+def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
+    """Gauss-Newton curvature ``2 J^T J`` of :func:`pgm_loss`, ``J = Sigma = d mu / d theta``."""
+    j = jax.jacfwd(mean)(theta)
+    return 2.0 * j.T @ j
+
+
+def _posterior_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
+    mean_and_cov = net.mean_and_cov
+
+    # Closures, not functools.partial: JAX caches a jitted function's signature, weakly keyed on
+    # the function, and a partial's signature holds its bound values. Bound to the network, that
+    # entry would hold the network, whose program cache holds the function: never freed.
+    def loss(theta, s_tilde, sigma_dp, n, prior_sd):
+        return _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, mean_and_cov=mean_and_cov)
+
+    def curvature(theta, s_tilde, sigma_dp, n, prior_sd):
+        return _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, mean_and_cov=mean_and_cov)
+
+    return loss, curvature
+
+
+def _pgm_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
+    mean = net.mean
+
+    def loss(theta, s_tilde, n):  # a closure, as in _posterior_objectives
+        return pgm_loss(theta, s_tilde, n, mean)
+
+    def curvature(theta, s_tilde, n):
+        return _gauss_newton_pgm(theta, s_tilde, n, mean=mean)
+
+    return loss, jax.jit(curvature)
+
+
+#: name -> (objective, curvature) builders of a network's objectives: the noise-aware negative
+#: log posterior (arguments :func:`posterior_args`) and PGM's loss (arguments :func:`pgm_args`)
+_OBJECTIVES = {"neg_log_posterior": _posterior_objectives, "pgm": _pgm_objectives}
+
+
+def objective(network: MarkovNetwork, name: str) -> tuple[Callable, Callable]:
+    """``(loss, curvature)`` of the named objective of ``network`` (``"neg_log_posterior"`` or
+    ``"pgm"``), one pair per network."""
+    return network.programs.get(("objective", name), lambda: _OBJECTIVES[name](network))
+
+
+def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
+    """``jax.jit(jax.value_and_grad(loss))`` of the named objective, one compiled program per
+    network: everything a fit evaluates (L-BFGS iterations, the Hessian by differences of
+    gradients, the diagnostics along its axes) calls it, so an objective compiles once. Small
+    networks (:func:`synthinfer.napsu.network.compiles_quick`) compile it with
+    :func:`synthinfer._jax.quick_compiler_options`."""
+    from synthinfer.napsu.network import compiles_quick
+
+    def make():
+        options = quick_compiler_options() if compiles_quick(network.dimension) else None
+        return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=options)
+
+    return network.programs.get(("value_and_grad", name), make)

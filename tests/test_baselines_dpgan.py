@@ -102,6 +102,30 @@ def test_schema_from_domain_one_hot_encodes_bins_and_round_trips():
     assert back["colour"].astype(str).tolist() == _data(5)["colour"].tolist()
 
 
+def test_schema_is_a_view_of_a_domain_with_continuous_columns():
+    dom = Domain.from_json('{"columns": [{"name": "x", "bounds": [0, 10]}, '
+                           '{"name": "colour", "categories": ["red", "green", "blue"]}, '
+                           '{"name": "y", "categories": ["no", "yes"]}]}')
+    short, view = TabularSchema.from_spec(SCHEMA), TabularSchema.from_domain(dom)
+    assert short == view and view.domain is dom and view.to_dict() == dom.to_dict()
+    assert view.blocks == ((0, 1), (1, 4), (4, 6))
+    np.testing.assert_array_equal(view.transform(_data(7)), short.transform(_data(7)))
+    assert view.without("colour").names == ("x", "y")
+    # an integer column's generated values are rounded into its bounds
+    whole = TabularSchema.from_domain(Domain.from_dict({"columns": [{"name": "k", "bounds": [1, 5], "integer": True}]}))
+    back = whole.inverse_transform(np.array([[0.0], [0.4], [1.2]]), np.zeros((3, 0), dtype=int))
+    assert back["k"].tolist() == [1.0, 3.0, 5.0]
+
+
+def test_dpgan_fits_the_same_on_a_domain_and_its_short_spelling():
+    df = _data(60)
+    dom = TabularSchema.from_spec(SCHEMA).domain
+    a = DPGAN(epsilon=1.0, delta=1e-4, seed=3, epochs=1, batch_size=32).fit(df, SCHEMA)
+    b = DPGAN(epsilon=1.0, delta=1e-4, seed=3, epochs=1, batch_size=32).fit(df, Domain.from_json(dom.to_json()))
+    assert a.schema_ == b.schema_
+    pd.testing.assert_frame_equal(a.generate(1, 30, seed=0)[0], b.generate(1, 30, seed=0)[0])
+
+
 # -- errors --------------------------------------------------------------------------------
 def test_errors_for_bad_input():
     df = _data(60)

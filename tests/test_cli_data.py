@@ -28,3 +28,15 @@ def test_domain_and_count(tmp_path):
     r = runner.invoke(app, ["count", str(bad), "--domain", str(dj), "--marginal", "a"])
     assert r.exit_code == 2
     assert "outside the Domain" in r.output
+
+
+def test_domain_shows_continuous_columns(tmp_path):
+    dj = tmp_path / "d.json"
+    dj.write_text('{"columns": [{"name": "sex", "categories": ["F", "M"]}, {"name": "age", "bounds": [17, 90], '
+                  '"integer": true}, {"name": "h", "bounds": [0, 2], "bins": 4}]}')
+    r = runner.invoke(app, ["domain", str(dj)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "1 continuous" in r.output and "bins" in r.output
+    row = next(line for line in r.output.splitlines() if "age" in line)
+    assert "continuous, integer" in row and "[17, 90]" in row
+    assert "discretised" in next(line for line in r.output.splitlines() if " h " in line)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synthinfer.data import Binning, Column, Domain, binned_column
+from synthinfer.data import Binning, Column, Continuous, Domain, binned_column, decode, encode
 from synthinfer.errors import DomainError, DuplicateColumnError, NonPrivateWarning, UnknownColumnError
 
 
@@ -78,7 +78,13 @@ def test_json_round_trip(tmp_path):
     ({"name": "h", "bin_edges": [0, "a", 2]}, "'bin_edges' must be a list of numbers"),
     ({"name": "h", "categories": "01"}, "'categories' must be a list"),
     ({"name": "h", "categories": [[0], [1]]}, "categories must be strings or numbers"),
-    ({"name": "h", "bounds": [1, 99], "categories": ["a"]}, "'bounds' and 'bins' go together"),
+    ({"name": "h", "bounds": [1, 99], "categories": ["a"]}, "continuous column, which has no 'categories'"),
+    ({"name": "h", "bins": 5}, "'bins' needs 'bounds'"),
+    ({"name": "h", "bounds": [1, 99], "integer": 1}, "'integer' must be true or false"),
+    ({"name": "h", "bounds": [1, 99], "bins": 5, "integer": True}, "'integer' belongs to a continuous column"),
+    ({"name": "h", "categories": [0, 1], "integer": True}, "'integer' belongs to a continuous column"),
+    ({"name": "h", "bounds": [0.5, 99], "integer": True}, "whole-number bounds"),
+    ({"name": "h", "bounds": [99, 1]}, "lower < upper"),
     ({"name": "h", "bin_edges": [0, 1], "bins": 1}, "not both"),
     ({"name": "h", "bin_edge": [0, 1, 2]}, r"unknown entries \['bin_edge'\]"),
 ])
@@ -97,3 +103,84 @@ def test_from_dataframe_warns():
         d = Domain.from_dataframe(df)
     assert d["a"].categories == ("x", "y")
     assert d["b"].categories == (1, 2)
+
+
+# -- continuous columns ------------------------------------------------------------------------
+MIXED = Domain([Continuous("x", 0, 1), Column("sex", ("F", "M")), Continuous("age", 17, 90, integer=True)])
+
+
+def test_continuous_columns_round_trip_through_json(tmp_path):
+    text = MIXED.to_json()
+    assert json.loads(text)["columns"][0] == {"name": "x", "bounds": [0.0, 1.0]}
+    assert json.loads(text)["columns"][2] == {"name": "age", "bounds": [17.0, 90.0], "integer": True}
+    assert Domain.from_json(text) == MIXED
+    MIXED.to_json(tmp_path / "d.json")
+    back = Domain.from_json(tmp_path / "d.json")
+    assert back == MIXED and hash(back) == hash(MIXED)
+    assert isinstance(back["x"], Continuous) and (back["x"].lower, back["x"].upper) == (0.0, 1.0)
+    # bounds with bins stay a discretised (categorical) column
+    binned = Domain.from_dict({"columns": [{"name": "x", "bounds": [0, 1], "bins": 4}]})
+    assert isinstance(binned["x"], Column) and binned["x"].size == 4
+
+
+def test_continuous_domain_is_immutable_and_has_no_cells():
+    with pytest.raises(AttributeError):
+        MIXED["x"].lower = -1.0
+    assert not MIXED.is_finite and Domain({"a": [0, 1]}).is_finite
+    assert repr(MIXED) == "Domain(x[0, 1], sex[2], age[17, 90])"
+    for no_cells in (lambda: MIXED.shape, lambda: MIXED.size, lambda: MIXED.midpoints("x")):
+        with pytest.raises(DomainError, match="'x'"):
+            no_cells()
+    assert MIXED.project(["sex"]).shape == (2,)
+    with pytest.raises(DomainError, match="lower < upper"):
+        Continuous("x", 1, 1)
+    with pytest.raises(DomainError, match="lower < upper"):
+        Continuous("x", 0, float("inf"))
+
+
+def test_short_spelling_builds_one_domain():
+    d = Domain.from_spec({"x": (0, 1), "sex": ["F", "M"], "age": Continuous("other", 17, 90, integer=True)})
+    assert d == MIXED
+    assert Domain.from_spec(MIXED) is MIXED
+    assert Domain.from_spec({"b": np.array([0, 1])})["b"].categories == (0, 1)
+    with pytest.raises(DomainError, match="tuple"):
+        Domain.from_spec({"x": (1.0, 2.0, 3.0)})
+    with pytest.raises(DomainError, match="lower < upper"):
+        Domain.from_spec({"x": ("a", "b")})
+    with pytest.raises(DomainError, match="non-empty dict"):
+        Domain.from_spec({})
+    with pytest.raises(DomainError, match="'x'"):
+        Domain.from_spec({"x": 3})
+
+
+def test_codes_refuse_continuous_columns_by_name():
+    df = pd.DataFrame({"x": [0.5], "sex": ["F"], "age": [30]})
+    for call in (lambda: encode(df, MIXED), lambda: decode(np.zeros((1, 3), int), MIXED)):
+        with pytest.raises(DomainError, match=r"continuous.*'x'|'x'.*continuous") as err:
+            call()
+        assert "bins" in str(err.value)
+    np.testing.assert_array_equal(encode(df, MIXED.project(["sex"])), [[0]])
+
+
+def test_continuous_values_are_checked_against_the_public_bounds():
+    from synthinfer.errors import MissingValueError, NonFiniteError, OutOfDomainError
+
+    age = MIXED["age"]
+    np.testing.assert_array_equal(age.contains(pd.Series([17, 30.0, 30.5, 91, np.nan, "a"])),
+                                  [True, True, False, False, False, False])
+    np.testing.assert_array_equal(age.numbers(pd.Series([17, 90])), [17.0, 90.0])
+    np.testing.assert_array_equal(age.numbers(pd.Series([10, 95]), clip=True), [17.0, 90.0])
+    with pytest.raises(OutOfDomainError, match="'age'.*public bounds"):
+        age.numbers(pd.Series([10.0]))
+    with pytest.raises(OutOfDomainError, match="whole numbers"):
+        age.numbers(pd.Series([30.5]))
+    with pytest.raises(MissingValueError, match="'age'"):
+        age.numbers(pd.Series([30.0, np.nan]))
+    with pytest.raises(NonFiniteError, match="'age'"):
+        age.numbers(pd.Series([np.inf]))
+    with pytest.raises(DomainError, match="non-numeric"):
+        age.numbers(pd.Series(["thirty"]))
+    with pytest.raises(DomainError, match="bool"):
+        age.numbers(pd.Series([True]))
+    np.testing.assert_allclose(age.from_unit(age.to_unit(np.array([17.0, 53.5, 90.0]))), [17.0, 54.0, 90.0])
+    np.testing.assert_allclose(MIXED["x"].from_unit(np.array([-0.5, 0.25, 2.0])), [0.0, 0.25, 1.0])

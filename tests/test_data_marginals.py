@@ -91,3 +91,20 @@ def test_duckdb_matches_numeric_categories_by_value_like_encode(tmp_path):
     df.assign(b=df.b.astype(str).where(df.index != 3, "1.5")).to_csv(tmp_path / "g.csv", index=False)
     with pytest.raises(OutOfDomainError, match="'b'.*1 row"):
         qs.count_file(tmp_path / "g.csv")
+
+
+def test_marginal_queries_refuse_a_continuous_column_by_name(tmp_path):
+    from synthinfer.data import Continuous, Domain, QuerySet, count_dataframe, count_file
+    from synthinfer.errors import DomainError
+
+    mixed = Domain([Continuous("x", 0, 1), *Domain({"a": ["u", "v"]}).columns])
+    df = pd.DataFrame({"x": [0.5, 0.2], "a": ["u", "v"]})
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    for call in (lambda: QuerySet(mixed, [("a",)]), lambda: Marginal(("x", "a")).shape(mixed),
+                 lambda: count_dataframe(df, mixed, ["x"]), lambda: count_file(path, mixed, ["x", "a"])):
+        with pytest.raises(DomainError, match="'x' is continuous.*bins"):
+            call()
+    # the categorical columns of a mixed Domain can still be counted on their own
+    np.testing.assert_array_equal(count_dataframe(df, mixed, ["a"]), [1, 1])
+    np.testing.assert_array_equal(count_file(path, mixed, ["a"]), [1, 1])

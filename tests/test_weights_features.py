@@ -58,3 +58,25 @@ def test_domain_bins_numbers_of_a_discretised_column():
         fm.transform(numbers.assign(age=[10.0, 30.0, 130.0]))
     np.testing.assert_array_equal(FeatureMap(d, clip=True).transform(numbers.assign(age=[10.0, 30.0, 130.0])),
                                   fm.transform(numbers))
+
+
+def test_features_of_a_domain_with_continuous_columns_match_the_short_spelling():
+    from synthinfer.data import Continuous
+
+    spec = {"age": (10, 100), "sex": ["F", "M"], "edu": ["a", "b", "c"]}
+    dom = Domain.from_json('{"columns": [{"name": "age", "bounds": [10, 100]}, {"name": "sex", "categories": ["F", "M"]},'
+                           ' {"name": "edu", "categories": ["a", "b", "c"]}]}')
+    assert FeatureMap(spec).domain == dom and isinstance(dom["age"], Continuous)
+    df = pd.DataFrame({"age": [20.0, 90.0, 5.0], "sex": ["F", "M", "M"], "edu": ["a", "c", "b"]})
+    from_domain = FeatureMap.from_domain(dom, clip=True)
+    assert from_domain.feature_names == FeatureMap(spec).feature_names
+    np.testing.assert_array_equal(from_domain.transform(df), FeatureMap(spec, clip=True).transform(df))
+    np.testing.assert_allclose(from_domain.unit_cube(df)[:, 0], [10 / 90, 80 / 90, 0.0])
+    with pytest.raises(OutOfDomainError, match="'age'.*public bounds"):
+        FeatureMap.from_domain(dom).transform(df)
+    with pytest.raises(DomainError, match="tuple"):
+        FeatureMap({"age": (10, 50, 100)})
+    whole = FeatureMap({"n": Continuous("n", 0, 4, integer=True)}, intercept=False)
+    np.testing.assert_array_equal(whole.unit_cube(pd.DataFrame({"n": [0, 1, 4]}))[:, 0], [0, 0.25, 1])
+    with pytest.raises(OutOfDomainError, match="whole numbers"):
+        whole.transform(pd.DataFrame({"n": [1.5]}))

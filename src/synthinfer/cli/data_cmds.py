@@ -13,18 +13,30 @@ from synthinfer.cli.common import console, user_errors
 
 @app.command("domain")
 def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True, dir_okay=False)) -> None:
-    """Show a Domain: its columns, category counts and the number of cells."""
-    from synthinfer.data import Domain
+    """Show a Domain: its columns (categorical, discretised or continuous with public bounds),
+    category counts and the number of cells."""
+    from synthinfer.data import Continuous, Domain
 
     with user_errors():
         d = Domain.from_json(domain)
-    t = Table(title=f"Domain: {len(d)} columns, {d.size:,} cells")
+    n_cont = sum(isinstance(c, Continuous) for c in d.columns)
+    if n_cont:
+        title = (f"Domain: {len(d)} columns, {n_cont} continuous (no finite cells: NAPSU-MQ, PrivBayes and "
+                 "marginal counts need them discretised with bins)")
+    else:
+        title = f"Domain: {len(d)} columns, {d.size:,} cells"
+    t = Table(title=title)
     t.add_column("column")
+    t.add_column("kind")
     t.add_column("size", justify="right")
-    t.add_column("categories")
+    t.add_column("categories / bounds")
     for c in d.columns:
-        cats = ", ".join(map(str, c.categories[:6])) + (" ..." if c.size > 6 else "")
-        t.add_row(c.name, str(c.size), cats)
+        if isinstance(c, Continuous):
+            kind = "continuous, integer" if c.integer else "continuous"
+            t.add_row(c.name, kind, "-", f"[{c.lower:g}, {c.upper:g}]")
+        else:
+            cats = ", ".join(map(str, c.categories[:6])) + (" ..." if c.size > 6 else "")
+            t.add_row(c.name, "categorical" if c.binning is None else "discretised", str(c.size), cats)
     console.print(t)
 
 

@@ -1,7 +1,8 @@
-"""Discrete data layer: the public Domain, encoding, discretisation and marginal counting."""
+"""Data layer: the public Domain (categorical and continuous columns), encoding, discretisation
+and marginal counting."""
 
 from synthinfer.data.discretize import binned_column, clip_to_bounds
-from synthinfer.data.domain import Binning, Column, Domain
+from synthinfer.data.domain import Binning, Column, Continuous, Domain, DomainColumn, DomainSpec
 from synthinfer.data.encoding import MISSING, decode, encode, with_missing_category
 from synthinfer.data.marginals import (
     Marginal,
@@ -15,7 +16,10 @@ from synthinfer.data.marginals import (
 __all__ = [
     "Binning",
     "Column",
+    "Continuous",
     "Domain",
+    "DomainColumn",
+    "DomainSpec",
     "MISSING",
     "Marginal",
     "QuerySet",

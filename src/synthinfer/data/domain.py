@@ -1,4 +1,11 @@
-"""The public Domain: ordered columns, each with an ordered finite set of categories.
+"""The public Domain: ordered columns, each categorical or continuous with public bounds.
+
+A categorical :class:`Column` has an ordered finite list of categories (a discretised number's
+categories are its bins, see :class:`Binning`). A :class:`Continuous` column holds real numbers
+in public bounds ``[lower, upper]``; generators that work on real vectors (DP-GAN) and the
+feature maps of importance weights use it as it is, while everything that needs a finite
+Domain (marginal queries, NAPSU-MQ, PrivBayes, :func:`~synthinfer.data.encode`) refuses it
+with a :class:`~synthinfer.errors.DomainError` that names it: discretise it with bins instead.
 
 A Domain is *public knowledge*. It must come from the data holder (in code or a JSON file),
 never be read off the private data: the categories present in a table leak which rare values
@@ -17,11 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from synthinfer.errors import (
     DomainError,
     DuplicateColumnError,
+    MissingValueError,
+    NonFiniteError,
     NonPrivateWarning,
+    OutOfDomainError,
     UnknownColumnError,
 )
 
@@ -133,6 +144,115 @@ class Column:
 #: Category added to a column's list for missing values (``encode(..., missing="category")``).
 MISSING = "<missing>"
 
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class Continuous:
+    """One Domain column of real numbers with public bounds ``[lower, upper]``.
+
+    The bounds are public knowledge, never the private data's min/max (those would leak the
+    extreme rows). Neural generators and weight features scale a value to the unit interval,
+    ``u = (x - lower) / (upper - lower)`` (Ghalebikesabi et al. 2022, Section 4, scale every
+    feature to [0, 1] this way). With ``integer=True`` the column holds whole numbers: the
+    bounds must be whole, fractions are outside the Domain and generated values are rounded
+    (post-processing, no privacy cost).
+
+    A continuous column has no categories: marginal queries need bins (:class:`Binning`).
+    """
+
+    name: str
+    lower: float
+    upper: float
+    integer: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DomainError(f"column names must be non-empty strings, got {self.name!r}")
+        lo, hi = self.lower, self.upper
+        if not (_is_number(lo) and _is_number(hi) and math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise DomainError(
+                f"column {self.name!r}: public bounds must be finite numbers with lower < upper, "
+                f"got ({lo!r}, {hi!r})"
+            )
+        if not isinstance(self.integer, (bool, np.bool_)):
+            raise DomainError(f"column {self.name!r}: integer must be True or False, got {self.integer!r}")
+        if self.integer and not (float(lo).is_integer() and float(hi).is_integer()):
+            raise DomainError(f"column {self.name!r}: an integer column needs whole-number bounds, got ({lo!r}, {hi!r})")
+        object.__setattr__(self, "lower", float(lo))
+        object.__setattr__(self, "upper", float(hi))
+        object.__setattr__(self, "integer", bool(self.integer))
+
+    def contains(self, values: Any) -> np.ndarray:
+        """Boolean mask: which values are numbers of this column (finite, within the bounds,
+        whole when ``integer``); missing values, text and booleans are not."""
+        s = pd.Series(values)
+        if pd.api.types.is_bool_dtype(s.dtype):
+            return np.zeros(len(s), dtype=bool)
+        x = pd.to_numeric(s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s,
+                          errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(x) & (x >= self.lower) & (x <= self.upper)
+            if self.integer:
+                ok &= np.floor(x) == x
+        return ok
+
+    def numbers(self, values: pd.Series, *, clip: bool = False) -> np.ndarray:
+        """The values as floats, checked against the public Domain.
+
+        With ``clip=True`` numbers outside the bounds are clipped to them (a public
+        transformation, chosen explicitly); otherwise they raise :class:`OutOfDomainError`.
+        Missing values raise :class:`MissingValueError`, infinite ones :class:`NonFiniteError`,
+        text or booleans :class:`DomainError`; each message names the column.
+        """
+        s = pd.Series(values)
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        if pd.api.types.is_bool_dtype(s.dtype):
+            raise DomainError(f"column {self.name!r} is continuous in the Domain but holds {s.dtype} values")
+        try:
+            x = pd.to_numeric(s, errors="raise").to_numpy(dtype=float, na_value=np.nan)
+        except (ValueError, TypeError) as exc:
+            raise DomainError(
+                f"column {self.name!r} is continuous in the Domain but holds non-numeric values"
+            ) from exc
+        if np.isnan(x).any():
+            raise MissingValueError(f"column {self.name!r} has {int(np.isnan(x).sum())} missing values")
+        if not np.isfinite(x).all():
+            raise NonFiniteError(f"column {self.name!r} has non-finite values")
+        if clip:
+            x = np.clip(x, self.lower, self.upper)
+        outside = (x < self.lower) | (x > self.upper)
+        if outside.any():
+            raise OutOfDomainError(
+                f"column {self.name!r}: {int(outside.sum())} row(s) lie outside the public bounds "
+                f"[{self.lower:g}, {self.upper:g}], e.g. {x[outside][0]:g}; widen the bounds or clip "
+                "explicitly (clip=True, or synthinfer.data.clip_to_bounds())"
+            )
+        if self.integer and not (np.floor(x) == x).all():
+            frac = x[np.floor(x) != x]
+            raise OutOfDomainError(
+                f"column {self.name!r} holds whole numbers only, but {frac.size} row(s) have fractions, e.g. {frac[0]:g}"
+            )
+        return x
+
+    def to_unit(self, x: np.ndarray) -> np.ndarray:
+        """``(x - lower) / (upper - lower)``: values within the bounds to ``[0, 1]``."""
+        return (np.asarray(x, dtype=float) - self.lower) / (self.upper - self.lower)
+
+    def from_unit(self, u: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`to_unit` after clipping ``u`` to ``[0, 1]`` (rounded when
+        ``integer``), so that every result lies in the Domain."""
+        x = self.lower + np.clip(np.asarray(u, dtype=float), 0.0, 1.0) * (self.upper - self.lower)
+        return np.round(x) if self.integer else x
+
+
+#: A Domain column: categorical (possibly discretised) or continuous.
+DomainColumn = Column | Continuous
+
+
 def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
     """A Domain description's list of numbers (JSON numbers only: no strings, no booleans)."""
     if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence) or not all(
@@ -143,33 +263,35 @@ def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
 
 
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
-_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins"})
-
+_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer"})
 
 @dataclass(frozen=True)
 class Domain:
-    """Ordered columns with ordered finite category lists (public knowledge).
+    """Ordered columns (public knowledge): categorical :class:`Column` s, whose ordered finite
+    category lists span the Domain's cells, and :class:`Continuous` columns with public bounds.
 
     Examples
     --------
     >>> d = Domain({"sex": ["Female", "Male"], "income": ["<=50K", ">50K"]})
     >>> d.shape, d.size
     ((2, 2), 4)
+    >>> Domain.from_spec({"age": (17, 90), "sex": ["Female", "Male"]})
+    Domain(age[17, 90], sex[2])
     """
 
-    columns: tuple[Column, ...] = field(default=())
+    columns: tuple[DomainColumn, ...] = field(default=())
 
-    def __init__(self, columns: Mapping[str, Sequence[Any]] | Iterable[Column]) -> None:
+    def __init__(self, columns: Mapping[str, Sequence[Any] | DomainColumn] | Iterable[DomainColumn]) -> None:
         if isinstance(columns, Mapping):
             cols = tuple(
-                c if isinstance(c, Column) else Column(str(name), tuple(c))
+                c if isinstance(c, (Column, Continuous)) else Column(str(name), tuple(c))
                 for name, c in columns.items()
             )
         else:
             cols = tuple(columns)
         for c in cols:
-            if not isinstance(c, Column):
-                raise DomainError(f"expected Column objects, got {type(c).__name__}")
+            if not isinstance(c, (Column, Continuous)):
+                raise DomainError(f"expected Column or Continuous objects, got {type(c).__name__}")
         names = [c.name for c in cols]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -184,7 +306,26 @@ class Domain:
         return tuple(c.name for c in self.columns)
 
     @property
+    def is_finite(self) -> bool:
+        """Whether every column is categorical, so that the Domain has finitely many cells."""
+        return not any(isinstance(c, Continuous) for c in self.columns)
+
+    def check_finite(self, columns: Iterable[str] | None = None, *, purpose: str) -> None:
+        """Raise :class:`DomainError` naming the first continuous column among ``columns``
+        (default: all), for work that needs categories; the message starts with ``purpose``."""
+        cols = self.columns if columns is None else [self[n] for n in columns]
+        for c in cols:
+            if isinstance(c, Continuous):
+                raise DomainError(
+                    f"{purpose}: column {c.name!r} is continuous (public bounds [{c.lower:g}, {c.upper:g}]) "
+                    "and has no categories; discretise it: give it 'bins' with its 'bounds' (or "
+                    "'bin_edges') in the Domain JSON, or build it with synthinfer.data.binned_column()"
+                )
+
+    @property
     def shape(self) -> tuple[int, ...]:
+        """Number of categories of each column (a finite Domain only)."""
+        self.check_finite(purpose="Domain.shape (the number of categories per column)")
         return tuple(c.size for c in self.columns)
 
     @property
@@ -201,7 +342,7 @@ class Domain:
     def __contains__(self, name: object) -> bool:
         return name in self.names
 
-    def __getitem__(self, name: str) -> Column:
+    def __getitem__(self, name: str) -> DomainColumn:
         for c in self.columns:
             if c.name == name:
                 return c
@@ -231,19 +372,61 @@ class Domain:
         return Domain([self[n] for n in names])
 
     def midpoints(self, name: str) -> np.ndarray:
-        """Bin midpoints of a discretised column (raises for a categorical one)."""
+        """Bin midpoints of a discretised column (raises for a categorical or continuous one)."""
         col = self[name]
+        if isinstance(col, Continuous):
+            raise DomainError(f"column {name!r} is continuous; it has no bins and no midpoints")
         if col.binning is None:
             raise DomainError(f"column {name!r} was not discretised from numbers; it has no midpoints")
         return col.binning.midpoints
 
     # -- construction helpers --------------------------------------------------------------
     @classmethod
+    def from_spec(cls, spec: DomainSpec) -> Domain:
+        """A Domain from its short spelling, ``{"age": (17, 90), "sex": ["Female", "Male"]}``.
+
+        Each column maps to a **tuple** ``(lower, upper)`` of two numbers (a :class:`Continuous`
+        column with those public bounds), a **list** of categories (a :class:`Column`), or a
+        :class:`Column` / :class:`Continuous` (renamed to its key). A Domain is returned as it
+        is. This is the one parser of the spelling that DP-GAN and the weight feature maps take.
+        """
+        if isinstance(spec, Domain):
+            return spec
+        if not isinstance(spec, Mapping) or not spec:
+            raise DomainError(
+                "a Domain is given as a synthinfer Domain or a non-empty dict mapping each column to "
+                f"(lower, upper) bounds or a list of categories, got {type(spec).__name__}"
+            )
+        cols: list[DomainColumn] = []
+        for name, s in spec.items():
+            name = str(name)
+            if isinstance(s, Column):
+                cols.append(s if s.name == name else Column(name, s.categories, s.binning))
+            elif isinstance(s, Continuous):
+                cols.append(s if s.name == name else Continuous(name, s.lower, s.upper, s.integer))
+            elif isinstance(s, tuple):
+                if len(s) != 2:
+                    raise DomainError(
+                        f"column {name!r}: a tuple means public (lower, upper) bounds and needs 2 "
+                        f"numbers, got {s!r}; give categories as a list"
+                    )
+                cols.append(Continuous(name, *s))
+            elif isinstance(s, (list, np.ndarray, pd.Index)):
+                cols.append(Column(name, tuple(_py(v) for v in s)))
+            else:
+                raise DomainError(
+                    f"column {name!r}: expected (lower, upper) bounds as a tuple or categories as "
+                    f"a list, got {type(s).__name__}"
+                )
+        return cls(cols)
+
+    @classmethod
     def from_dataframe(cls, df, columns: Sequence[str] | None = None) -> Domain:
         """Read categories off a table. **Not differentially private.**
 
         The categories present in private data are themselves private (a rare value reveals
         a person). Use this only on public data, or to draft a Domain that you then review.
+        Every column becomes categorical: bounds of a continuous column must be public.
         """
         warnings.warn(
             "Domain.from_dataframe reads the category sets from the data itself; this is NOT "
@@ -266,56 +449,25 @@ class Domain:
     def to_dict(self) -> dict:
         cols = []
         for c in self.columns:
-            d: dict[str, Any] = {"name": c.name, "categories": [_py(v) for v in c.categories]}
-            if c.binning is not None:
-                d["bin_edges"] = list(c.binning.edges)
+            if isinstance(c, Continuous):
+                d: dict[str, Any] = {"name": c.name, "bounds": [c.lower, c.upper]}
+                if c.integer:
+                    d["integer"] = True
+            else:
+                d = {"name": c.name, "categories": [_py(v) for v in c.categories]}
+                if c.binning is not None:
+                    d["bin_edges"] = list(c.binning.edges)
             cols.append(d)
         return {"columns": cols}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Domain:
+        """A Domain from its description (see :meth:`from_json` for the format)."""
         if not isinstance(d, Mapping) or "columns" not in d:
             raise DomainError("a Domain description must be an object with a 'columns' list")
         if isinstance(d["columns"], (str, Mapping)) or not isinstance(d["columns"], Sequence):
             raise DomainError(f"a Domain description's 'columns' must be a list, got {d['columns']!r}")
-        cols = []
-        for i, c in enumerate(d["columns"]):
-            if not isinstance(c, Mapping) or "name" not in c:
-                raise DomainError(f"Domain column #{i} needs a 'name'")
-            name = c["name"]
-            unknown = sorted(set(c) - _COLUMN_KEYS)
-            if unknown:
-                raise DomainError(f"Domain column {name!r}: unknown entries {unknown} (allowed: {sorted(_COLUMN_KEYS)})")
-            binning = None
-            if "bin_edges" in c and ("bounds" in c or "bins" in c):
-                raise DomainError(f"Domain column {name!r}: give either 'bin_edges' or 'bounds'+'bins', not both")
-            if "bin_edges" in c:
-                binning = Binning(_numbers(name, "bin_edges", c["bin_edges"]))
-            elif "bounds" in c or "bins" in c:
-                if not ("bounds" in c and "bins" in c):
-                    raise DomainError(f"Domain column {name!r}: 'bounds' and 'bins' go together")
-                bounds, bins = _numbers(name, "bounds", c["bounds"]), c["bins"]
-                if len(bounds) != 2:
-                    raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {c['bounds']!r}")
-                if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
-                    raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
-                binning = Binning.uniform(bounds[0], bounds[1], int(bins))
-            if "categories" in c:
-                cats = c["categories"]
-                if isinstance(cats, (str, Mapping)) or not isinstance(cats, Sequence):
-                    raise DomainError(f"Domain column {name!r}: 'categories' must be a list, got {cats!r}")
-                bad = [v for v in cats if not isinstance(v, (str, int, float, bool))]
-                if bad:
-                    raise DomainError(f"Domain column {name!r}: categories must be strings or numbers, got {bad[:3]!r}")
-                cats = tuple(cats)
-            elif binning is not None:
-                cats = tuple(binning.labels())
-            else:
-                raise DomainError(
-                    f"Domain column {name!r} needs 'categories', or 'bin_edges', or 'bounds'+'bins'"
-                )
-            cols.append(Column(name, cats, binning))
-        return cls(cols)
+        return cls([_column_from_dict(i, c) for i, c in enumerate(d["columns"])])
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
@@ -329,8 +481,13 @@ class Domain:
     def from_json(cls, path_or_text: str | os.PathLike) -> Domain:
         """Load from a JSON file path or a JSON string.
 
-        Format: ``{"columns": [{"name": "sex", "categories": ["F", "M"]},
-        {"name": "age", "bounds": [17, 90], "bins": 5}, {"name": "x", "bin_edges": [...]}]}``.
+        Format: ``{"columns": [...]}`` with one object per column:
+
+        - ``{"name": "sex", "categories": ["F", "M"]}``: categorical;
+        - ``{"name": "age", "bounds": [17, 90], "bins": 5}`` or ``{"name": "x", "bin_edges":
+          [...]}``: a number discretised into bins (labels as categories unless given);
+        - ``{"name": "x", "bounds": [0, 1]}`` (no bins; ``"integer": true`` for whole numbers):
+          continuous with public bounds.
         """
         p = Path(str(path_or_text))
         text = str(path_or_text)
@@ -346,8 +503,70 @@ class Domain:
         return cls.from_dict(d)
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{c.name}[{c.size}]" for c in self.columns)
-        return f"Domain({inner}; size={self.size})"
+        inner = ", ".join(
+            f"{c.name}[{c.lower:g}, {c.upper:g}]" if isinstance(c, Continuous) else f"{c.name}[{c.size}]"
+            for c in self.columns
+        )
+        return f"Domain({inner}; size={self.size})" if self.is_finite else f"Domain({inner})"
+
+
+#: What a Domain can be built from: a Domain, or the short spelling of :meth:`Domain.from_spec`.
+DomainSpec = Domain | Mapping[str, Any]
+
+
+def _column_from_dict(i: int, c: Any) -> DomainColumn:
+    """One column of a Domain description; every malformed entry raises, nothing is coerced."""
+    if not isinstance(c, Mapping) or "name" not in c:
+        raise DomainError(f"Domain column #{i} needs a 'name'")
+    name = c["name"]
+    unknown = sorted(set(c) - _COLUMN_KEYS)
+    if unknown:
+        raise DomainError(f"Domain column {name!r}: unknown entries {unknown} (allowed: {sorted(_COLUMN_KEYS)})")
+    if "bin_edges" in c and ("bounds" in c or "bins" in c):
+        raise DomainError(f"Domain column {name!r}: give either 'bin_edges' or 'bounds'+'bins', not both")
+    bounds = None
+    if "bounds" in c:
+        bounds = _numbers(name, "bounds", c["bounds"])
+        if len(bounds) != 2:
+            raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {c['bounds']!r}")
+    if "integer" in c and (bounds is None or "bins" in c or "categories" in c):
+        raise DomainError(f"Domain column {name!r}: 'integer' belongs to a continuous column ('bounds' without 'bins')")
+    if bounds is not None and "bins" not in c:
+        if "categories" in c:
+            raise DomainError(
+                f"Domain column {name!r}: 'bounds' without 'bins' is a continuous column, which has no "
+                "'categories'; add 'bins' to discretise it"
+            )
+        integer = c.get("integer", False)
+        if not isinstance(integer, bool):
+            raise DomainError(f"Domain column {name!r}: 'integer' must be true or false, got {integer!r}")
+        return Continuous(name, bounds[0], bounds[1], integer)
+    binning = None
+    if "bin_edges" in c:
+        binning = Binning(_numbers(name, "bin_edges", c["bin_edges"]))
+    elif "bins" in c:
+        if bounds is None:
+            raise DomainError(f"Domain column {name!r}: 'bins' needs 'bounds'")
+        bins = c["bins"]
+        if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
+            raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
+        binning = Binning.uniform(bounds[0], bounds[1], int(bins))
+    if "categories" in c:
+        cats = c["categories"]
+        if isinstance(cats, (str, Mapping)) or not isinstance(cats, Sequence):
+            raise DomainError(f"Domain column {name!r}: 'categories' must be a list, got {cats!r}")
+        bad = [v for v in cats if not isinstance(v, (str, int, float, bool))]
+        if bad:
+            raise DomainError(f"Domain column {name!r}: categories must be strings or numbers, got {bad[:3]!r}")
+        cats = tuple(cats)
+    elif binning is not None:
+        cats = tuple(binning.labels())
+    else:
+        raise DomainError(
+            f"Domain column {name!r} needs 'categories', 'bounds' (continuous), or 'bin_edges' or "
+            "'bounds'+'bins' (discretised)"
+        )
+    return Column(name, cats, binning)
 
 
 def _py(v: Any) -> Any:

@@ -30,8 +30,13 @@ MissingPolicy = Literal["error", "drop", "category"]
 
 
 def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) -> Domain:
-    """The Domain with a :data:`MISSING` category appended to ``columns`` (default: all)."""
-    columns = domain.names if columns is None else tuple(columns)
+    """The Domain with a :data:`MISSING` category appended to ``columns`` (default: every
+    categorical column; a continuous column has no categories to extend)."""
+    if columns is None:
+        columns = tuple(c.name for c in domain.columns if isinstance(c, Column))
+    else:
+        columns = domain.check_columns(columns)
+        domain.check_finite(columns, purpose="with_missing_category()")
     out = []
     for c in domain.columns:
         if c.name in columns and MISSING not in c.categories:
@@ -80,6 +85,7 @@ def encode(
 
     Raises
     ------
+    DomainError : the Domain has a continuous column (codes need categories: discretise it).
     OutOfDomainError : a value is not a category of its column (or lies outside the bin
         edges); the message names the column, example values and how many rows.
     NonFiniteError : infinite numbers in a discretised column.
@@ -87,6 +93,7 @@ def encode(
     """
     if missing not in ("error", "drop", "category"):
         raise ParameterError(f"missing must be 'error', 'drop' or 'category', got {missing!r}")
+    domain.check_finite(purpose="encode() (category codes)")
     _check_table(df, domain)
     if extra_columns == "error":
         extra = [str(c) for c in df.columns if c not in domain.names]
@@ -199,6 +206,7 @@ def decode(
     their bin midpoints as floats, as the NAPSU-MQ paper does for the downstream analysis
     (Räisä et al. 2023, Supplement F).
     """
+    domain.check_finite(purpose="decode() (category codes)")
     codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != len(domain):
         raise ParameterError(f"codes must have shape (n, {len(domain)}), got {codes.shape}")

@@ -49,6 +49,7 @@ class Marginal:
         object.__setattr__(self, "columns", cols)
 
     def shape(self, domain: Domain) -> tuple[int, ...]:
+        domain.check_finite(self.columns, purpose=f"marginal {self}")
         return tuple(domain[c].size for c in self.columns)
 
     def size(self, domain: Domain) -> int:
@@ -76,10 +77,13 @@ class QuerySet:
 
     The L2 sensitivity of the concatenated count vector under substitution of one row is
     ``sqrt(2 * n_marginals)`` (NAPSU-MQ Theorem 3.5): each marginal moves one unit of count
-    from one cell to another.
+    from one cell to another. The Domain must be finite: the model of the queries (NAPSU-MQ's
+    maximum-entropy distribution) spans all of its cells, so a continuous column is refused
+    here, before any data or budget is touched.
     """
 
     def __init__(self, domain: Domain, marginals: Iterable[Sequence[str] | str | Marginal]):
+        domain.check_finite(purpose="marginal queries (as NAPSU-MQ measures)")
         self.domain = domain
         self.marginals = as_marginals(marginals)
         if not self.marginals:
@@ -146,8 +150,9 @@ def _radix(shape: Sequence[int]) -> np.ndarray:
 
 def count_codes(codes: np.ndarray, domain: Domain, columns: Sequence[str]) -> np.ndarray:
     """Counts of the marginal on ``columns`` for an ``(n, d)`` code array (flat, row-major)."""
+    domain.check_finite(columns, purpose="marginal counts")
     idx = [domain.index(c) for c in columns]
-    shape = [domain.shape[i] for i in idx]
+    shape = [domain.columns[i].size for i in idx]
     flat = codes[:, idx] @ _radix(shape)
     return np.bincount(flat, minlength=int(math.prod(shape))).astype(np.float64)
 
@@ -187,6 +192,7 @@ def count_file(
     if missing not in ("error", "drop"):
         raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
     columns = domain.check_columns(columns)
+    domain.check_finite(columns, purpose="marginal counts")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(path)

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._params import ParamsMixin
+from synthinfer.data import DomainSpec
 from synthinfer.errors import (
     DomainError,
     EmptyDataError,
@@ -52,7 +53,7 @@ from synthinfer.errors import (
     ParameterError,
     PrivacyError,
 )
-from synthinfer.generate.tabular import Continuous, SchemaLike, TabularSchema
+from synthinfer.generate.tabular import Continuous, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike
@@ -167,15 +168,17 @@ class DPGAN(ParamsMixin):
         return budget
 
     # -- fitting -------------------------------------------------------------------------
-    def fit(self, df: pd.DataFrame, schema: SchemaLike, ledger: PrivacyLedger | None = None) -> DPGAN:
-        """Train on ``df`` with the public ``schema`` (a Domain, or a dict of bounds / categories).
+    def fit(self, df: pd.DataFrame, domain: DomainSpec, ledger: PrivacyLedger | None = None) -> DPGAN:
+        """Train on ``df`` with the public ``domain``: a :class:`~synthinfer.data.Domain` (continuous
+        columns with public bounds, categorical ones) or its short spelling ``{"age": (17, 90),
+        "sex": ["Female", "Male"]}`` (:meth:`Domain.from_spec <synthinfer.data.Domain.from_spec>`).
 
         Spends ``(epsilon, delta)`` from ``ledger`` (a new ledger for exactly that budget when
         None) before any training; raises :class:`~synthinfer.errors.BudgetExceededError`
         without touching the data if it does not fit.
         """
         budget = self._validate()
-        full = TabularSchema.from_spec(schema)
+        full = TabularSchema.from_spec(domain)
         feat_schema, label_col = self._split_schema(full)
         X = feat_schema.transform(df).astype(np.float32)
         labels = self._label_codes(df, label_col)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer.data import Domain, Marginal, as_marginals, decode
+from synthinfer.data import Continuous, Domain, Marginal, as_marginals, decode
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ReleaseError
 from synthinfer.privacy import PrivacyLedger
@@ -104,13 +104,14 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
 
 
 def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
-    """Every value of a Domain column is one of its categories, or, for a discretised column
-    written as numbers (bin midpoints), lies within its public bounds."""
+    """Every value of a Domain column is one of its categories, or, for a continuous column or
+    a discretised one written as numbers (bin midpoints), lies within its public bounds."""
     for c in frame.columns:
         col, s = domain[c], frame[c].dropna()
-        binned_numbers = col.binning is not None and pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(
-            s.dtype, pd.CategoricalDtype)
-        if binned_numbers:
+        if isinstance(col, Continuous):
+            bad = s[~col.contains(s)]
+        elif col.binning is not None and pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(
+                s.dtype, pd.CategoricalDtype):
             bad = s[(s < col.binning.lower) | (s > col.binning.upper)]
         else:
             bad = s[~s.isin(list(col.categories))]

@@ -23,5 +23,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q
 
+## Speed checks (minutes) into benchmarks/*/results; the paper-reproduction studies take
+## hours and are run by hand (README, "Benchmarks"). `make bench FULL=1` adds the full Adult
+## NUTS fit and writes benchmarks/napsu/results/speed.json, which the README's figures cite.
+BENCH_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+ifdef FULL
+NAPSU_SPEED_ARGS := --out benchmarks/napsu/results/speed.json
+else
+NAPSU_SPEED_ARGS := --skip-adult-nuts --out benchmarks/napsu/results/speed_quick.json
+endif
+bench: $(STAMP)
+	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+	  $(PY) benchmarks/napsu/engine_speed.py
+	$(PY) benchmarks/napsu/speed.py $(NAPSU_SPEED_ARGS)
+	$(PY) benchmarks/analysis/speed.py
+	$(BENCH_ENV) $(PY) benchmarks/weights/speed_adult.py
+
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache

@@ -22,6 +22,18 @@ def test_adult_paper_subset():
     assert set(df["capital-gain"].unique()) == {"0", ">0"}
 
 
+def test_adult_paper_marginals():
+    dom = datasets.adult_paper_domain()
+    marginals = datasets.ADULT_PAPER_MARGINALS
+    assert len(set(marginals)) == 10 and all(len(set(m)) == 2 for m in marginals)
+    assert {c for m in marginals for c in m} == set(datasets.ADULT_PAPER_COLUMNS) == set(dom.names)
+    k = {c: len(dom[c].categories) for c in dom.names}
+    # 159 marginal cells; the log-linear model of these marginals has one parameter per column
+    # category beyond the first and per pair of such categories: the paper's 130 queries.
+    assert sum(k[a] * k[b] for a, b in marginals) == 159
+    assert sum(k[c] - 1 for c in dom.names) + sum((k[a] - 1) * (k[b] - 1) for a, b in marginals) == 130
+
+
 def test_other_loaders():
     assert datasets.load_framingham().data.shape == (4240, 16)
     heart = datasets.load_heart_cleveland().data

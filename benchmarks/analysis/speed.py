@@ -5,11 +5,14 @@ Stand-in "synthetic" datasets are bootstrap resamples of the discretised Adult t
 rows; the analysis is the paper's logistic regression of income on age, race and sex, with age
 at its bin midpoints as in Supplement F). Only the timings matter here, not the estimates.
 
-Writes results/speed.json.
+Writes results/speed.json (or ``--out FILE``).
+
+    PYTHONPATH=src python benchmarks/analysis/speed.py
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -25,7 +28,7 @@ OUT = Path(__file__).parent / "results"
 FORMULA = "income ~ age + C(race) + C(sex)"
 
 
-def main(m: int = 8) -> None:
+def main(out: Path = OUT / "speed.json", m: int = 8) -> None:
     ds = load_adult(paper_subset=True)
     data = ds.data.copy()
     data["age"] = ds.domain.midpoints("age")[data["age"].cat.codes.to_numpy()]
@@ -42,10 +45,12 @@ def main(m: int = 8) -> None:
     analyze(datasets[:2], FORMULA, n=len(data), penalty=1e-5, n_bootstrap=10, seed=0, n_jobs=1, progress=False)
     result["seconds_penalised_bootstrap10_per_dataset"] = (time.perf_counter() - t) / 2
     result["loadavg"] = os.getloadavg()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "speed.json").write_text(json.dumps(result, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT / "speed.json")
+    main(ap.parse_args().out)

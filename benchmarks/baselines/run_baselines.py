@@ -1,4 +1,4 @@
-"""Fidelity and speed of the baseline DP generators on Adult (issue 7).
+"""Fidelity and speed of the baseline DP generators on Adult.
 
 Fidelity: total variation distance (TVD) between the real and the synthetic 1-way and 2-way
 marginals of the NAPSU-MQ Adult table (10 discretised columns, n = 46,043), averaged over

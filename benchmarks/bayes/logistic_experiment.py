@@ -3,7 +3,7 @@
 Datasets: Framingham (TenYearCHD) and UCI Heart, Cleveland (target = num > 0), a fixed subset of
 6 covariates each, with public bounds set by hand from domain knowledge (not from the data).
 Synthetic data at epsilon = 6 from one of our DP generators (``--generator``):
-``privbayes`` (default; PrivBayes of the baselines branch, degree 2, continuous columns in 5
+``privbayes`` (default; ``synthinfer.generate.PrivBayes``, degree 2, continuous columns in 5
 equal-width bins over the public bounds, synthetic values at the bin midpoints) or ``laplace``
 (the truncated Laplace mechanism of A.3 over the 7 released columns, epsilon_j = 6/7 each by basic
 composition, binary columns thresholded back to {0, 1}). 5-fold cross-validation: the training folds are the private data (the synthetic data

@@ -243,7 +243,7 @@ def adult(cfg: dict, clock: CompileClock) -> dict:
     out["gradient_ms_median"] = 1e3 * float(np.median(times))
     out["gradient_ms_min"] = 1e3 * float(np.min(times))
     out["gradient_reps"] = cfg["grad_reps"]
-    out["laplace"] = "skipped (issue reports ~29 min XLA compile)"
+    out["laplace"] = "skipped (~29 min of XLA compilation)"
     return out
 
 

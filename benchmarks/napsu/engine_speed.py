@@ -4,13 +4,14 @@ Reports, for the 10 two-way Adult marginals (130 canonical queries, 1,792,000 do
 compile time (wall and process CPU) and per-call time of ``log_partition``, its value and
 gradient, ``mean_and_cov``, the gradient of a NAPSU-MQ-shaped log-likelihood (eq. 6) through
 ``mean_and_cov``, the same vmapped over 4 thetas (vectorised chains), and ``sample_many`` for
-100 thetas x 46,043 rows. Writes ``results/engine_speed.json`` and ``results/engine_speed.png``.
+100 thetas x 46,043 rows. Writes ``results/engine_speed.json`` and ``.png`` (or ``--out FILE``).
 
 Run: ``PYTHONPATH=src python benchmarks/napsu/engine_speed.py`` (see README.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -22,14 +23,9 @@ import numpy as np
 
 from synthinfer._io import atomic_write_text
 from synthinfer._jax import jax, jnp
-from synthinfer.datasets import load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.models import CanonicalQueries, MarkovNetwork
 
-ADULT_MARGINALS = [
-    ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
-    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
-    ("capital-loss", "income"), ("hours-per-week", "income"),
-]
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -55,9 +51,12 @@ def timed(fn, *args, reps: int) -> dict:
 
 
 def main() -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=RESULTS / "engine_speed.json")
+    a = ap.parse_args()
     ds = load_adult(paper_subset=True)
     t0 = time.perf_counter()
-    queries = CanonicalQueries(ds.domain, ADULT_MARGINALS)
+    queries = CanonicalQueries(ds.domain, ADULT_PAPER_MARGINALS)
     net = MarkovNetwork(queries)
     build_s = time.perf_counter() - t0
     d, n = net.dimension, len(ds.data)
@@ -120,13 +119,13 @@ def main() -> dict:
         out["timings"][name] = timed(fn, *args, reps=reps)
         print(f"{name:40s} {out['timings'][name]}", flush=True)
     out["loadavg_after"] = os.getloadavg()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(RESULTS / "engine_speed.json", json.dumps(out, indent=2) + "\n")
-    plot(out)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(a.out, json.dumps(out, indent=2) + "\n")
+    plot(out, a.out.with_suffix(".png"))
     return out
 
 
-def plot(out: dict) -> None:
+def plot(out: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,7 +155,7 @@ def plot(out: dict) -> None:
                  f"{out['clique_table_cells']} clique cells (load avg {load:.1f}, "
                  f"{out['cpu_count']} CPUs)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(RESULTS / "engine_speed.png", dpi=110)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

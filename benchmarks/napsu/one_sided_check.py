@@ -19,8 +19,8 @@ epsilon); a part of the posterior one sampler never visits shows up as a block o
 ``--reuse-plain FILE`` takes the plain run's quantiles (and, where recorded, their MCSE) from an
 earlier output for the same epsilons instead of running it again (the plain run is the slow
 one, ~30 min at epsilon = 1): the fits use fixed seeds, so the noisy counts are the same. Where
-the earlier file has no plain MCSE (files written before it was recorded) the z-scores use the
-map run's MCSE alone, which can only make them larger in magnitude (conservative).
+the earlier file has no plain MCSE, the z-scores use the map run's MCSE alone, which can only
+make them larger in magnitude (conservative).
 
 Outputs ``results/one_sided_check.json`` and ``.png``.
 """
@@ -37,12 +37,10 @@ from pathlib import Path
 import numpy as np
 
 from synthinfer._jax import single_threaded_blas
-from synthinfer.datasets import load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 from synthinfer.generate import inference as inf
-
-from adult_coverage import MARGINALS
 
 PROBS = (0.025, 0.25, 0.5, 0.75, 0.975)
 
@@ -133,14 +131,14 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
-    payload = {"settings": {"marginals": MARGINALS, "delta": n**-2.0, "probs": list(PROBS),
+    payload = {"settings": {"marginals": ADULT_PAPER_MARGINALS, "delta": n**-2.0, "probs": list(PROBS),
                             "command": "python benchmarks/napsu/one_sided_check.py --epsilons " + a.epsilons},
                "runs": {}}
     earlier = json.loads(Path(a.reuse_plain).read_text())["runs"] if a.reuse_plain else None
     if a.reuse_plain:
         payload["settings"]["command"] += f" --reuse-plain {a.reuse_plain}"
     for eps in (float(e) for e in a.epsilons.split(",")):
-        gen = NapsuMQ(MARGINALS, epsilon=eps, delta=n**-2.0, inference="laplace",
+        gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=eps, delta=n**-2.0, inference="laplace",
                       seed=np.random.default_rng([7, int(eps * 10)])).fit(ds.data, ds.domain)
         with single_threaded_blas():
             m = run(gen, 5.0, a.map_warmup, a.map_samples, seed=1)

@@ -79,12 +79,13 @@ def toy() -> None:
     (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def toy_session3() -> None:
-    """NUTS with the session-3 defaults (reference categories from noisy counts, one-sided
-    map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
+def toy_nuts_defaults() -> None:
+    """NUTS with the library's defaults (reference categories from the noisy counts, the
+    one-sided map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
     from scipy.stats import binomtest
 
-    merged = _merged_records(sorted(R.glob("toy_coverage_session3_nuts*.json")))  # run + continuations
+    merged = _merged_records([R / "toy_coverage_nuts_defaults.json",
+                              *sorted(R.glob("toy_coverage_nuts_defaults_part*.json"))])
     if not merged:
         return
     recs = list(merged.values())
@@ -107,11 +108,11 @@ def toy_session3() -> None:
     ax.axhline(0.95, color="k", lw=1)
     ax.axhspan(0.92, 0.98, color="0.9")
     ax.set(xscale="log", ylim=(0.75, 1.0), xlabel="epsilon", ylabel="95% CI coverage",
-           title=f"Toy, NAPSU-MQ NUTS, session-3 defaults ({min(summary[name]['repeats'])}+ repeats)")
+           title=f"Toy, NAPSU-MQ NUTS, library defaults ({min(summary[name]['repeats'])}+ repeats)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(R / "toy_coverage_session3_nuts.png", dpi=110)
-    (R / "toy_coverage_session3_summary.json").write_text(json.dumps(summary, indent=1))
+    fig.savefig(R / "toy_coverage_nuts_defaults.png", dpi=110)
+    (R / "toy_coverage_nuts_defaults_summary.json").write_text(json.dumps(summary, indent=1))
 
 
 def adult(stem: str) -> None:
@@ -162,7 +163,7 @@ def speed() -> None:
 
 if __name__ == "__main__":
     toy()
-    toy_session3()
+    toy_nuts_defaults()
     adult("adult_coverage")
     adult("adult_coverage_laplace")
     adult("adult_coverage_laplace_mst")

@@ -7,12 +7,12 @@ categories from the noisy counts) with the Laplace approximation at ``--eps`` an
 ``--nuts-seed``, and writes the gradient count, step sizes, divergences, max R-hat, min bulk
 and tail ESS and, for the 8 parameters with the lowest bulk ESS, their cell, noisy count,
 Laplace mean and sd and posterior quantiles (1, 5, 50, 95, 99%). ``--no-rotate`` leaves out
-the rotation onto the dropped cells' emptying directions (the session-4 map). Draws go to
-the ``.npy`` beside the JSON.
+the rotation onto the dropped cells' emptying directions (the map without it, for comparison);
+``--no-jumps`` leaves out the plateau jumps. Draws go to the ``.npy`` beside the JSON.
 
     PYTHONPATH=src python benchmarks/napsu/sampler_variant.py --fit-seed 1 --eps 1.0 --out run.json
 
-The session-5 comparison is ``results/sampler_variants.json`` (README).
+The runs compared in ``docs/napsu-sampler.md`` are in ``results/sampler_variants.json``.
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ import warnings
 import numpy as np
 
 from synthinfer._jax import single_threaded_blas
-from synthinfer.datasets import load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 from synthinfer.generate import inference as inf
-
-from adult_coverage import MARGINALS
 
 WARMUP, SAMPLES = 800, 2000
 
@@ -49,7 +47,7 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
-    gen = NapsuMQ(MARGINALS, epsilon=a.eps, delta=n**-2.0, inference="laplace", seed=a.fit_seed).fit(ds.data, ds.domain)
+    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=a.eps, delta=n**-2.0, inference="laplace", seed=a.fit_seed).fit(ds.data, ds.domain)
     lap, net = gen.laplace_, gen.network_
     s = np.asarray(gen.noisy_counts_)
     extra = {} if a.no_rotate else {"dropped_cell_jacobian": net.dropped_cell_log_prob_jacobian}

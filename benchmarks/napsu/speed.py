@@ -1,19 +1,18 @@
-"""Speed of NAPSU-MQ on the toy problem and on Adult (issue 3 targets), with and without JIT.
+"""Speed of NAPSU-MQ on the toy problem and on Adult, with and without JIT compilation.
 
 "with compile" is the first call in a fresh process, what a user waits for after
 ``import synthinfer`` (BlackJAX and ArviZ, which synthinfer imports lazily while programs
 compile, are counted); "without" is a second identical call, which hits JAX's compilation
-cache. For NUTS on Adult only one full run
-is made; its compile time is estimated by a 10 + 10 draw run (whose sampling time is negligible).
-``--skip-adult-nuts`` leaves out the full 4 x (800 + 2000) Adult run (hours on a loaded 2-core
-machine); the Adult coverage study records NUTS fit times and gradient counts instead.
-The JSON is rewritten after each section, so partial results survive. ``persistent_cache``
-runs the toy pipeline and the Adult Laplace fit + 100 datasets in two new processes sharing an
-empty directory as JAX's persistent compilation cache (``synthinfer.enable_compilation_cache``,
-on by default in the CLI): the first process fills it, the second is what a later run waits
-for (imports excluded).
+cache. For NUTS on Adult only one full run is made; its compile time is estimated by a
+10 + 10 draw run (whose sampling time is negligible). ``--skip-adult-nuts`` leaves out the full
+4 x (800 + 2000) Adult run (minutes; the quick check of ``make bench``). The JSON is rewritten
+after each section, so partial results survive. ``persistent_cache`` runs the toy pipeline
+and the Adult Laplace fit + 100 datasets in two new processes sharing an empty directory as
+JAX's persistent compilation cache (``synthinfer.enable_compilation_cache``, on by default in
+the CLI): the first process fills it, the second is what a later run waits for (the import of
+synthinfer itself excluded).
 
-    PYTHONPATH=src python benchmarks/napsu/speed.py [--skip-adult-nuts]
+    PYTHONPATH=src python benchmarks/napsu/speed.py [--skip-adult-nuts] [--out FILE]
 """
 
 from __future__ import annotations
@@ -27,16 +26,15 @@ import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 from synthinfer._jax import jax, jnp, single_threaded_blas
-from synthinfer.datasets import load_adult, make_toy_logistic
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult, make_toy_logistic
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 from synthinfer.generate import inference as inf
 
-ADULT_MARGINALS = [("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
-                   ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
-                   ("capital-loss", "income"), ("hours-per-week", "income")]
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def timed(f):
@@ -57,18 +55,18 @@ def gradient_ms(gen: NapsuMQ, reps: int = 50) -> tuple[float, float]:
     return tc, 1e3 * tr / reps
 
 
-def save(res: dict) -> None:
-    os.makedirs("benchmarks/napsu/results", exist_ok=True)
+def save(res: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
     res["loadavg_end"] = os.getloadavg()
-    with open("benchmarks/napsu/results/speed.json.tmp", "w") as f:
-        json.dump(res, f, indent=1, default=str)
-    os.replace("benchmarks/napsu/results/speed.json.tmp", "benchmarks/napsu/results/speed.json")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(res, indent=1, default=str))
+    os.replace(tmp, out)
 
 
 _CACHED_RUN = """
 import json, sys, time, warnings
 import synthinfer
-from synthinfer.datasets import load_adult, make_toy_logistic
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult, make_toy_logistic
 from synthinfer.generate import NapsuMQ
 warnings.simplefilter("ignore")
 synthinfer.enable_compilation_cache(sys.argv[1])
@@ -78,7 +76,7 @@ NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=2000**-2.0, inference="nuts", se
 toy = time.perf_counter() - t
 ad = load_adult(paper_subset=True)
 t = time.perf_counter()
-NapsuMQ(%r, epsilon=1.0, delta=len(ad.data)**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain).generate(100, seed=3)
+NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=len(ad.data)**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain).generate(100, seed=3)
 print(json.dumps({"toy_pipeline_s": toy, "adult_laplace_and_100_datasets_s": time.perf_counter() - t}))
 """
 
@@ -88,7 +86,7 @@ def persistent_cache() -> dict:
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         for label in ("empty_cache", "filled_cache"):
-            r = subprocess.run([sys.executable, "-c", _CACHED_RUN % (ADULT_MARGINALS,), cache],
+            r = subprocess.run([sys.executable, "-c", _CACHED_RUN, cache],
                                capture_output=True, text=True, check=True)
             out[label] = json.loads(r.stdout.strip().splitlines()[-1])
     return out
@@ -96,7 +94,8 @@ def persistent_cache() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--skip-adult-nuts", action="store_true")
+    ap.add_argument("--skip-adult-nuts", action="store_true", help="leave out the full Adult NUTS fit")
+    ap.add_argument("--out", type=Path, default=RESULTS / "speed.json")
     a = ap.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
     res: dict = {"loadavg_start": os.getloadavg(), "machine": platform.platform(), "cpu_count": os.cpu_count()}
@@ -116,44 +115,46 @@ def main() -> None:
     toy["ess_bulk_min"] = g.diagnostics_["nuts"]["ess_bulk_min"]
     toy["gradient_compile_s"], toy["gradient_ms"] = gradient_ms(g)
     res["toy"] = toy
-    save(res)
+    save(res, a.out)
     print(json.dumps(toy, indent=1), flush=True)
     res["persistent_cache"] = persistent_cache()
-    save(res)
+    save(res, a.out)
     print(json.dumps(res["persistent_cache"], indent=1), flush=True)
 
     # -- Adult --------------------------------------------------------------------------------
     ad = load_adult(paper_subset=True)
     n = len(ad.data)
-    adult: dict = {"n": n, "marginals": ADULT_MARGINALS}
+    adult: dict = {"n": n, "marginals": ADULT_PAPER_MARGINALS}
     res["adult"] = adult
     for label in ("with_compile", "without_compile"):
-        g, t = timed(lambda: NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain))
+        g, t = timed(lambda: NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ad.data, ad.domain))
         adult[f"laplace_{label}_s"] = t
         adult[f"laplace_{label}_timings"] = g.diagnostics_["timings"]
     adult["canonical_queries"] = int(g.queries_.dimension)
     adult["laplace"] = {k: v for k, v in g.diagnostics_["laplace"].items() if k != "attempts"}
     adult["gradient_compile_s"], adult["gradient_ms"] = gradient_ms(g)
-    save(res)
+    save(res, a.out)
     print(json.dumps(adult, indent=1, default=str), flush=True)
     for label in ("with_compile", "without_compile"):
         _, t = timed(lambda: g.generate(100, seed=3))
         adult[f"generate_100_{label}_s"] = t
-    save(res)
+    save(res, a.out)
     print(adult["generate_100_with_compile_s"], adult["generate_100_without_compile_s"], flush=True)
-    small = NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", num_warmup=10,
+    small = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", num_warmup=10,
                     num_samples=10, seed=1).fit(ad.data, ad.domain)
     adult["nuts_compile_estimate_s"] = small.diagnostics_["timings"]["nuts"]
     adult["nuts_10_10_gradient_evaluations"] = small.diagnostics_["nuts"]["gradient_evaluations"]
-    save(res)
+    if a.skip_adult_nuts:
+        res["skipped"] = ["adult NUTS 4 x (800 + 2000)"]
+    save(res, a.out)
     if a.skip_adult_nuts:
         return
-    gn, t = timed(lambda: NapsuMQ(ADULT_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", seed=1).fit(ad.data, ad.domain))
+    gn, t = timed(lambda: NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="nuts", seed=1).fit(ad.data, ad.domain))
     nd = gn.diagnostics_["nuts"]
     adult["nuts_fit_with_compile_s"] = t
     adult["nuts_fit_timings"] = gn.diagnostics_["timings"]
     adult["nuts"] = {k: v for k, v in nd.items() if k not in ("rhat", "ess_bulk")}
-    save(res)
+    save(res, a.out)
     print(json.dumps(adult, indent=1, default=str))
 
 

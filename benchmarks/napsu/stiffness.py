@@ -25,13 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from synthinfer._jax import jax, jnp, single_threaded_blas
-from synthinfer.datasets import load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 from synthinfer.generate import inference as inf
 from synthinfer.generate.reparam import _log_t_prime, one_sided_map, to_theta
-
-from adult_coverage import MARGINALS
 
 
 def main() -> None:
@@ -40,7 +38,7 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
-    gen = NapsuMQ(MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ds.data, ds.domain)
+    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ds.data, ds.domain)
     lap, mc = gen.laplace_, gen.network_.mean_and_cov
     s = np.asarray(gen.noisy_counts_)
     mu_mode = np.asarray(mc(jnp.asarray(lap.mean))[0])

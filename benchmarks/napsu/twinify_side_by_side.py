@@ -1,4 +1,4 @@
-"""Speed of synthinfer's NAPSU-MQ side by side with the reference, twinify 2.0.0 (issue 3, Speed).
+"""Speed of synthinfer's NAPSU-MQ side by side with the reference implementation, twinify 2.0.0.
 
 One run writes the toy data (n = 2000, x1, x2, y binary, logistic coefficients (1, 0), seed 0)
 and the Adult paper subset as CSVs of integer codes to a temporary directory; both tools read
@@ -10,7 +10,7 @@ call in the same process:
   toy_nuts     fit with NUTS, 4 chains x (800 + 2000), then 100 datasets of 2000 rows
   adult        the 10 two-way marginals of the paper's Adult runs (130 canonical queries):
                one jitted log-posterior value-and-gradient (compile, then per call); our
-               Laplace fit (twinify's is skipped: the issue measured ~29 min of XLA compile)
+               Laplace fit (twinify's is skipped: ~29 min of XLA compilation on a 2-core machine)
 
 Our side runs in this interpreter (``--part``, internal); twinify's in its own venv through
 ``_twinify_worker.py``. Each record also holds the seconds JAX spent compiling inside the call
@@ -239,7 +239,7 @@ def plot(res: dict, out: Path) -> None:
         for p, v in zip(pos, vals):
             if v:
                 ax.text(p, v * 1.15, f"{v:.3g}", ha="center", va="bottom", fontsize=7, rotation=90)
-    ax.text(x[-1] + 0.2, 0.05, "twinify:\nskipped\n(~29 min\ncompile in\nissue 3)", ha="center", fontsize=7)
+    ax.text(x[-1] + 0.2, 0.05, "twinify:\nskipped\n(~29 min\nof XLA\ncompile)", ha="center", fontsize=7)
     ax.set_yscale("log")
     ax.set_ylim(1e-4, 3e3)
     ax.set_ylabel("seconds (log scale)")
@@ -289,6 +289,7 @@ def main() -> None:
 
     import synthinfer
     from synthinfer._jax import jax
+    from synthinfer.datasets import ADULT_PAPER_MARGINALS
 
     freeze = subprocess.run([a.twinify_python, "-m", "pip", "freeze"], capture_output=True, text=True).stdout.split()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
@@ -300,7 +301,7 @@ def main() -> None:
         "twinify_python": a.twinify_python,
         "twinify_pip_freeze": freeze,
         "settings": {"toy": "n=2000, (x1, x2, y) binary, coef (1, 0), seed 0; marginal (x1, x2, y); epsilon 1, delta n^-2",
-                     "adult": "paper subset, 10 two-way marginals of issue 3; epsilon 1, delta n^-2",
+                     "adult": "paper subset, the paper's 10 two-way marginals; epsilon 1, delta n^-2",
                      "nuts": {"num_chains": a.num_chains, "num_warmup": a.num_warmup, "num_samples": a.num_samples},
                      "generate": "100 datasets x 2000 rows", "gradient_reps": a.grad_reps},
         "synthinfer": {}, "twinify": {}, "loadavg_before_part": {},
@@ -318,7 +319,7 @@ def main() -> None:
             cfg = dict(files, part=part, epsilon=1.0, delta=float(files[f"{data}_n"]) ** -2.0, seed=0,
                        num_chains=a.num_chains, num_warmup=a.num_warmup, num_samples=a.num_samples,
                        generate_m=100, generate_n=2000, grad_reps=a.grad_reps,
-                       toy_marginals=[["x1", "x2", "y"]], adult_marginals=[list(m) for m in _adult_marginals()])
+                       toy_marginals=[["x1", "x2", "y"]], adult_marginals=[list(m) for m in ADULT_PAPER_MARGINALS])
             res["loadavg_before_part"][part] = os.getloadavg()
             res["synthinfer"][part] = run_json([sys.executable, __file__, "--part", part, "--config", json.dumps(cfg)],
                                                f"synthinfer {part}")
@@ -332,12 +333,6 @@ def main() -> None:
     if set(parts) == set(PARTS):
         plot(res, out.with_suffix(".png"))
         print(table(res))
-
-
-def _adult_marginals():
-    from speed import ADULT_MARGINALS
-
-    return ADULT_MARGINALS
 
 
 if __name__ == "__main__":

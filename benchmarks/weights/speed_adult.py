@@ -8,11 +8,13 @@ loading; DP-MLP is timed twice (first call includes JAX compilation). The paper'
 reports 0.8-5.5 s for DP-MLP on small data on a V100. Wall and process CPU time (all threads) are
 both recorded: on a shared machine the CPU time is the better guide to the dedicated wall time.
 
-    PYTHONPATH=src python benchmarks/weights/speed_adult.py
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+        PYTHONPATH=src python benchmarks/weights/speed_adult.py [--out FILE]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -29,7 +31,7 @@ from synthinfer.weights import BetaDebiased, BetaNoised, DPMLPWeights, LogRegWei
 OUT = Path(__file__).parent / "results"
 
 
-def main() -> None:
+def main(out: Path = OUT / "speed_adult.json") -> None:
     warnings.simplefilter("ignore")
     ds = load_adult(paper_subset=True)
     real = ds.data
@@ -69,9 +71,11 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "loadavg": os.getloadavg(),
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(OUT / "speed_adult.json", json.dumps(result, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT / "speed_adult.json")
+    main(ap.parse_args().out)

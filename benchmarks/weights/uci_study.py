@@ -107,7 +107,7 @@ def split(df: pd.DataFrame, target: str, task: str, seed: int) -> tuple[pd.DataF
 # ---------------------------------------------------------------------------------------------
 # generators: fit(train, spec, budget, seed) -> (synthetic, real_in_synthetic_representation, model)
 class NapsuGenerator:
-    """NAPSU-MQ (branch ``napsu``) on data discretised into 4 public bins per numeric column.
+    """NAPSU-MQ on data discretised into 4 public bins per numeric column.
 
     Marginals: every (feature, target) pair; Laplace-approximation inference (fast setting).
     Synthetic numbers are bin midpoints, so the real rows are mapped to midpoints too before
@@ -144,7 +144,7 @@ class NapsuGenerator:
 
 
 class DPGANGenerator:
-    """DP-GAN (branch ``baselines``) on the [0, 1]-scaled data, the class as a one-hot block."""
+    """DP-GAN on the [0, 1]-scaled data, the class as a one-hot block."""
 
     name = "DP-GAN"
 

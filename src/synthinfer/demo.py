@@ -18,12 +18,6 @@ from rich.table import Table
 
 console = Console()
 
-#: The 10 two-way marginals of the NAPSU-MQ Adult experiment (the authors' code; issue 3).
-ADULT_MARGINALS = [
-    ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
-    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
-    ("capital-loss", "income"), ("hours-per-week", "income"),
-]
 #: The paper's downstream model (Supplement F): age bucket midpoint, race dummies (reference
 #: White), a Male indicator and an intercept.
 FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
@@ -42,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     import statsmodels.formula.api as smf
 
     from synthinfer.data import decode, encode
-    from synthinfer.datasets import load_adult
+    from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
     from synthinfer.generate import NapsuMQ
     from synthinfer.release import open_release, write_release
 
@@ -52,9 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     console.rule("[bold]Data holder: NAPSU-MQ on UCI Adult")
     console.print(f"n = {n:,} rows; public {domain!r}")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; "
-                  f"{len(ADULT_MARGINALS)} two-way marginals; inference = {args.inference}")
+                  f"{len(ADULT_PAPER_MARGINALS)} two-way marginals; inference = {args.inference}")
     t0 = time.perf_counter()
-    gen = NapsuMQ(ADULT_MARGINALS, epsilon=args.epsilon, delta=delta, inference=args.inference,
+    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=delta, inference=args.inference,
                   seed=args.seed)
     with console.status("measuring the marginals and inferring the posterior ...") as status:
         gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))

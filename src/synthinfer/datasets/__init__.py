@@ -6,6 +6,7 @@ licence are in ``datasets/data/ATTRIBUTION.md`` (kept next to the files, as thei
 
 from synthinfer.datasets.loaders import (
     ADULT_PAPER_COLUMNS,
+    ADULT_PAPER_MARGINALS,
     Dataset,
     adult_paper_domain,
     load_adult,
@@ -19,6 +20,7 @@ from synthinfer.datasets.toy import make_toy_logistic, make_triangle_square
 
 __all__ = [
     "ADULT_PAPER_COLUMNS",
+    "ADULT_PAPER_MARGINALS",
     "Dataset",
     "adult_paper_domain",
     "load_adult",

@@ -40,6 +40,15 @@ _ADULT_CATEGORIES = {
 #: The 10 columns of the NAPSU-MQ paper's Adult experiment (Räisä et al. 2023, Supplement F).
 ADULT_PAPER_COLUMNS = ("age", "workclass", "education", "marital-status", "race", "sex",
                        "capital-gain", "capital-loss", "hours-per-week", "income")
+#: The 10 two-way marginals the NAPSU-MQ paper measures on Adult (Räisä et al. 2023, Section 5.2
+#: and Supplement F, as listed in the authors' code): income with age, education, race, sex,
+#: capital gain, capital loss and hours per week; age with marital status and workclass; race
+#: with sex. On :func:`adult_paper_domain` they give 130 canonical queries.
+ADULT_PAPER_MARGINALS: tuple[tuple[str, str], ...] = (
+    ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
+    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
+    ("capital-loss", "income"), ("hours-per-week", "income"),
+)
 _BINARY = ["0", ">0"]
 
 

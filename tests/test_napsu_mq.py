@@ -90,7 +90,7 @@ def test_save_load_round_trip(fitted, tmp_path):
 
 
 def test_files_from_before_reference_categories_load_with_first_categories(toy, tmp_path):
-    # Generators saved before session 3 have no "reference" (meta or params): their canonical
+    # Files of the format without a "reference" entry (meta or params): their canonical
     # queries are relative to each column's first category.
     import json
 

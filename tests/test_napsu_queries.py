@@ -15,16 +15,11 @@ from scipy.optimize import minimize
 
 from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain, Marginal
-from synthinfer.datasets import load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import DomainError, UnknownColumnError
 from synthinfer.napsu import CanonicalQueries, MarkovNetwork
 from synthinfer.napsu.queries import most_frequent_reference
 
-ADULT_MARGINALS = [
-    ("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
-    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
-    ("capital-loss", "income"), ("hours-per-week", "income"),
-]
 
 DOM = Domain({"a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2", "c3"],
               "d": ["d0", "d1", "d2"], "e": ["e0", "e1"]})
@@ -86,8 +81,8 @@ def test_canonical_basis_property(structure):
 
 def test_adult_dimension_and_sensitivity():
     ds = load_adult(paper_subset=True)
-    q = CanonicalQueries(ds.domain, ADULT_MARGINALS)
-    assert q.dimension == 130 == canonical_dimension(ds.domain, ADULT_MARGINALS)
+    q = CanonicalQueries(ds.domain, ADULT_PAPER_MARGINALS)
+    assert q.dimension == 130 == canonical_dimension(ds.domain, ADULT_PAPER_MARGINALS)
     assert q.l2_sensitivity == pytest.approx(math.sqrt(20))
     counts = q.count(ds.data)
     assert counts.shape == (130,)

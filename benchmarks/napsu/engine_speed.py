@@ -24,7 +24,7 @@ import numpy as np
 from synthinfer._io import atomic_write_text
 from synthinfer._jax import jax, jnp
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
-from synthinfer.models import CanonicalQueries, MarkovNetwork
+from synthinfer.napsu import CanonicalQueries, MarkovNetwork
 
 RESULTS = Path(__file__).parent / "results"
 

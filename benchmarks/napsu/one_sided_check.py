@@ -1,6 +1,6 @@
 """Does NUTS with the one-sided map sample the same Adult posterior as long plain NUTS?
 
-The map (``synthinfer.generate.reparam``) is an exact change of variables, so the question
+The map (``synthinfer.napsu.reparam``) is an exact change of variables, so the question
 is only whether the sampler explores the posterior as well. For each epsilon this fits the
 Adult model of ``adult_coverage.py`` (10 paper marginals, delta = n^-2, reference categories
 from the noisy counts), then runs on the same noisy counts
@@ -40,21 +40,21 @@ from synthinfer._jax import single_threaded_blas
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
-from synthinfer.generate import inference as inf
+from synthinfer.napsu import diagnostics, nuts
 
 PROBS = (0.025, 0.25, 0.5, 0.75, 0.975)
 
 
 def run(gen: NapsuMQ, threshold: float, warmup: int, samples: int, seed: int) -> dict:
     t0 = time.perf_counter()
-    res = inf.nuts_sample(gen.network_.mean_and_cov, gen.noisy_counts_, gen.sigma_dp_, gen.n_, gen.laplace_,
+    res = nuts.nuts_sample(gen.network_, gen.noisy_counts_, gen.sigma_dp_, gen.n_, gen.laplace_,
                           n_chains=4, num_warmup=warmup, num_samples=samples, one_sided_threshold=threshold,
                           dropped_cell_jacobian=gen.network_.dropped_cell_log_prob_jacobian, rng=np.random.default_rng(seed))
     seconds = time.perf_counter() - t0
-    post = inf.to_inference_data(res.draws)
+    post = diagnostics.to_inference_data(res.draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        diag = inf.convergence_diagnostics(post)
+        diag = diagnostics.convergence_diagnostics(post)
     return {"post": post, "seconds": seconds, "one_sided": res.n_one_sided,
             "gradients_per_draw": res.n_grad_evals / (4 * (warmup + samples)),
             "divergences": int(res.diverging.sum()), "rhat_max": diag["rhat_max"],

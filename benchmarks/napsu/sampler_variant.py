@@ -3,7 +3,7 @@
 Fits the Adult model of ``adult_coverage.py`` (10 paper marginals, delta = n^-2, reference
 categories from the noisy counts) with the Laplace approximation at ``--eps`` and seed
 ``--fit-seed`` (seed 1 at epsilon 1 gives ``speed.py``'s noisy counts), runs
-:func:`synthinfer.generate.inference.nuts_sample` (4 chains x (800 + 2000)) with NUTS seed
+:func:`synthinfer.napsu.nuts.nuts_sample` (4 chains x (800 + 2000)) with NUTS seed
 ``--nuts-seed``, and writes the gradient count, step sizes, divergences, max R-hat, min bulk
 and tail ESS and, for the 8 parameters with the lowest bulk ESS, their cell, noisy count,
 Laplace mean and sd and posterior quantiles (1, 5, 50, 95, 99%). ``--no-rotate`` leaves out
@@ -28,7 +28,7 @@ from synthinfer._jax import single_threaded_blas
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
-from synthinfer.generate import inference as inf
+from synthinfer.napsu import diagnostics, nuts
 
 WARMUP, SAMPLES = 800, 2000
 
@@ -53,11 +53,11 @@ def main() -> None:
     extra = {} if a.no_rotate else {"dropped_cell_jacobian": net.dropped_cell_log_prob_jacobian}
     t0 = time.perf_counter()
     with single_threaded_blas():
-        res = inf.nuts_sample(net.mean_and_cov, s, gen.sigma_dp_, n, lap, prior_sd=gen.prior_sd,
+        res = nuts.nuts_sample(net, s, gen.sigma_dp_, n, lap, prior_sd=gen.prior_sd,
                               num_warmup=WARMUP, num_samples=SAMPLES,
                               rng=np.random.default_rng(a.nuts_seed), jump_moves=not a.no_jumps, **extra)
     seconds = time.perf_counter() - t0
-    idata = inf.to_inference_data(res.draws)
+    idata = diagnostics.to_inference_data(res.draws)
     rhat = np.asarray(az.rhat(idata)["theta"])
     bulk = np.asarray(az.ess(idata, method="bulk")["theta"])
     tail = np.asarray(az.ess(idata, method="tail")["theta"])

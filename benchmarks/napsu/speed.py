@@ -32,7 +32,7 @@ from synthinfer._jax import jax, jnp, single_threaded_blas
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult, make_toy_logistic
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
-from synthinfer.generate import inference as inf
+from synthinfer.napsu import likelihood
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,7 +47,7 @@ def gradient_ms(gen: NapsuMQ, reps: int = 50) -> tuple[float, float]:
     """(compile s, ms per call) of the jitted value-and-gradient of the log posterior."""
     args = (jnp.asarray(gen.noisy_counts_), jnp.asarray(gen.sigma_dp_), jnp.asarray(float(gen.n_)), jnp.asarray(10.0))
     mc = gen.network_.mean_and_cov
-    vg = jax.jit(jax.value_and_grad(lambda th: inf.log_posterior(th, *args[:3], mc, args[3])))
+    vg = jax.jit(jax.value_and_grad(lambda th: likelihood.log_posterior(th, *args[:3], mc, args[3])))
     x = jnp.asarray(gen.draws_[0, 0])
     with single_threaded_blas():  # as inside NapsuMQ.fit
         _, tc = timed(lambda: jax.block_until_ready(vg(x)))

@@ -1,7 +1,7 @@
 """Which coordinates set NUTS's step size on Adult? (diagnostic for the one-sided map)
 
 Fits the Adult model of ``adult_coverage.py`` (epsilon 1, seed 1, Laplace), builds the NUTS
-target exactly as :func:`synthinfer.generate.inference.nuts_sample` does (one-sided map +
+target exactly as :func:`synthinfer.napsu.nuts.nuts_sample` does (one-sided map +
 Laplace whitening), runs one chain's window adaptation (400 steps) and 200 NUTS draws, and at
 5 of those draws computes the Hessian ``H`` of ``-log p(u)`` (central differences of the
 compiled gradient). Scaled by the adapted diagonal inverse mass matrix ``M^-1``, the largest
@@ -28,8 +28,8 @@ from synthinfer._jax import jax, jnp, single_threaded_blas
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
-from synthinfer.generate import inference as inf
-from synthinfer.generate.reparam import _log_t_prime, one_sided_map, to_theta
+from synthinfer.napsu import likelihood
+from synthinfer.napsu.reparam import _log_t_prime, one_sided_map, to_theta
 
 
 def main() -> None:
@@ -45,11 +45,11 @@ def main() -> None:
     umap = one_sided_map(s, gen.sigma_dp_, n, mu_mode, lap.mean, lap.cov, prior_sd=gen.prior_sd,
                          dropped_jacobian=np.asarray(gen.network_.dropped_cell_log_prob_jacobian(jnp.asarray(lap.mean))))
     arrays = umap.arrays()
-    args = inf._posterior_args(s, gen.sigma_dp_, n, gen.prior_sd)
+    args = likelihood.posterior_args(s, gen.sigma_dp_, n, gen.prior_sd)
 
     def logdensity(u):
         theta, log_jac = to_theta(u, arrays)
-        return inf.log_posterior(theta, *args[:3], mc, args[3]) + log_jac
+        return likelihood.log_posterior(theta, *args[:3], mc, args[3]) + log_jac
 
     grad = jax.jit(jax.grad(logdensity))
 

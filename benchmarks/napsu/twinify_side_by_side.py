@@ -69,7 +69,7 @@ def ours(part: str, cfg: dict) -> dict:
     from synthinfer._jax import jax, jnp
     from synthinfer.errors import ConvergenceWarning
     from synthinfer.generate import NapsuMQ
-    from synthinfer.generate import inference as inf
+    from synthinfer.napsu import likelihood
 
     warnings.simplefilter("ignore", ConvergenceWarning)
     clock = CompileClock()
@@ -114,7 +114,7 @@ def ours(part: str, cfg: dict) -> dict:
     # The log posterior as speed.gradient_ms builds it, timed call by call (median and min,
     # as for twinify: under CPU contention the two differ).
     args = (jnp.asarray(gen.noisy_counts_), jnp.asarray(gen.sigma_dp_), jnp.asarray(float(gen.n_)))
-    vg = jax.jit(jax.value_and_grad(lambda th: inf.log_posterior(th, *args, gen.network_.mean_and_cov, inf.PRIOR_SD)))
+    vg = jax.jit(jax.value_and_grad(lambda th: likelihood.log_posterior(th, *args, gen.network_.mean_and_cov, likelihood.PRIOR_SD)))
     x = jnp.asarray(gen.draws_[0, 0])
     from synthinfer._jax import single_threaded_blas
 

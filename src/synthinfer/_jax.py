@@ -33,9 +33,8 @@ def single_threaded_blas():
 
     JAX's CPU LAPACK kernels (the Cholesky factorisation of NAPSU-MQ's eq. 6 likelihood) run
     inside the process's OpenBLAS, which by default starts one spinning thread per core. For
-    the small matrices here (d ~ 100-200) those threads only contend: on the 2-core CI
-    machine with one other busy process, one log-posterior gradient on Adult took 18-34 ms
-    with OpenBLAS threading and 0.8 ms single-threaded (the same as on an idle machine).
+    the small matrices here (d ~ 100-200) those threads only contend, and on a busy machine a
+    gradient becomes many times slower than single-threaded (docs/performance.md).
     Parallelism comes from running chains side by side instead.
     """
     from threadpoolctl import threadpool_limits
@@ -52,9 +51,8 @@ _COMPILE_POOL = ThreadPoolExecutor(2, thread_name_prefix="synthinfer-compile")
 
 #: XLA options for programs whose run time is tiny next to compiling them: the lowest LLVM
 #: optimisation level, and XLA:CPU's classic loop emitters instead of its MLIR fusion
-#: emitters. On the toy model's NUTS program (XLA 0.10.2, idle 2-core machine) level 0 alone
-#: compiles in 1.46-1.52 s instead of 2.0 s, with the classic emitters too in 0.83-0.88 s;
-#: its 4 x 2800 iterations run in 0.39 s either way (0.29-0.31 s at the default level).
+#: emitters: on small models' programs (the toy's NUTS program) they roughly halve the compile
+#: time for a slightly slower run (measurements in docs/performance.md).
 _QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
@@ -145,9 +143,8 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     Turns on JAX's persistent compilation cache (entries are keyed on the program, the
     compile options and the JAX/XLA versions, so a stale entry is never used) in ``path``
     (default :func:`default_cache_dir`) for every program, however fast it compiled: most of
-    ours compile in 0.01-2 s, under JAX's default threshold of 1 s, and together they are
-    most of a small fit's time (toy pipeline in a new process on one busy core: 13.6 s with
-    an empty cache, 3.0 s with a filled one). Call it before the first fit; the CLI does by
+    ours compile in under JAX's default threshold of 1 s, and together they are most of a
+    small fit's time in a new process (docs/performance.md). Call it before the first fit; the CLI does by
     default (``--no-compile-cache`` to opt out). Returns the directory.
 
     Privacy: a program holds the arrays its function closes over as constants, so synthinfer's

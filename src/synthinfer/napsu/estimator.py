@@ -298,7 +298,7 @@ class NapsuMQ(ParamsMixin):
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
         self._stream = None  # generate()'s stream restarts with each fit
-        with single_threaded_blas():  # see synthinfer._jax: ~20x faster gradients on a busy machine
+        with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
             self._infer(rng, stage, timings)
         fit_charges = ledger.charges[charges_before:]
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))

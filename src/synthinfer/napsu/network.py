@@ -59,10 +59,9 @@ _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
 #: Networks with at most this many parameters compile their own programs (the Laplace
 #: objective, NUTS, the dropped cells' Jacobian) with
 #: :func:`synthinfer._jax.quick_compiler_options`: their gradients take microseconds, so
-#: compiling is most of what the user waits for (the toy's NUTS program:
-#: 0.83-0.88 s to compile instead of 2.0 s; its 4 x 2800 iterations run in 0.39 s instead
-#: of 0.30 s). Larger ones keep the default, whose faster code matters over ~10^6 gradient
-#: evaluations (Adult: d = 130).
+#: compiling is most of what the user waits for (the toy's NUTS program compiles in about half
+#: the time and runs slightly slower). Larger ones keep the default, whose faster code matters
+#: over ~10^6 gradient evaluations (Adult: d = 130).
 SMALL_MODEL_DIMENSION = 32
 
 
@@ -72,11 +71,10 @@ def compiles_quick(dimension: int) -> bool:
     return dimension <= SMALL_MODEL_DIMENSION
 
 #: Samplers producing at most this many codes per call compile with
-#: :func:`synthinfer._jax.quick_compiler_options`, where compiling is most of their cost: the
-#: toy's 100 datasets of 2000 x 3 compile in 0.12 s instead of 0.50 s (0.25 s at level 0
-#: alone) and run in 10 ms instead of 2 ms (idle machine, session 9). Larger ones keep the
-#: default: Adult's 43 x 46,043 x 10 codes took 1.0 s per call at level 0 against 0.36 s,
-#: for a 1 s shorter compile.
+#: :func:`synthinfer._jax.quick_compiler_options`, where compiling is most of their cost (the
+#: toy's 100 datasets of 2000 x 3). Larger ones keep the default: on Adult-size batches the
+#: unoptimised sampler runs about three times slower per call, more than the compile it saves
+#: (measurements in docs/performance.md).
 QUICK_SAMPLER_CODES = 10**6
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import DomainError, NonFiniteError, UnknownColumnError
+from synthinfer.errors import DomainError, NonFiniteError, ParameterError, UnknownColumnError
 
 _LOG2PI = math.log(2 * math.pi)
 
@@ -57,7 +57,7 @@ class NormalInverseGammaPrior:
         for k in ("scale", "shape", "rate"):
             v = getattr(self, k)
             if not (math.isfinite(v) and v > 0):
-                raise DomainError(f"NormalInverseGammaPrior.{k} must be finite and > 0, got {v!r}")
+                raise ParameterError(f"NormalInverseGammaPrior.{k} must be finite and > 0, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class NormalPrior:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.scale) and self.scale > 0):
-            raise DomainError(f"NormalPrior.scale must be finite and > 0, got {self.scale!r}")
+            raise ParameterError(f"NormalPrior.scale must be finite and > 0, got {self.scale!r}")
 
 
 class GaussianLocationScale:
@@ -97,7 +97,7 @@ class GaussianLocationScale:
             col = self.column
             if col is None:
                 if data.shape[1] != 1:
-                    raise DomainError(f"GaussianLocationScale needs column= for a frame with columns {list(data.columns)}")
+                    raise ParameterError(f"GaussianLocationScale needs column= for a frame with columns {list(data.columns)}")
                 col = data.columns[0]
             if col not in data.columns:
                 raise UnknownColumnError(f"column {col!r} not in {list(data.columns)}")
@@ -145,7 +145,7 @@ class _Regression:
     def prepare(self, data: Any) -> dict[str, np.ndarray]:
         if isinstance(data, pd.DataFrame):
             if self.target is None:
-                raise DomainError(f"{type(self).__name__} needs target= to read a DataFrame")
+                raise ParameterError(f"{type(self).__name__} needs target= to read a DataFrame")
             missing = [c for c in (self.target, *(self.features or ())) if c not in data.columns]
             if missing:
                 raise UnknownColumnError(f"columns {missing} not in {list(data.columns)}")
@@ -184,7 +184,7 @@ class LogisticRegression(_Regression):
     @property
     def dim(self) -> int:
         if self.n_features_in is None:
-            raise DomainError("LogisticRegression: number of features unknown before data are seen")
+            raise ParameterError("LogisticRegression: number of features unknown before data are seen")
         return self.n_features_in + 1
 
     @property
@@ -240,7 +240,7 @@ class LinearRegression(_Regression):
     @property
     def dim(self) -> int:
         if self.n_features_in is None:
-            raise DomainError("LinearRegression: number of features unknown before data are seen")
+            raise ParameterError("LinearRegression: number of features unknown before data are seen")
         return self.n_features_in + 2
 
     @property

@@ -33,6 +33,11 @@ class DiscriminatorWeights(WeightEstimator):
     def __init__(self, gan):
         self.gan = gan
 
+    def __sklearn_clone__(self) -> DiscriminatorWeights:
+        """A clone shares the generator: the fitted GAN is this estimator's input, not a setting
+        to refit (``sklearn.base.clone`` would otherwise return an unfitted copy of it)."""
+        return type(self)(**self.get_params())
+
     def fit(self, real: pd.DataFrame | None = None, synthetic: pd.DataFrame | None = None,
             ledger: PrivacyLedger | None = None) -> DiscriminatorWeights:
         """Check the generator and record the zero-cost post-processing step. Reads no data.

@@ -50,8 +50,8 @@ def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, 
     Damped Newton iterations on ``f(beta) = (1/N_D) sum_i softplus(-s_i beta^T x_i) + (lam/2) ||beta||^2``.
     Hand-written rather than scikit-learn because the sensitivity bound holds for the *exact*
     minimiser: Newton converges quadratically to machine precision in a few steps (``d`` is
-    small), whereas ``lbfgs`` stops about 1e-6 short and ``newton-cholesky`` was 5-10x slower
-    on Adult-sized data. A test checks the result against scikit-learn.
+    small), whereas ``lbfgs`` stops about 1e-6 short. A test checks the result against
+    scikit-learn.
     """
     from scipy.linalg import cho_factor, cho_solve
     from scipy.special import expit

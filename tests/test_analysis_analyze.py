@@ -11,7 +11,7 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
 from synthinfer.analysis import MIResult, analyze, rubins_rules
-from synthinfer.errors import AnalysisError, FitFailedWarning
+from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError
 
 
 def _toy(rng, n=400):
@@ -147,18 +147,22 @@ def test_weighted_fit_uses_the_importance_weight_sandwich(datasets):
 def test_bad_arguments(datasets):
     with pytest.raises(AnalysisError, match="at least 2"):
         analyze(datasets[:1], "y ~ x", progress=False)
-    with pytest.raises(AnalysisError, match="unknown model"):
+    with pytest.raises(ParameterError, match="unknown model"):
         analyze(datasets, "y ~ x", model="tobit", progress=False)
-    with pytest.raises(AnalysisError, match="needs a formula"):
+    with pytest.raises(ParameterError, match="needs a formula"):
         analyze(datasets, model="logit", progress=False)
     with pytest.raises(AnalysisError, match="weight column"):
         analyze(datasets, "y ~ x", weights="nope", progress=False)
     with pytest.raises(AnalysisError, match="weights\\[0\\]"):
         analyze(datasets, "y ~ x", weights=[np.ones(3)] * 6, progress=False)
-    with pytest.raises(AnalysisError, match="penalty"):
+    with pytest.raises(ParameterError, match="penalty"):
         analyze(datasets, model=lambda d: (np.zeros(1), np.eye(1)), penalty=1e-5, progress=False)
     with pytest.raises(AnalysisError, match="list"):
         analyze(datasets[0], "y ~ x", progress=False)
+    with pytest.raises(ParameterError, match="alpha"):
+        analyze(datasets, "y ~ x", alpha=1.5, progress=False)
+    with pytest.raises(ParameterError, match="n_jobs"):
+        analyze(datasets, "y ~ x", n_jobs=0, progress=False)
 
 
 def test_usable_cores_follow_the_affinity_mask():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from synthinfer.analysis import rubins_rules
-from synthinfer.errors import AnalysisError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
 
 
 def test_hand_computed_example():
@@ -76,7 +76,7 @@ def test_bad_input():
         rubins_rules([1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(AnalysisError, match="non-negative"):
         rubins_rules([1.0, 2.0], [1.0, -1.0])
-    with pytest.raises(AnalysisError, match="alpha"):
+    with pytest.raises(ParameterError, match="alpha"):
         rubins_rules([1.0, 2.0], [1.0, 1.0], n=2, n_syn=2).conf_int(1.5)
 
 

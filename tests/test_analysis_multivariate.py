@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from synthinfer.analysis import reiter_wald_test, rubins_rules
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import AnalysisError, ParameterError
 
 
 def _draw(rng, m, k, n, mean=0.0):
@@ -75,7 +75,7 @@ def test_size_under_the_null():
 def test_bad_shapes():
     with pytest.raises(AnalysisError, match=r"\(m, p\)"):
         reiter_wald_test(np.zeros((3, 2)), np.zeros((3, 3, 3)))
-    with pytest.raises(AnalysisError, match="r_matrix"):
+    with pytest.raises(ParameterError, match="r_matrix"):
         reiter_wald_test(np.zeros((3, 2)), np.zeros((3, 2, 2)), r_matrix=[[1.0, 0.0, 0.0]])
 
 

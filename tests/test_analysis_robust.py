@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from synthinfer.analysis import analyze, drop_extreme_variances
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import ParameterError
 
 
 def test_drop_extreme_variances_known_answer():
@@ -20,7 +20,7 @@ def test_drop_extreme_variances_known_answer():
     assert np.isnan(q2[2, 0]) and np.isnan(q2[3, 0]) and np.isnan(q2[1, 1])
     assert q2[0, 0] == 1.0 and v2[3, 1] == 0.3
     assert np.isnan(q[2, 1]) and q[1, 1] == 40.0  # inputs untouched
-    with pytest.raises(AnalysisError, match="positive"):
+    with pytest.raises(ParameterError, match="positive"):
         drop_extreme_variances(q, v, threshold=0)
 
 

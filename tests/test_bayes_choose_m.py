@@ -10,7 +10,7 @@ from synthinfer.bayes.choose_m import choose_m, learning_trajectory, n_effective
 from synthinfer.bayes.losses import LogLoss
 from synthinfer.bayes.models import GaussianLocationScale, NormalInverseGammaPrior
 from synthinfer.bayes.posterior import GeneralisedPosterior
-from synthinfer.errors import DomainError
+from synthinfer.errors import ParameterError
 
 
 def _posterior():
@@ -69,5 +69,5 @@ def test_n_effective_by_hand():
 
 
 def test_bad_criterion():
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError, match="wasserstein"):
         choose_m(_posterior(), np.zeros(3), np.zeros(3), np.zeros(10), criterion="wasserstein")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from synthinfer.cli import app
 from synthinfer.cli.bayes_cmds import parse_formula, parse_loss
 from synthinfer.bayes import BetaLoss, LogLoss, NoiseAwareLoss
-from synthinfer.errors import DomainError
+from synthinfer.errors import ParameterError
 
 
 def test_choose_m_command_writes_json_and_plot(tmp_path):
@@ -42,7 +42,7 @@ def test_parsers():
     assert parse_loss("beta=0.5") == BetaLoss(0.5, "calibrate")
     assert parse_loss("beta=0.25:1.25") == BetaLoss(0.25, 1.25)
     assert parse_loss("noise-aware=0.75") == NoiseAwareLoss(0.75)
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError, match="loss"):
         parse_loss("huber=1")
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError, match="formula"):
         parse_formula("y a b", ["y"])

@@ -10,7 +10,7 @@ import scipy.stats
 from synthinfer._jax import jnp
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss, NoiseAwareLoss, normal_laplace_logpdf
 from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, LogisticRegression
-from synthinfer.errors import DomainError
+from synthinfer.errors import ParameterError
 
 G = GaussianLocationScale()
 
@@ -102,22 +102,22 @@ def test_normal_laplace_matches_numerical_convolution_and_tails():
 
 
 def test_noise_aware_loss_needs_gaussian_model():
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError):
         NoiseAwareLoss(1.0).per_row(LogisticRegression(n_features=1), jnp.zeros(2), {"X": jnp.zeros((1, 1)), "y": jnp.zeros(1)})
 
 
 def test_importance_weighted_loss_normalises_and_checks_length():
     loss = ImportanceWeightedLoss([1.0, 3.0])
     np.testing.assert_allclose(loss.row_weights(2), [0.5, 1.5])
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError):
         loss.row_weights(3)
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError):
         ImportanceWeightedLoss([1.0, -1.0])
 
 
 @pytest.mark.parametrize("bad", [dict(beta=0.0), dict(beta=0.5, w_beta=-1.0), dict(beta=0.5, w_beta="auto")])
 def test_beta_loss_rejects_bad_settings(bad):
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError):
         BetaLoss(**bad)
 
 

@@ -9,7 +9,7 @@ from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss
 from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, NormalInverseGammaPrior
 from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
-from synthinfer.errors import DomainError, NotFittedError
+from synthinfer.errors import NotFittedError, ParameterError
 
 PRIOR = NormalInverseGammaPrior(mean=0.5, scale=2.0, shape=3.0, rate=2.0)
 
@@ -40,7 +40,7 @@ def test_weighted_nig_update_by_hand():
 def test_exact_sampler_matches_closed_form_moments():
     x, z = _data()
     post = GeneralisedPosterior(GaussianLocationScale(), LogLoss(0.5), PRIOR, num_samples=20000, num_chains=2, seed=1)
-    idata = post.fit(real=x, synthetic=z)
+    idata = post.fit(real=x, synthetic=z).idata_
     assert post.method_ == "exact"
     m, sd, es2 = _nig_moments(x, z, 0.5)
     mu = idata.posterior["mu"].values.ravel()
@@ -69,7 +69,7 @@ def test_importance_weights_enter_as_row_weights():
     x, z = _data(4)
     w = np.r_[np.full(20, 2.0), np.zeros(20)]
     a = GeneralisedPosterior(GaussianLocationScale(), ImportanceWeightedLoss(w, self_normalise=False), PRIOR, num_samples=10, seed=0)
-    y, _, wt = a._weighted_stats(a.model.prepare(x), a.model.prepare(z), a.loss)
+    y, _, wt = a._weighted_stats(a.model.prepare(x), a.model.prepare(z), a._loss())
     assert nig_posterior(y, wt, PRIOR) == pytest.approx(nig_posterior(np.r_[x, z[:20], z[:20]], np.ones(55), PRIOR))
 
 
@@ -78,7 +78,7 @@ def test_linear_regression_exact_posterior_mean():
     X = rng.normal(size=(200, 2))
     y = 1.0 + X @ np.array([2.0, -1.0]) + rng.normal(0, 0.5, 200)
     post = GeneralisedPosterior(LinearRegression(), LogLoss(1.0), num_samples=4000, seed=0)
-    idata = post.fit(real=(X, y))
+    idata = post.fit(real=(X, y)).idata_
     est = np.r_[idata.posterior["alpha"].values.mean(), idata.posterior["theta"].values.mean(axis=(0, 1))]
     ols = np.linalg.lstsq(np.column_stack([np.ones(200), X]), y, rcond=None)[0]
     np.testing.assert_allclose(est, ols, atol=0.01)  # weak prior (scale 10): posterior mean ~ OLS
@@ -115,11 +115,11 @@ def test_calibration_with_importance_weights_counts_their_variance():
 
 def test_errors():
     post = GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5), method="exact")
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError, match="no closed form"):
         post.fit(real=np.zeros(3))
     with pytest.raises(NotFittedError):
         GeneralisedPosterior(GaussianLocationScale()).log_predictive(np.zeros(3))
-    with pytest.raises(DomainError):
+    with pytest.raises(ParameterError, match="w_beta"):
         GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5, "calibrate")).sample_many([(np.zeros(3), np.zeros(3))])
 
 
@@ -136,3 +136,82 @@ def test_grid_quadrature_matches_conjugate_closed_form():
     np.testing.assert_allclose(gr.kld, ex.kld, atol=2e-4)
     np.testing.assert_allclose(gr.log_score, ex.log_score, atol=2e-4)
     np.testing.assert_allclose(gr.wasserstein, ex.wasserstein, atol=1e-3)
+
+
+def test_nuts_fit_returns_self_with_the_shared_convergence_diagnostics():
+    from synthinfer.errors import ConvergenceWarning
+
+    x, z = _data(8)
+    post = GeneralisedPosterior(GaussianLocationScale(), LogLoss(0.5), PRIOR, method="nuts", num_warmup=200, num_samples=500, seed=4)
+    assert post.fit(real=x, synthetic=z) is post
+    d = post.diagnostics_
+    assert d["ok"] and d["rhat_max"] < 1.01 and d["ess_bulk_required"] == 200.0 and len(d["rhat"]) == 2
+    # Too short to mix: the policy fails and says so.
+    short = GeneralisedPosterior(GaussianLocationScale(), LogLoss(0.5), PRIOR, method="nuts", num_warmup=3, num_samples=20, seed=4)
+    with pytest.warns(ConvergenceWarning, match="NUTS diagnostics failed"):
+        short.fit(real=x, synthetic=z)
+    assert short.diagnostics_["ok"] is False
+    exact = GeneralisedPosterior(GaussianLocationScale(), LogLoss(0.5), PRIOR, num_samples=50, seed=0).fit(real=x)
+    assert exact.method_ == "exact" and exact.diagnostics_ is None
+
+
+def test_settings_are_stored_as_given_and_checked_at_fit():
+    post = GeneralisedPosterior(GaussianLocationScale(), num_samples=0)
+    assert post.loss is None and post.get_params()["num_samples"] == 0
+    with pytest.raises(ParameterError, match="num_samples"):
+        post.fit(real=np.zeros(3))
+    with pytest.raises(ParameterError, match="method"):
+        GeneralisedPosterior(GaussianLocationScale(), method="gibbs").fit(real=np.zeros(3))
+
+
+def test_linear_regression_with_independent_priors_is_sampled_by_nuts():
+    from synthinfer.bayes.models import NormalHalfNormalPrior
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(150, 1))
+    y = 2.0 * X[:, 0] + rng.normal(0, 0.5, 150)
+    post = GeneralisedPosterior(LinearRegression(fit_intercept=False), LogLoss(1.0), NormalHalfNormalPrior(1.0, 10.0),
+                                num_warmup=300, num_samples=500, seed=1)
+    assert not post.is_conjugate()
+    with pytest.raises(ParameterError, match="no closed form"):
+        post.set_params(method="exact").fit(real=(X, y))
+    post.set_params(method="auto").fit(real=(X, y))
+    assert post.method_ == "nuts" and set(post.idata_.posterior.data_vars) == {"theta", "sigma"}
+    # Flat-enough prior: the posterior mean is the least-squares slope through the origin.
+    slope = float(X[:, 0] @ y / (X[:, 0] @ X[:, 0]))
+    assert post.idata_.posterior["theta"].values.mean() == pytest.approx(slope, abs=0.02)
+    assert post.idata_.posterior["sigma"].values.mean() == pytest.approx(0.5, rel=0.15)
+
+
+def test_linear_regression_without_intercept_exact_posterior():
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 2))
+    y = X @ np.array([1.5, -0.5]) + rng.normal(0, 0.3, 300)
+    post = GeneralisedPosterior(LinearRegression(fit_intercept=False), num_samples=2000, seed=0).fit(real=(X, y))
+    assert post.method_ == "exact" and post.draws_.shape[-1] == 3
+    ols = np.linalg.lstsq(X, y, rcond=None)[0]
+    np.testing.assert_allclose(post.idata_.posterior["theta"].values.mean(axis=(0, 1)), ols, atol=0.01)
+
+
+def test_multinomial_model_density_and_power_integral():
+    from synthinfer._jax import jnp
+    from synthinfer.bayes.models import MultinomialRegression
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20, 2))
+    y = rng.integers(0, 3, 20)
+    model = MultinomialRegression(n_classes=3)
+    d = model.prepare((X, y))
+    assert model.dim == 9 and model.n_features_in == 2
+    u = rng.normal(size=9)
+    B = u.reshape(3, 3)
+    eta = B[0] + X @ B[1:]
+    logp = eta - np.log(np.exp(eta).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(model.log_density(jnp.asarray(u), d), logp[np.arange(20), y], rtol=1e-10)
+    np.testing.assert_allclose(model.log_power_integral(jnp.asarray(u), d, 1.5), np.log((np.exp(logp) ** 1.5).sum(axis=1)), rtol=1e-10)
+    par = model.constrain(jnp.asarray(np.stack([u, u])))
+    assert par["alpha"].shape == (2, 3) and par["theta"].shape == (2, 2, 3)
+    from synthinfer.errors import DomainError
+
+    with pytest.raises(DomainError, match="class code"):
+        model.prepare((X, np.full(20, 3)))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from synthinfer.errors import NonFiniteError, ParetoKWarning, SynthinferError
+from synthinfer.errors import NonFiniteError, ParameterError, ParetoKWarning
 from synthinfer.weights import (
     effective_sample_size,
     pareto_smooth,
@@ -58,8 +58,10 @@ def test_temper_and_self_normalise():
     np.testing.assert_allclose(temper(lw, 0.0), 0.0)
     np.testing.assert_allclose(self_normalise(log_weights=lw + 1000), [3 / 21, 12 / 21, 48 / 21])
     assert effective_sample_size(log_weights=temper(lw, 0.3)) > effective_sample_size(log_weights=lw)
-    with pytest.raises(SynthinferError):
+    with pytest.raises(ParameterError, match="tau"):
         temper(lw, 1.5)
+    with pytest.raises(ParameterError, match="exactly one"):
+        self_normalise(np.ones(3), log_weights=lw)
     with pytest.raises(NonFiniteError):
         self_normalise(np.array([1.0, np.nan]))
     with pytest.raises(NonFiniteError):

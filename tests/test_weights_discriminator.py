@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synthinfer.errors import NotFittedError, SynthinferError
+from synthinfer.errors import ArgumentTypeError, NotFittedError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.weights import DiscriminatorWeights
 
@@ -34,7 +34,7 @@ def test_discriminator_weights_are_post_processing():
 
 
 def test_discriminator_weights_errors():
-    with pytest.raises(SynthinferError, match="discriminator_log_odds"):
+    with pytest.raises(ArgumentTypeError, match="discriminator_log_odds"):
         DiscriminatorWeights(object()).fit()
 
     class Unfitted:

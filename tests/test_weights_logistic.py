@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from synthinfer.datasets import make_triangle_square
-from synthinfer.errors import BudgetExceededError, DebiasingError, OutOfDomainError, PrivacyError
+from synthinfer.errors import BudgetExceededError, DebiasingError, NotFittedError, OutOfDomainError, ParameterError, PrivacyError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.weights import BetaDebiased, BetaNoised, FeatureMap, LogRegWeights
 from synthinfer.weights.logistic import fit_regularised_logreg, logreg_l2_sensitivity
@@ -123,9 +123,9 @@ def test_bad_inputs_raise_clear_errors():
         BetaNoised(BOUNDS, epsilon=1.0, delta=1e-5).fit(real, synth)
     with pytest.raises(PrivacyError, match="noise"):
         BetaNoised(BOUNDS, epsilon=1.0, noise="cauchy").fit(real, synth)
-    with pytest.raises(Exception, match="lam"):
+    with pytest.raises(ParameterError, match="lam"):
         BetaNoised(BOUNDS, epsilon=1.0, lam=0.0).fit(real, synth)
-    with pytest.raises(Exception, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         BetaNoised(BOUNDS, epsilon=1.0).weights(synth)
 
 

@@ -16,7 +16,7 @@ from synthinfer.analysis.parallel import choose_n_jobs, run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
 from synthinfer.data.weights import check_weight_vectors
-from synthinfer.errors import AnalysisError, FitFailedWarning, SynthinferWarning
+from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning
 from synthinfer.privacy import make_rng
 
 __all__ = ["analyze"]
@@ -119,17 +119,17 @@ def analyze(
         if not isinstance(d, pd.DataFrame) or len(d) == 0:
             raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise AnalysisError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
-        raise AnalysisError(f"n_jobs must be a positive number of workers, -1 (all cores) or None, got {n_jobs!r}")
+        raise ParameterError(f"n_jobs must be a positive number of workers, -1 (all cores) or None, got {n_jobs!r}")
     spec = resolve_model(model)
     if formula is None and spec.kind != "callable":
-        raise AnalysisError(f"model {spec.name!r} needs a formula")
+        raise ParameterError(f"model {spec.name!r} needs a formula")
     if penalty is not None:
         if not spec.supports_penalty:
-            raise AnalysisError("penalty (L2 + bootstrap) is available for 'logit', 'ols' and 'poisson'")
+            raise ParameterError("penalty (L2 + bootstrap) is available for 'logit', 'ols' and 'poisson'")
         if not penalty > 0 or int(n_bootstrap) < 2:
-            raise AnalysisError(f"need penalty > 0 and n_bootstrap >= 2, got {penalty!r}, {n_bootstrap!r}")
+            raise ParameterError(f"need penalty > 0 and n_bootstrap >= 2, got {penalty!r}, {n_bootstrap!r}")
     w = _weights_per_dataset(weights, datasets)
     opts = FitOptions(
         formula=formula,

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from synthinfer.errors import AnalysisError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class CombinedEstimate:
     def conf_int(self, alpha: float = 0.05) -> np.ndarray:
         """``(k, 2)`` array of equal-tailed (1 - alpha) t intervals q̄ ± t_{ν, 1-α/2} √T*."""
         if not 0.0 < alpha < 1.0:
-            raise AnalysisError(f"alpha must be in (0, 1), got {alpha!r}")
+            raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
         half = stats.t.ppf(1.0 - alpha / 2.0, self.df) * self.se
         return np.stack([self.q_bar - half, self.q_bar + half], axis=-1)
 
@@ -162,7 +162,7 @@ def rubins_rules(
     fallback = (T <= 0) & ~too_few
     if n is not None and n_syn is not None:
         if n <= 0 or n_syn <= 0:
-            raise AnalysisError(f"n and n_syn must be positive, got n={n!r}, n_syn={n_syn!r}")
+            raise ParameterError(f"n and n_syn must be positive, got n={n!r}, n_syn={n_syn!r}")
         T_fb = (float(n_syn) / float(n)) * v_bar
     else:
         T_fb = np.full_like(v_bar, np.nan)

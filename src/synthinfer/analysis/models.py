@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import AnalysisError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
 
 _GLM_FAMILIES = {"logit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
 
@@ -54,7 +54,7 @@ def resolve_model(model: Any) -> ModelSpec:
     if isinstance(model, str):
         key = model.lower()
         if key not in _GLM_FAMILIES:
-            raise AnalysisError(f"unknown model {model!r}; use one of {sorted(_GLM_FAMILIES)}, a statsmodels model or a callable")
+            raise ParameterError(f"unknown model {model!r}; use one of {sorted(_GLM_FAMILIES)}, a statsmodels model or a callable")
         return ModelSpec("glm", key, _GLM_FAMILIES[key])
     if inspect.isclass(model) and hasattr(model, "from_formula"):
         return ModelSpec("statsmodels", model.__name__, model)

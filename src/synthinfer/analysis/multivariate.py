@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import AnalysisError, ParameterError
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def reiter_wald_test(
         raise AnalysisError(f"estimates must be (m, p) and covariances (m, p, p); got {q.shape}, {U.shape}")
     R = np.eye(q.shape[1]) if r_matrix is None else np.atleast_2d(np.asarray(r_matrix, dtype=float))
     if R.shape[1] != q.shape[1]:
-        raise AnalysisError(f"r_matrix has {R.shape[1]} columns for {q.shape[1]} parameters")
+        raise ParameterError(f"r_matrix has {R.shape[1]} columns for {q.shape[1]} parameters")
     k = R.shape[0]
     q0 = np.zeros(k) if null is None else np.broadcast_to(np.asarray(null, dtype=float), (k,))
     # Only the parameters the hypothesis involves matter (others may be missing everywhere).

@@ -11,10 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from synthinfer._system import usable_cores
 from synthinfer.analysis.models import FitOptions, FitRecord, ModelSpec, fit_dataset
 
-# Starting loky workers (each imports statsmodels) and shipping the data costs seconds on a busy
-# machine: 8 Adult-sized logistic fits (368k rows) took 10.0 s in a loop and 13.3 s on 2 workers
-# at load 8 on 2 cores (benchmarks/analysis/results/speed.json). Below this many rows in total
-# a loop is used; bootstrapped fits (n_bootstrap refits per dataset) reach it sooner.
+# Starting loky workers (each imports statsmodels) and shipping the data to them costs seconds,
+# more than Adult-sized fits save on a few cores (benchmarks/analysis/results/speed.json). Below
+# this many rows in total a loop is used; bootstrapped fits (n_bootstrap refits per dataset)
+# reach it sooner.
 PARALLEL_MIN_ROWS = 1_000_000
 
 

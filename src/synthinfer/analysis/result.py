@@ -12,7 +12,7 @@ import pandas as pd
 from synthinfer.analysis.combining import CombinedEstimate
 from synthinfer.analysis.models import FitRecord
 from synthinfer.analysis.multivariate import WaldTestResult, reiter_wald_test
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import AnalysisError, ParameterError
 
 
 def _fmt(x: float) -> str:
@@ -149,7 +149,7 @@ class MIResult:
         """
         if r_matrix is None:
             if terms is None:
-                raise AnalysisError("give the terms to test (or r_matrix)")
+                raise ParameterError("give the terms to test (or r_matrix)")
             if isinstance(terms, str):
                 # levels estimated in no dataset (a category absent everywhere) are not testable
                 estimated = np.any(np.isfinite(self._q), axis=0)
@@ -162,7 +162,7 @@ class MIResult:
                 chosen = list(terms)
             unknown = [t for t in chosen if t not in self.names]
             if not chosen or unknown:
-                raise AnalysisError(f"no such coefficient(s) {unknown or terms!r}; have {self.names}")
+                raise ParameterError(f"no such coefficient(s) {unknown or terms!r}; have {self.names}")
             r_matrix = np.zeros((len(chosen), len(self.names)))
             for i, t in enumerate(chosen):
                 r_matrix[i, self.names.index(t)] = 1.0

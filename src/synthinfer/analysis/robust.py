@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthinfer.errors import AnalysisError
+from synthinfer.errors import AnalysisError, ParameterError
 
 
 def drop_extreme_variances(
@@ -33,7 +33,7 @@ def drop_extreme_variances(
     coefficient j (entries that were already NaN are not counted).
     """
     if not threshold > 0:
-        raise AnalysisError(f"the variance threshold must be positive, got {threshold!r}")
+        raise ParameterError(f"the variance threshold must be positive, got {threshold!r}")
     q = np.array(estimates, dtype=float, ndmin=2)
     v = np.array(variances, dtype=float, ndmin=2)
     if q.shape != v.shape:

@@ -16,6 +16,8 @@ from synthinfer.bayes.models import (
     GaussianLocationScale,
     LinearRegression,
     LogisticRegression,
+    MultinomialRegression,
+    NormalHalfNormalPrior,
     NormalInverseGammaPrior,
     NormalPrior,
 )
@@ -30,7 +32,9 @@ __all__ = [
     "LinearRegression",
     "LogLoss",
     "LogisticRegression",
+    "MultinomialRegression",
     "NoiseAwareLoss",
+    "NormalHalfNormalPrior",
     "NormalInverseGammaPrior",
     "NormalPrior",
     "PredictiveAverage",

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.optimize
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import ConvergenceError, EmptyDataError
+from synthinfer.errors import ConvergenceError, EmptyDataError, ParameterError
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,7 +84,7 @@ def calibrate_beta_weight(model: Any, loss: Any, data: dict, row_weights: np.nda
     if row_weights is not None:
         row_weights = np.asarray(row_weights, dtype=float)
         if row_weights.shape != (m,):
-            raise EmptyDataError(f"{row_weights.size} row weights for {m} rows")
+            raise ParameterError(f"row_weights has {row_weights.size} entries for {m} rows")
         data = {**data, _ROW_WEIGHT: row_weights}
     _, _, jac, hess = _compiled(model, loss)
     u_hat = jnp.asarray(loss_minimiser(model, loss, data, model.init_position(data)))

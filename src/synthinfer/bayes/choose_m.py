@@ -35,7 +35,7 @@ import scipy.stats
 
 from synthinfer._jax import jnp
 from synthinfer.bayes.posterior import GeneralisedPosterior, log_predictive_density, predictive_proba
-from synthinfer.errors import DomainError, EmptyDataError
+from synthinfer.errors import EmptyDataError, ParameterError
 from synthinfer.privacy.randomness import SeedLike, make_rng
 
 CRITERIA = ("log_score", "kld", "brier", "auroc", "wasserstein")
@@ -117,7 +117,7 @@ def _criterion_from_draws(
         return pp, float(pp.mean()), None
     if criterion in ("brier", "auroc"):
         if getattr(model, "name", None) != "logistic":
-            raise DomainError(f"criterion {criterion!r} needs the logistic model")
+            raise ParameterError(f"criterion {criterion!r} needs the logistic model")
         p = predictive_proba(model, u, test)
         if criterion == "brier":
             pp = (p - test["y"]) ** 2
@@ -125,13 +125,13 @@ def _criterion_from_draws(
         return None, auroc(test["y"], p), p
     if criterion == "wasserstein":
         if getattr(model, "name", None) != "gaussian":
-            raise DomainError("criterion 'wasserstein' is implemented for the Gaussian model")
+            raise ParameterError("criterion 'wasserstein' is implemented for the Gaussian model")
         par = model.constrain(u)
         k = 4000
         idx = rng.integers(0, u.shape[0], size=k)
         xs = np.asarray(par["mu"])[idx] + np.asarray(par["sigma"])[idx] * rng.standard_normal(k)
         return None, float(scipy.stats.wasserstein_distance(test["y"], xs)), None
-    raise DomainError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    raise ParameterError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
 
 
 def auroc(y: np.ndarray, score: np.ndarray) -> float:
@@ -162,13 +162,13 @@ def learning_trajectory(
     (:meth:`GeneralisedPosterior.sample_many`). Per-point losses are averaged over orderings.
     """
     if criterion not in CRITERIA:
-        raise DomainError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+        raise ParameterError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     if criterion == "kld" and dgp_logpdf is None:
-        raise DomainError("criterion 'kld' needs dgp_logpdf, the DGP's log density")
+        raise ParameterError("criterion 'kld' needs dgp_logpdf, the DGP's log density")
     m_grid = np.asarray(sorted(set(int(m) for m in m_grid)))
     M = _len(synthetic)
     if m_grid.size == 0 or m_grid[0] < 0 or m_grid[-1] > M:
-        raise DomainError(f"m_grid must lie in [0, {M}] (the synthetic rows available)")
+        raise ParameterError(f"m_grid must lie in [0, {M}] (the synthetic rows available)")
     if _len(test) == 0:
         raise EmptyDataError("the held-out (test) data are empty")
     rng = make_rng(seed)
@@ -251,11 +251,11 @@ def choose_m(
     0 to all synthetic rows. The test needs a criterion with per-point terms or AUROC.
     """
     if criterion not in ("log_score", "kld", "brier", "auroc"):
-        raise DomainError(f"choose_m's test needs log_score, kld, brier or auroc, got {criterion!r}")
+        raise ParameterError(f"choose_m's test needs log_score, kld, brier or auroc, got {criterion!r}")
     for name, value, ok in (("select_fraction", select_fraction, 0 < select_fraction < 1),
                             ("alpha", alpha, 0 < alpha < 1), ("n_splits", n_splits, n_splits >= 1)):
         if not ok:
-            raise DomainError(f"{name} must be {'>= 1' if name == 'n_splits' else 'in (0, 1)'}, got {value!r}")
+            raise ParameterError(f"{name} must be {'>= 1' if name == 'n_splits' else 'in (0, 1)'}, got {value!r}")
     M = _len(synthetic)
     if m_grid is None:
         m_grid = np.unique(np.round(np.r_[0, np.geomspace(1, max(M, 1), 19)]).astype(int)) if M else [0]
@@ -307,7 +307,7 @@ def predictive_average(
     """Fit B = ``n_subsets`` posteriors on ``real`` + a random size-``m`` subset of ``synthetic`` each (A.5.2)."""
     M = _len(synthetic)
     if not (0 <= m <= M) or n_subsets < 1:
-        raise DomainError(f"need 0 <= m <= {M} and n_subsets >= 1")
+        raise ParameterError(f"need 0 <= m <= {M} and n_subsets >= 1")
     rng = make_rng(seed)
     pairs = [(real, _take(synthetic, rng.choice(M, size=m, replace=replace)) if m else None) for _ in range(n_subsets)]
     return PredictiveAverage(posterior, posterior.sample_many(pairs, seed=rng))
@@ -326,7 +326,7 @@ def n_effective(n_grid: Sequence[float], real_curve: Sequence[float], n_real: fl
     n = np.asarray(n_grid, dtype=float)
     c = np.asarray(real_curve, dtype=float)
     if n.shape != c.shape or n.size < 2 or np.any(np.diff(n) <= 0):
-        raise DomainError("n_grid must be increasing and match real_curve")
+        raise ParameterError("n_grid must be increasing and match real_curve")
     sign = -1.0 if higher_is_better else 1.0
     c, best = sign * c, sign * best
     c_at = float(np.interp(n_real, n, c))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import DomainError
+from synthinfer.errors import ParameterError
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class LogLoss:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.w) and self.w >= 0):
-            raise DomainError(f"LogLoss.w must be finite and >= 0, got {self.w!r}")
+            raise ParameterError(f"LogLoss.w must be finite and >= 0, got {self.w!r}")
 
     def per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         return -self.w * model.log_density(u, data)
@@ -67,12 +67,12 @@ class BetaLoss:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.beta) and self.beta > 0):
-            raise DomainError(f"BetaLoss.beta must be finite and > 0, got {self.beta!r}")
+            raise ParameterError(f"BetaLoss.beta must be finite and > 0, got {self.beta!r}")
         if isinstance(self.w_beta, str):
             if self.w_beta != "calibrate":
-                raise DomainError(f"BetaLoss.w_beta must be a number or 'calibrate', got {self.w_beta!r}")
+                raise ParameterError(f"BetaLoss.w_beta must be a number or 'calibrate', got {self.w_beta!r}")
         elif not (math.isfinite(self.w_beta) and self.w_beta > 0):
-            raise DomainError(f"BetaLoss.w_beta must be finite and > 0, got {self.w_beta!r}")
+            raise ParameterError(f"BetaLoss.w_beta must be finite and > 0, got {self.w_beta!r}")
 
     def unweighted_per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         """``(1/(beta+1)) int f^(beta+1) - (1/beta) f(z)^beta`` (w_beta = 1), computed in log space."""
@@ -83,7 +83,7 @@ class BetaLoss:
 
     def per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         if isinstance(self.w_beta, str):
-            raise DomainError("BetaLoss(w_beta='calibrate') must be calibrated first (GeneralisedPosterior.fit does it)")
+            raise ParameterError("BetaLoss(w_beta='calibrate') must be calibrated first (GeneralisedPosterior.fit does it)")
         return self.w_beta * self.unweighted_per_row(model, u, data)
 
     @property
@@ -161,15 +161,15 @@ class NoiseAwareLoss:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lam) and self.lam > 0):
-            raise DomainError(f"NoiseAwareLoss.lam must be finite and > 0, got {self.lam!r}")
+            raise ParameterError(f"NoiseAwareLoss.lam must be finite and > 0, got {self.lam!r}")
         if self.bounds is not None:
             a, b = self.bounds
             if not (math.isfinite(a) and math.isfinite(b) and a < b):
-                raise DomainError(f"NoiseAwareLoss.bounds must be finite with a < b, got {self.bounds!r}")
+                raise ParameterError(f"NoiseAwareLoss.bounds must be finite with a < b, got {self.bounds!r}")
 
     def per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         if getattr(model, "name", None) != "gaussian":
-            raise DomainError("NoiseAwareLoss is defined for the Gaussian location-scale model only")
+            raise ParameterError("NoiseAwareLoss is defined for the Gaussian location-scale model only")
         p = model.constrain(u)
         if self.bounds is None:
             return -normal_laplace_logpdf(data["y"], p["mu"], p["sigma"], self.lam)
@@ -197,16 +197,16 @@ class ImportanceWeightedLoss:
     def __post_init__(self) -> None:
         w = np.asarray(self.weights, dtype=np.float64).reshape(-1)
         if w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise DomainError("ImportanceWeightedLoss.weights must be a non-empty vector of finite values >= 0")
+            raise ParameterError("ImportanceWeightedLoss.weights must be a non-empty vector of finite values >= 0")
         if self.self_normalise:
             if w.sum() <= 0:
-                raise DomainError("ImportanceWeightedLoss.weights are all zero")
+                raise ParameterError("ImportanceWeightedLoss.weights are all zero")
             w = w / w.mean()
         object.__setattr__(self, "weights", w)
 
     def row_weights(self, m: int) -> np.ndarray:
         if m != self.weights.size:
-            raise DomainError(f"ImportanceWeightedLoss has {self.weights.size} weights but there are {m} synthetic rows")
+            raise ParameterError(f"ImportanceWeightedLoss has {self.weights.size} weights but there are {m} synthetic rows")
         return self.weights
 
     def per_row(self, model: Any, u: jnp.ndarray, data: dict) -> jnp.ndarray:

@@ -14,8 +14,14 @@ Models here:
   Normal-Inverse-Gamma prior with kappa_0 = 1 / sigma_p^2.
 - :class:`LogisticRegression`: y ~ Bernoulli(logistic(alpha + x . theta)), alpha, theta ~ N(0, s^2)
   independently (A.6.3 uses s^2 = 50).
+- :class:`MultinomialRegression`: y ~ Categorical(softmax(alpha + x . Theta)) over K classes, every
+  coefficient N(0, s^2) (over-parameterised; the prior makes the posterior proper).
 - :class:`LinearRegression`: y ~ N(alpha + x . theta, sigma^2) with the conjugate prior
-  sigma^2 ~ InverseGamma(a, b), (alpha, theta) | sigma ~ N(0, s^2 sigma^2 I).
+  sigma^2 ~ InverseGamma(a, b), (alpha, theta) | sigma ~ N(0, s^2 sigma^2 I), or with independent
+  priors (alpha, theta) ~ N(0, s^2 I), sigma ~ HalfNormal(s_sigma) (:class:`NormalHalfNormalPrior`,
+  the priors of Ghalebikesabi et al. 2022, Supp. C.5).
+
+The regression models take ``fit_intercept=False`` to drop alpha (the design is then used as given).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import DomainError, NonFiniteError, UnknownColumnError
+from synthinfer.errors import DomainError, NonFiniteError, ParameterError, UnknownColumnError
 
 _LOG2PI = math.log(2 * math.pi)
 
@@ -57,7 +63,7 @@ class NormalInverseGammaPrior:
         for k in ("scale", "shape", "rate"):
             v = getattr(self, k)
             if not (math.isfinite(v) and v > 0):
-                raise DomainError(f"NormalInverseGammaPrior.{k} must be finite and > 0, got {v!r}")
+                raise ParameterError(f"NormalInverseGammaPrior.{k} must be finite and > 0, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,25 @@ class NormalPrior:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.scale) and self.scale > 0):
-            raise DomainError(f"NormalPrior.scale must be finite and > 0, got {self.scale!r}")
+            raise ParameterError(f"NormalPrior.scale must be finite and > 0, got {self.scale!r}")
+
+
+@dataclass(frozen=True)
+class NormalHalfNormalPrior:
+    """Linear regression: every coefficient N(0, scale^2), the noise sigma ~ HalfNormal(sigma_scale).
+
+    Not conjugate (the posterior is sampled with NUTS). Defaults are the priors of Ghalebikesabi
+    et al. (2022), Supplement C.5.
+    """
+
+    scale: float = 1.0
+    sigma_scale: float = 10.0
+
+    def __post_init__(self) -> None:
+        for k in ("scale", "sigma_scale"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and v > 0):
+                raise ParameterError(f"NormalHalfNormalPrior.{k} must be finite and > 0, got {v!r}")
 
 
 class GaussianLocationScale:
@@ -97,7 +121,7 @@ class GaussianLocationScale:
             col = self.column
             if col is None:
                 if data.shape[1] != 1:
-                    raise DomainError(f"GaussianLocationScale needs column= for a frame with columns {list(data.columns)}")
+                    raise ParameterError(f"GaussianLocationScale needs column= for a frame with columns {list(data.columns)}")
                 col = data.columns[0]
             if col not in data.columns:
                 raise UnknownColumnError(f"column {col!r} not in {list(data.columns)}")
@@ -136,16 +160,43 @@ class GaussianLocationScale:
 
 
 class _Regression:
-    """Shared data handling of the regression models: design X (no intercept column) and y."""
+    """Shared data handling of the regression models: design X (no intercept column) and y.
 
-    def __init__(self, target: str | None = None, features: Sequence[str] | None = None):
+    The linear predictor is ``alpha + X theta`` (``X theta`` when ``fit_intercept`` is False), with
+    u's first ``n_intercept`` entries the intercept and the next ``n_features_in`` the slopes.
+    """
+
+    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None,
+                 fit_intercept: bool = True):
         self.target = target
         self.features = None if features is None else tuple(features)
+        self.n_features_in = n_features
+        self.fit_intercept = bool(fit_intercept)
+
+    @property
+    def n_intercept(self) -> int:
+        return 1 if self.fit_intercept else 0
+
+    @property
+    def n_coef(self) -> int:
+        """Intercept and slopes per linear predictor."""
+        if self.n_features_in is None:
+            raise ParameterError(f"{type(self).__name__}: number of features unknown before data are seen (give n_features=)")
+        return self.n_features_in + self.n_intercept
+
+    def _learn_features(self, d: dict[str, np.ndarray]) -> None:
+        if self.n_features_in is None:
+            self.n_features_in = d["X"].shape[1]
+        elif d["X"].shape[1] != self.n_features_in:
+            raise DomainError(f"expected {self.n_features_in} features, got {d['X'].shape[1]}")
+
+    def _coef_names(self, *rest: str) -> tuple[str, ...]:
+        return (("alpha",) if self.fit_intercept else ()) + ("theta", *rest)
 
     def prepare(self, data: Any) -> dict[str, np.ndarray]:
         if isinstance(data, pd.DataFrame):
             if self.target is None:
-                raise DomainError(f"{type(self).__name__} needs target= to read a DataFrame")
+                raise ParameterError(f"{type(self).__name__} needs target= to read a DataFrame")
             missing = [c for c in (self.target, *(self.features or ())) if c not in data.columns]
             if missing:
                 raise UnknownColumnError(f"columns {missing} not in {list(data.columns)}")
@@ -174,41 +225,35 @@ class LogisticRegression(_Regression):
 
     name = "logistic"
 
-    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None):
-        super().__init__(target, features)
-        self.n_features_in = n_features
-
     def default_prior(self) -> NormalPrior:
         return NormalPrior()
 
     @property
     def dim(self) -> int:
-        if self.n_features_in is None:
-            raise DomainError("LogisticRegression: number of features unknown before data are seen")
-        return self.n_features_in + 1
+        return self.n_coef
 
     @property
     def param_names(self) -> tuple[str, ...]:
-        return ("alpha", "theta")
+        return self._coef_names()
 
     def prepare(self, data: Any) -> dict[str, np.ndarray]:
         d = super().prepare(data)
         if not np.all(np.isin(d["y"], (0.0, 1.0))):
             raise DomainError("LogisticRegression: the target must be 0/1")
-        if self.n_features_in is None:
-            self.n_features_in = d["X"].shape[1]
-        elif d["X"].shape[1] != self.n_features_in:
-            raise DomainError(f"expected {self.n_features_in} features, got {d['X'].shape[1]}")
+        self._learn_features(d)
         return d
 
     def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        if not self.fit_intercept:
+            return {"theta": u}
         return {"alpha": u[..., 0], "theta": u[..., 1:]}
 
     def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
         return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
 
     def logit(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
-        return u[0] + X @ u[1:]
+        k = self.n_intercept
+        return X @ u[k:] + (u[0] if k else 0.0)
 
     def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
         eta = self.logit(u, data["X"])
@@ -225,48 +270,130 @@ class LogisticRegression(_Regression):
         return np.zeros(self.dim)
 
 
+class MultinomialRegression(_Regression):
+    """p(y = k | x) = softmax(alpha + x . Theta)_k over ``n_classes`` classes coded 0, ..., K-1.
+
+    u is the row-major flattening of the (n_coef, K) coefficient matrix whose first row is the
+    intercepts alpha (when ``fit_intercept``) and the others Theta. Every coefficient has an
+    independent N(0, s^2) prior, so the softmax's shift invariance leaves the posterior proper.
+    ``n_features`` and ``n_classes`` are set by the first data when not given.
+    """
+
+    name = "multinomial"
+
+    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None,
+                 n_classes: int | None = None, fit_intercept: bool = True):
+        super().__init__(target, features, n_features, fit_intercept)
+        if n_classes is not None and not (isinstance(n_classes, (int, np.integer)) and n_classes >= 2):
+            raise ParameterError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+        self.n_classes = None if n_classes is None else int(n_classes)
+
+    def default_prior(self) -> NormalPrior:
+        return NormalPrior()
+
+    @property
+    def dim(self) -> int:
+        if self.n_classes is None:
+            raise ParameterError("MultinomialRegression: number of classes unknown before data are seen (give n_classes=)")
+        return self.n_coef * self.n_classes
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self._coef_names()
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        d = super().prepare(data)
+        y = d["y"]
+        if not np.all((y >= 0) & (y == np.round(y))):
+            raise DomainError("MultinomialRegression: the target must be class codes 0, 1, ..., K-1")
+        if self.n_classes is None:
+            self.n_classes = max(2, int(y.max()) + 1) if y.size else None
+        elif y.size and y.max() >= self.n_classes:
+            raise DomainError(f"MultinomialRegression: class code {int(y.max())} with n_classes={self.n_classes}")
+        self._learn_features(d)
+        return d
+
+    def coefficients(self, u: jnp.ndarray) -> jnp.ndarray:
+        """The (..., n_coef, K) coefficient matrix of u."""
+        return u.reshape(*u.shape[:-1], self.n_coef, self.n_classes)
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        B = self.coefficients(u)
+        if not self.fit_intercept:
+            return {"theta": B}
+        return {"alpha": B[..., 0, :], "theta": B[..., 1:, :]}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
+        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
+
+    def logits(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
+        """(n, K) class logits."""
+        B = self.coefficients(u)
+        k = self.n_intercept
+        return X @ B[k:] + (B[0] if k else 0.0)
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        logp = jax.nn.log_softmax(self.logits(u, data["X"]), axis=-1)
+        # y holds class codes as floats (data arrays share one dtype, padding included)
+        return jnp.sum(jnp.where(data["y"][..., None] == jnp.arange(self.n_classes), logp, 0.0), axis=-1)
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        """log sum_k p_k^gamma, the counting-measure integral over the K classes."""
+        logp = jax.nn.log_softmax(self.logits(u, data["X"]), axis=-1)
+        return jax.scipy.special.logsumexp(gamma * logp, axis=-1)
+
+    def init_position(self, data: dict) -> np.ndarray:
+        return np.zeros(self.dim)
+
+
 class LinearRegression(_Regression):
-    """y ~ N(alpha + x . theta, sigma^2); u = (alpha, theta, log sigma), conjugate NIG prior."""
+    """y ~ N(alpha + x . theta, sigma^2); u = (alpha, theta, log sigma).
+
+    The prior is the conjugate Normal-Inverse-Gamma (default; posteriors of the weighted log loss
+    are then exact) or :class:`NormalHalfNormalPrior`.
+    """
 
     name = "linear"
-
-    def __init__(self, target: str | None = None, features: Sequence[str] | None = None, n_features: int | None = None):
-        super().__init__(target, features)
-        self.n_features_in = n_features
 
     def default_prior(self) -> NormalInverseGammaPrior:
         return NormalInverseGammaPrior(mean=0.0, scale=10.0, shape=2.0, rate=4.0)
 
     @property
     def dim(self) -> int:
-        if self.n_features_in is None:
-            raise DomainError("LinearRegression: number of features unknown before data are seen")
-        return self.n_features_in + 2
+        return self.n_coef + 1
 
     @property
     def param_names(self) -> tuple[str, ...]:
-        return ("alpha", "theta", "sigma")
+        return self._coef_names("sigma")
 
     def prepare(self, data: Any) -> dict[str, np.ndarray]:
         d = super().prepare(data)
-        if self.n_features_in is None:
-            self.n_features_in = d["X"].shape[1]
-        elif d["X"].shape[1] != self.n_features_in:
-            raise DomainError(f"expected {self.n_features_in} features, got {d['X'].shape[1]}")
+        self._learn_features(d)
         return d
 
     def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
-        return {"alpha": u[..., 0], "theta": u[..., 1:-1], "sigma": jnp.exp(u[..., -1])}
+        k = self.n_intercept
+        out = {"alpha": u[..., 0]} if k else {}
+        return {**out, "theta": u[..., k:-1], "sigma": jnp.exp(u[..., -1])}
 
-    def log_prior(self, u: jnp.ndarray, prior: NormalInverseGammaPrior) -> jnp.ndarray:
+    def log_prior(self, u: jnp.ndarray, prior: NormalInverseGammaPrior | NormalHalfNormalPrior) -> jnp.ndarray:
         log_s = u[-1]
+        if isinstance(prior, NormalHalfNormalPrior):
+            # HalfNormal density 2 N(sigma; 0, s^2) on sigma > 0, plus log|d sigma / d log sigma| = log sigma.
+            lp_b = jnp.sum(jax.scipy.stats.norm.logpdf(u[:-1], 0.0, prior.scale))
+            return lp_b + math.log(2.0) + jax.scipy.stats.norm.logpdf(jnp.exp(log_s), 0.0, prior.sigma_scale) + log_s
         s2 = jnp.exp(2 * log_s)
         lp_s2 = prior.shape * math.log(prior.rate) - math.lgamma(prior.shape) - (prior.shape + 1) * jnp.log(s2) - prior.rate / s2
         lp_b = jnp.sum(jax.scipy.stats.norm.logpdf(u[:-1], prior.mean, prior.scale * jnp.exp(log_s)))
         return lp_s2 + math.log(2.0) + 2 * log_s + lp_b
 
+    def design(self, X: np.ndarray) -> np.ndarray:
+        """The design with the intercept column (when fitted): the columns of u[:-1]."""
+        return np.column_stack([np.ones(len(X)), X]) if self.fit_intercept else np.asarray(X)
+
     def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
-        mean = u[0] + data["X"] @ u[1:-1]
+        k = self.n_intercept
+        mean = data["X"] @ u[k:-1] + (u[0] if k else 0.0)
         return jax.scipy.stats.norm.logpdf(data["y"], mean, jnp.exp(u[-1]))
 
     def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
@@ -277,9 +404,10 @@ class LinearRegression(_Regression):
     def init_position(self, data: dict) -> np.ndarray:
         u = np.zeros(self.dim)
         if data["y"].size:
-            u[0] = float(np.mean(data["y"]))
+            if self.fit_intercept:
+                u[0] = float(np.mean(data["y"]))
             u[-1] = float(np.log(np.std(data["y"]) + 0.5))
         return u
 
 
-Model = GaussianLocationScale | LogisticRegression | LinearRegression
+Model = GaussianLocationScale | LogisticRegression | MultinomialRegression | LinearRegression

@@ -12,12 +12,14 @@ program serves a whole experiment grid. Where the model allows it the posterior 
 exactly instead (``method="exact"``, chosen by ``"auto"``): the weighted log loss with the
 Normal-Inverse-Gamma prior is conjugate for the Gaussian location-scale and linear regression
 models (weights act as fractional counts in the sufficient statistics).
+
+NUTS fits are checked against synthinfer's convergence policy (:mod:`synthinfer.mcmc`: split
+R-hat < 1.01 and bulk ESS >= 100 per chain), with a ConvergenceWarning when it fails.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,10 +27,12 @@ import arviz as az
 import numpy as np
 
 from synthinfer._jax import jax, jnp
+from synthinfer._params import ParamsMixin
 from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss
-from synthinfer.bayes.models import GaussianLocationScale, LinearRegression
-from synthinfer.errors import ConvergenceWarning, DomainError, EmptyDataError, NotFittedError
+from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, NormalInverseGammaPrior
+from synthinfer.errors import EmptyDataError, NotFittedError, ParameterError
+from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.privacy.randomness import SeedLike, jax_key, make_rng, seed_fixed
 
 
@@ -46,14 +50,17 @@ def _pad(data: dict | None, template: dict, length: int) -> dict:
     return out
 
 
-class GeneralisedPosterior:
+class GeneralisedPosterior(ParamsMixin):
     """A general Bayesian posterior for a model, a synthetic-data loss and a prior.
+
+    Settings are stored as given (scikit-learn's contract: ``get_params``, ``set_params``,
+    ``sklearn.base.clone``) and checked by :meth:`fit` and :meth:`sample_many`.
 
     Parameters
     ----------
     model : a model from :mod:`synthinfer.bayes.models`.
-    loss : the loss on the synthetic data (default ``LogLoss(1.0)``: Bayes' rule on all data).
-    prior : the prior object (default: ``model.default_prior()``).
+    loss : the loss on the synthetic data (None: ``LogLoss(1.0)``, Bayes' rule on all data).
+    prior : the prior object (None: ``model.default_prior()``).
     method : ``"auto"`` (exact when conjugate, else NUTS), ``"nuts"`` or ``"exact"``.
     num_warmup, num_samples, num_chains : NUTS settings (A.6.3 used 500 warm-up draws).
     max_tree_depth : NUTS trajectories have at most 2^max_tree_depth leapfrog steps. Under
@@ -68,6 +75,8 @@ class GeneralisedPosterior:
     loss_ : the loss used, with ``w_beta`` filled in when it was calibrated.
     w_beta_ : the calibrated beta weight (None unless ``BetaLoss(w_beta="calibrate")``).
     method_ : ``"exact"`` or ``"nuts"``.
+    diagnostics_ : :func:`synthinfer.mcmc.convergence_diagnostics` of a NUTS fit (None for exact
+        draws, which are independent).
     """
 
     def __init__(
@@ -84,7 +93,7 @@ class GeneralisedPosterior:
         seed: SeedLike = None,
     ):
         self.model = model
-        self.loss = LogLoss(1.0) if loss is None else loss
+        self.loss = loss
         self.prior = prior
         self.method = method
         self.num_warmup = num_warmup
@@ -96,42 +105,52 @@ class GeneralisedPosterior:
     # ------------------------------------------------------------------ set-up
     def _check(self) -> None:
         if self.method not in ("auto", "nuts", "exact"):
-            raise DomainError(f"method must be 'auto', 'nuts' or 'exact', got {self.method!r}")
+            raise ParameterError(f"method must be 'auto', 'nuts' or 'exact', got {self.method!r}")
         for k in ("num_warmup", "num_samples", "num_chains", "max_tree_depth"):
             v = getattr(self, k)
             if not isinstance(v, (int, np.integer)) or v < (0 if k == "num_warmup" else 1):
-                raise DomainError(f"{k} must be a positive integer, got {v!r}")
+                raise ParameterError(f"{k} must be a positive integer, got {v!r}")
 
     def _prior(self) -> Any:
         return self.model.default_prior() if self.prior is None else self.prior
 
+    def _loss(self) -> Any:
+        return LogLoss(1.0) if self.loss is None else self.loss
+
     def _base_loss(self) -> Any:
-        return self.loss.base if isinstance(self.loss, ImportanceWeightedLoss) else self.loss
+        loss = self._loss()
+        return loss.base if isinstance(loss, ImportanceWeightedLoss) else loss
 
     def is_conjugate(self) -> bool:
         """True when the posterior is available in closed form (weighted log loss, NIG prior)."""
-        return isinstance(self.model, (GaussianLocationScale, LinearRegression)) and isinstance(self._base_loss(), LogLoss)
+        return (
+            isinstance(self.model, (GaussianLocationScale, LinearRegression))
+            and isinstance(self._base_loss(), LogLoss)
+            and isinstance(self._prior(), NormalInverseGammaPrior)
+        )
 
     def _resolve_method(self) -> str:
         if self.method == "exact" and not self.is_conjugate():
-            raise DomainError(f"no closed form for {type(self.model).__name__} with {self.loss!r}; use method='nuts'")
+            raise ParameterError(
+                f"no closed form for {type(self.model).__name__} with {self._loss()!r} and {self._prior()!r}; use method='nuts'"
+            )
         if self.method == "auto":
             return "exact" if self.is_conjugate() else "nuts"
         return self.method
 
     def _resolve_loss(self, syn: dict | None) -> tuple[Any, float | None]:
         """Fill in a calibrated w_beta from the synthetic data when asked for."""
-        base = self._base_loss()
+        loss, base = self._loss(), self._base_loss()
         if isinstance(base, BetaLoss) and base.w_beta == "calibrate":
             if syn is None:
                 raise EmptyDataError("BetaLoss(w_beta='calibrate') needs synthetic data to calibrate on")
-            weights = self.loss.row_weights(_n_rows(syn)) if isinstance(self.loss, ImportanceWeightedLoss) else None
+            weights = loss.row_weights(_n_rows(syn)) if isinstance(loss, ImportanceWeightedLoss) else None
             w = calibrate_beta_weight(self.model, base, syn, row_weights=weights)
             new = BetaLoss(base.beta, w)
-            if isinstance(self.loss, ImportanceWeightedLoss):
-                return ImportanceWeightedLoss(self.loss.weights, new, self_normalise=False), w
+            if isinstance(loss, ImportanceWeightedLoss):
+                return ImportanceWeightedLoss(loss.weights, new, self_normalise=False), w
             return new, w
-        return self.loss, None
+        return loss, None
 
     def _row_weights(self, loss: Any, m: int) -> np.ndarray:
         """Per-row weights of the synthetic rows (importance weights, and w for the exact path)."""
@@ -149,10 +168,11 @@ class GeneralisedPosterior:
         return r, s
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, real: Any = None, synthetic: Any = None) -> az.InferenceData:
+    def fit(self, real: Any = None, synthetic: Any = None) -> GeneralisedPosterior:
         """Sample the posterior given real data ``real`` and synthetic data ``synthetic``.
 
-        Either may be None/empty (prior only on that side). Returns (and stores) ``idata_``.
+        Either may be None/empty (prior only on that side). Stores ``idata_`` (and the other
+        fitted attributes) and returns ``self``.
         """
         self._check()
         r, s = self._prepare(real, synthetic)
@@ -163,11 +183,8 @@ class GeneralisedPosterior:
         draws, stats = self._sample_batch([r], [s], loss, rng)
         self.draws_ = draws[0]
         self.idata_ = self._to_idata(self.draws_, {k: v[0] for k, v in stats.items()})
-        if self.method_ == "nuts" and self.num_chains > 1:
-            rhat = float(np.nanmax(az.rhat(self.idata_).to_array().values))
-            if rhat > 1.05:
-                warnings.warn(f"NUTS: max R-hat {rhat:.3f} > 1.05; run longer chains", ConvergenceWarning, stacklevel=2)
-        return self.idata_
+        self.diagnostics_ = convergence_diagnostics(self.idata_, stacklevel=3) if self.method_ == "nuts" else None
+        return self
 
     def sample_many(self, pairs: Sequence[tuple[Any, Any]], seed: SeedLike = None) -> np.ndarray:
         """Posterior draws for many (real, synthetic) configurations in one vectorised run.
@@ -179,11 +196,11 @@ class GeneralisedPosterior:
         self._check()
         base = self._base_loss()
         if isinstance(base, BetaLoss) and base.w_beta == "calibrate":
-            raise DomainError("sample_many needs a numeric w_beta; calibrate first")
+            raise ParameterError("sample_many needs a numeric w_beta; calibrate first")
         self.method_ = self._resolve_method()
         prepared = [self._prepare(r, s) for r, s in pairs]
         rng = make_rng(self.seed if seed is None else seed)
-        draws, _ = self._sample_batch([p[0] for p in prepared], [p[1] for p in prepared], self.loss, rng)
+        draws, _ = self._sample_batch([p[0] for p in prepared], [p[1] for p in prepared], self._loss(), rng)
         return draws
 
     def _sample_batch(self, reals: list, syns: list, loss: Any, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
@@ -221,7 +238,7 @@ class GeneralisedPosterior:
             return np.stack([mu, 0.5 * np.log(s2)], axis=-1)
         # Linear regression: beta | sigma ~ N(m_n, sigma^2 Lambda_n^{-1}), sigma^2 ~ IG(a_n, b_n).
         d = self.model.dim - 1
-        Z = np.column_stack([np.ones(len(y)), X]) if len(y) else np.zeros((0, d))
+        Z = self.model.design(X) if len(y) else np.zeros((0, d))
         lam0 = np.eye(d) / p.scale**2
         m0 = np.full(d, p.mean)
         lam_n = lam0 + Z.T @ (w[:, None] * Z)
@@ -241,7 +258,7 @@ class GeneralisedPosterior:
         model, prior = self.model, self._prior()
         template = next((d for d in (*reals, *syns) if d is not None), None)
         if template is None:
-            template = model.prepare(np.zeros((0,)) if isinstance(model, GaussianLocationScale) else (np.zeros((0, model.dim - 1)), np.zeros(0)))
+            template = model.prepare(np.zeros((0,)) if isinstance(model, GaussianLocationScale) else (np.zeros((0, model.n_features_in)), np.zeros(0)))
         nr = max(1, max(_n_rows(r) for r in reals))
         ns = max(1, max(_n_rows(s) for s in syns))
         batch_r = {k: np.stack([_pad(r, template, nr)[k] for r in reals]) for k in template}

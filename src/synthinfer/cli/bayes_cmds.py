@@ -10,17 +10,17 @@ from rich.table import Table
 
 from synthinfer.cli.app import app
 from synthinfer.cli.common import check_output, console, read_table, user_errors
-from synthinfer.errors import DomainError, SynthinferError
+from synthinfer.errors import ParameterError, SynthinferError
 
 
 def parse_formula(formula: str, columns: list[str]) -> tuple[str, list[str]]:
     """``"y ~ a + b"`` -> ("y", ["a", "b"]); ``"y ~ ."`` uses every other column."""
     if "~" not in formula:
-        raise DomainError(f"formula must look like 'y ~ a + b', got {formula!r}")
+        raise ParameterError(f"formula must look like 'y ~ a + b', got {formula!r}")
     lhs, rhs = (s.strip() for s in formula.split("~", 1))
     feats = [c for c in columns if c != lhs] if rhs == "." else [s.strip() for s in rhs.split("+") if s.strip()]
     if not lhs or not feats:
-        raise DomainError(f"formula {formula!r} needs a target and at least one covariate")
+        raise ParameterError(f"formula {formula!r} needs a target and at least one covariate")
     return lhs, feats
 
 
@@ -44,7 +44,7 @@ def parse_loss(spec: str):
         raise  # a well-formed spec with a bad value (e.g. beta=-1): the loss names the problem
     except ValueError:
         pass
-    raise DomainError(f"loss must be log, w=W, beta=B[:W_BETA|calibrate] or noise-aware=LAMBDA; got {spec!r}")
+    raise ParameterError(f"loss must be log, w=W, beta=B[:W_BETA|calibrate] or noise-aware=LAMBDA; got {spec!r}")
 
 
 @app.command("choose-m")
@@ -90,23 +90,23 @@ def choose_m_cmd(
                 check_output(path, overwrite=True, option=option)
         grid = None if m_grid is None else _int_list(m_grid, "--m-grid")
         if criterion not in ("log_score", "brier", "auroc"):
-            raise DomainError(f"--criterion must be log_score, brier or auroc, got {criterion!r}")
+            raise ParameterError(f"--criterion must be log_score, brier or auroc, got {criterion!r}")
         r = read_table(real)
         s = read_table(synthetic)
         if model == "gaussian":
             mdl = GaussianLocationScale(column)
         elif model in ("logistic", "linear"):
             if formula is None:
-                raise DomainError(f"--formula is required for the {model} model")
+                raise ParameterError(f"--formula is required for the {model} model")
             target, feats = parse_formula(formula, list(r.columns))
             cls = LogisticRegression if model == "logistic" else LinearRegression
             mdl = cls(target=target, features=feats)
         else:
-            raise DomainError(f"--model must be gaussian, logistic or linear, got {model!r}")
+            raise ParameterError(f"--model must be gaussian, logistic or linear, got {model!r}")
         rng = make_rng(seed)
         if test is None:
             if not (0 < test_fraction < 1):
-                raise DomainError("--test-fraction must be in (0, 1)")
+                raise ParameterError("--test-fraction must be in (0, 1)")
             perm = rng.permutation(len(r))
             k = int(round(test_fraction * len(r)))
             t, r = r.iloc[perm[:k]].reset_index(drop=True), r.iloc[perm[k:]].reset_index(drop=True)
@@ -160,4 +160,4 @@ def _int_list(text: str, option: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",")]
     except ValueError:
-        raise DomainError(f"{option} must be comma-separated whole numbers, got {text!r}") from None
+        raise ParameterError(f"{option} must be comma-separated whole numbers, got {text!r}") from None

@@ -33,7 +33,7 @@ def jax_key(rng: np.random.Generator):
     """A JAX PRNG key drawn from a numpy Generator (so one seed drives both libraries).
 
     Made from raw key data (:func:`jax_key_data`): ``jax.random.key(int)`` would compile a
-    seeding program on first use, ~0.05-0.25 s on the critical path of a small fit."""
+    seeding program on first use, on the critical path of a small fit."""
     import jax
 
     return jax.random.wrap_key_data(jax_key_data(rng, 1)[0])

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from synthinfer._params import ParamsMixin
 from synthinfer.errors import ArgumentTypeError, EmptyDataError, NotFittedError, PrivacyError
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 
@@ -38,12 +39,16 @@ def log_weights_from_logits(logits: np.ndarray, n_real: int, n_synthetic: int) -
     return np.asarray(logits, dtype=float) + log_prior_ratio(n_real, n_synthetic)
 
 
-class WeightEstimator(abc.ABC):
+class WeightEstimator(ParamsMixin, abc.ABC):
     """Interface: ``fit(real, synthetic, ledger=None)``, then ``log_weights`` / ``weights``.
 
     Subclasses implement ``fit`` and ``log_weights``; ``weights`` exponentiates. Weights are
     *unnormalised* density ratios ``p_D/p_G``; self-normalise them with
     :func:`synthinfer.weights.diagnostics.self_normalise` where a ratio estimator is wanted.
+
+    Settings follow scikit-learn's contract (:class:`~synthinfer._params.ParamsMixin`): each
+    constructor argument is stored unchanged under its own name and checked by ``fit``, so
+    ``get_params``, ``set_params`` and ``sklearn.base.clone`` work.
     """
 
     @abc.abstractmethod

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from synthinfer.errors import EmptyDataError, NonFiniteError, ParetoKWarning, SynthinferError
+from synthinfer.errors import EmptyDataError, NonFiniteError, ParameterError, ParetoKWarning
 
 #: Above this Pareto shape the PSIS estimate is unreliable for any sample size (Vehtari et
 #: al. 2024, Section 3.2.2); smaller samples get the lower :func:`khat_threshold`.
@@ -49,7 +49,7 @@ def _log_w(log_weights) -> np.ndarray:
 def self_normalise(weights=None, *, log_weights=None) -> np.ndarray:
     """Weights rescaled to mean 1 (sum ``N``), computed stably from ``log_weights`` if given."""
     if (weights is None) == (log_weights is None):
-        raise SynthinferError("give exactly one of weights or log_weights")
+        raise ParameterError("give exactly one of weights or log_weights")
     if log_weights is None:
         w = np.asarray(weights, dtype=float).reshape(-1)
         if w.size == 0:
@@ -66,7 +66,7 @@ def self_normalise(weights=None, *, log_weights=None) -> np.ndarray:
 def temper(log_weights, tau: float) -> np.ndarray:
     """Tempered log weights ``tau * log w`` (Supp. A.2); ``tau = 0`` is uniform, ``1`` unchanged."""
     if not (isinstance(tau, (int, float)) and 0 <= tau <= 1):
-        raise SynthinferError(f"tau must be in [0, 1], got {tau!r}")
+        raise ParameterError(f"tau must be in [0, 1], got {tau!r}")
     return tau * _log_w(log_weights)
 
 
@@ -145,7 +145,7 @@ def synthetic_effective_sample_size(scores: np.ndarray, weights: np.ndarray, *, 
         s = s[:, None]
     w = self_normalise(weights)
     if len(w) != len(s):
-        raise SynthinferError(f"{len(s)} score rows but {len(w)} weights")
+        raise ParameterError(f"scores has {len(s)} rows but weights has {len(w)} entries")
     k0 = (s * w[:, None]).T @ s / len(w)
     kiw = (s * (w**2)[:, None]).T @ s / len(w)
     j = k0 if bread is None else np.asarray(bread, dtype=float)
@@ -157,5 +157,5 @@ def synthetic_effective_sample_size(scores: np.ndarray, weights: np.ndarray, *, 
         p = v0.shape[0]
         r = math.exp((np.linalg.slogdet(v0)[1] - np.linalg.slogdet(viw)[1]) / p)
     else:
-        raise SynthinferError(f"norm must be 'trace' or 'det', got {norm!r}")
+        raise ParameterError(f"norm must be 'trace' or 'det', got {norm!r}")
     return float(len(w) * r)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import NotFittedError, SynthinferError
+from synthinfer.errors import ArgumentTypeError, ConvergenceError, NotFittedError
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.weights.classifier import WeightEstimator, log_weights_from_logits
 
@@ -33,6 +33,11 @@ class DiscriminatorWeights(WeightEstimator):
     def __init__(self, gan):
         self.gan = gan
 
+    def __sklearn_clone__(self) -> DiscriminatorWeights:
+        """A clone shares the generator: the fitted GAN is this estimator's input, not a setting
+        to refit (``sklearn.base.clone`` would otherwise return an unfitted copy of it)."""
+        return type(self)(**self.get_params())
+
     def fit(self, real: pd.DataFrame | None = None, synthetic: pd.DataFrame | None = None,
             ledger: PrivacyLedger | None = None) -> DiscriminatorWeights:
         """Check the generator and record the zero-cost post-processing step. Reads no data.
@@ -40,7 +45,7 @@ class DiscriminatorWeights(WeightEstimator):
         ``ledger`` defaults to the generator's own ``ledger_`` when it has one.
         """
         if not callable(getattr(self.gan, "discriminator_log_odds", None)):
-            raise SynthinferError(
+            raise ArgumentTypeError(
                 f"{type(self.gan).__name__} has no discriminator_log_odds(df); DiscriminatorWeights needs a GAN generator"
             )
         for attr in ("n_real_", "n_synthetic_"):
@@ -57,7 +62,7 @@ class DiscriminatorWeights(WeightEstimator):
         self._check_fitted()
         logits = np.asarray(self.gan.discriminator_log_odds(synthetic), dtype=float).reshape(-1)
         if logits.shape[0] != len(synthetic):
-            raise SynthinferError(f"discriminator_log_odds returned {logits.shape[0]} values for {len(synthetic)} rows")
+            raise ArgumentTypeError(f"discriminator_log_odds returned {logits.shape[0]} values for {len(synthetic)} rows")
         if not np.all(np.isfinite(logits)):
-            raise SynthinferError("discriminator_log_odds returned non-finite values")
+            raise ConvergenceError("discriminator_log_odds returned non-finite values (did the GAN's training diverge?)")
         return log_weights_from_logits(logits, self.n_real_, self.n_synthetic_)

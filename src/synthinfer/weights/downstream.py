@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from synthinfer.errors import SynthinferError
+from synthinfer.errors import ArgumentTypeError, ParameterError
 from synthinfer.weights.diagnostics import self_normalise
 
 _FAMILIES = ("binomial", "gaussian", "poisson")
@@ -28,7 +28,7 @@ def _family(family):
 
     if isinstance(family, str):
         if family not in _FAMILIES:
-            raise SynthinferError(f"family must be one of {_FAMILIES} or a statsmodels family, got {family!r}")
+            raise ParameterError(f"family must be one of {_FAMILIES} or a statsmodels family, got {family!r}")
         return {"binomial": sm.families.Binomial, "gaussian": sm.families.Gaussian, "poisson": sm.families.Poisson}[family]()
     return family
 
@@ -48,29 +48,29 @@ def fit_iw_glm(formula: str, data: pd.DataFrame, weights, *, family="binomial"):
     import statsmodels.formula.api as smf
 
     if not isinstance(data, pd.DataFrame):
-        raise SynthinferError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+        raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     w = self_normalise(weights)
     if len(w) != len(data):
-        raise SynthinferError(f"{len(w)} weights for {len(data)} rows")
+        raise ParameterError(f"weights has {len(w)} entries for the {len(data)} rows of data")
     return smf.glm(formula, data, family=_family(family), var_weights=w).fit(cov_type="HC0")
 
 
 def fit_weighted(estimator, X, y, weights):
     """Fit a scikit-learn estimator (or a Pipeline whose last step takes weights) with IW-ERM.
 
-    Raises :class:`SynthinferError` if the estimator's ``fit`` has no ``sample_weight``.
+    Raises :class:`~synthinfer.errors.ArgumentTypeError` if the estimator's ``fit`` has no ``sample_weight``.
     """
     from sklearn.pipeline import Pipeline
     from sklearn.utils.validation import has_fit_parameter
 
     w = self_normalise(weights)
     if len(w) != len(X):
-        raise SynthinferError(f"{len(w)} weights for {len(X)} rows")
+        raise ParameterError(f"weights has {len(w)} entries for the {len(X)} rows of X")
     if isinstance(estimator, Pipeline):
         name, last = estimator.steps[-1]
         if not has_fit_parameter(last, "sample_weight"):
-            raise SynthinferError(f"the pipeline's last step {type(last).__name__} does not accept sample_weight")
+            raise ArgumentTypeError(f"the pipeline's last step {type(last).__name__} does not accept sample_weight")
         return estimator.fit(X, y, **{f"{name}__sample_weight": w})
     if not has_fit_parameter(estimator, "sample_weight"):
-        raise SynthinferError(f"{type(estimator).__name__}.fit does not accept sample_weight; it cannot be importance-weighted")
+        raise ArgumentTypeError(f"{type(estimator).__name__}.fit does not accept sample_weight; it cannot be importance-weighted")
     return estimator.fit(X, y, sample_weight=w)

@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import ConvergenceError, DebiasingError, NonPrivateWarning, PrivacyError, SynthinferError, SynthinferWarning
+from synthinfer.errors import ConvergenceError, DebiasingError, NonPrivateWarning, ParameterError, PrivacyError, SynthinferWarning
 from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_prior_ratio
@@ -39,7 +39,7 @@ from synthinfer.weights.features import Bounds, FeatureMap
 
 def _check_lam(lam: float) -> float:
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam <= 0:
-        raise SynthinferError(f"lam (the L2 regularisation) must be a finite number > 0, got {lam!r}")
+        raise ParameterError(f"lam (the L2 regularisation) must be a finite number > 0, got {lam!r}")
     return float(lam)
 
 
@@ -50,8 +50,8 @@ def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, 
     Damped Newton iterations on ``f(beta) = (1/N_D) sum_i softplus(-s_i beta^T x_i) + (lam/2) ||beta||^2``.
     Hand-written rather than scikit-learn because the sensitivity bound holds for the *exact*
     minimiser: Newton converges quadratically to machine precision in a few steps (``d`` is
-    small), whereas ``lbfgs`` stops about 1e-6 short and ``newton-cholesky`` was 5-10x slower
-    on Adult-sized data. A test checks the result against scikit-learn.
+    small), whereas ``lbfgs`` stops about 1e-6 short. A test checks the result against
+    scikit-learn.
     """
     from scipy.linalg import cho_factor, cho_solve
     from scipy.special import expit

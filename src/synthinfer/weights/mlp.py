@@ -34,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import NonPrivateWarning, PrivacyError, SynthinferError
+from synthinfer.errors import NonPrivateWarning, ParameterError, PrivacyError
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike, jax_key
@@ -135,9 +135,9 @@ class DPMLPWeights(WeightEstimator):
 
     def _schedule(self, n_total: int) -> tuple[float, int]:
         if not (isinstance(self.lot_size, (int, np.integer)) and self.lot_size >= 1):
-            raise SynthinferError(f"lot_size must be a positive integer, got {self.lot_size!r}")
+            raise ParameterError(f"lot_size must be a positive integer, got {self.lot_size!r}")
         if not (self.epochs > 0):
-            raise SynthinferError(f"epochs must be > 0, got {self.epochs!r}")
+            raise ParameterError(f"epochs must be > 0, got {self.epochs!r}")
         if not (self.clip_norm > 0):
             raise PrivacyError(f"clip_norm must be > 0, got {self.clip_norm!r}")
         q = min(1.0, self.lot_size / n_total)

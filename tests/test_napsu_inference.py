@@ -8,7 +8,8 @@ import pytest
 from synthinfer._jax import jax, jnp
 from synthinfer.data import Domain, Marginal
 from synthinfer.napsu import network as network_module
-from synthinfer.napsu.diagnostics import convergence_diagnostics, to_inference_data
+from synthinfer.mcmc import convergence_diagnostics
+from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.laplace import laplace_approximation
 from synthinfer.napsu.likelihood import log_likelihood, log_posterior, objective, posterior_args, value_and_grad
 from synthinfer.napsu.mle import maximum_likelihood_pgm
@@ -62,7 +63,7 @@ def test_nuts_agrees_with_laplace_when_gaussian(truth):
     assert res.draws.shape == (4, 1000, net.dimension)
     assert res.n_grad_evals > res.n_grad_evals_warmup > 0
     post = to_inference_data(res.draws)
-    diag = convergence_diagnostics(post, ess_per_chain=50)
+    diag = convergence_diagnostics(post, ["theta"], ess_per_chain=50)
     assert diag["ok"], diag["rhat_max"]
     flat = res.draws.reshape(-1, net.dimension)
     sd = np.sqrt(np.diag(lap.cov))

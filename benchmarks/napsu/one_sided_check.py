@@ -40,6 +40,7 @@ from synthinfer._jax import single_threaded_blas
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
+from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.napsu import diagnostics, nuts
 
 PROBS = (0.025, 0.25, 0.5, 0.75, 0.975)
@@ -54,7 +55,7 @@ def run(gen: NapsuMQ, threshold: float, warmup: int, samples: int, seed: int) ->
     post = diagnostics.to_inference_data(res.draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        diag = diagnostics.convergence_diagnostics(post)
+        diag = convergence_diagnostics(post, ["theta"])
     return {"post": post, "seconds": seconds, "one_sided": res.n_one_sided,
             "gradients_per_draw": res.n_grad_evals / (4 * (warmup + samples)),
             "divergences": int(res.diverging.sum()), "rhat_max": diag["rhat_max"],

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from synthinfer.errors import ConvergenceWarning, ParameterError
-from synthinfer.napsu.diagnostics import convergence_diagnostics, to_inference_data
+from synthinfer.mcmc import convergence_diagnostics
+from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.network import MarkovNetwork
 
 __all__ = [
@@ -206,7 +207,7 @@ class NUTSBackend:
                                       attrs={"inference": self.name})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            nuts.update(convergence_diagnostics(posterior))
+            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=5))
         if nuts["divergences"]:
             warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup",
                           ConvergenceWarning, stacklevel=4)

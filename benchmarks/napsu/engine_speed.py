@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synthinfer._io import atomic_write_text
+from synthinfer.files import atomic_write_text
 from synthinfer._jax import jax, jnp
 from synthinfer.datasets import load_adult
 from synthinfer.models import CanonicalQueries, MarkovNetwork

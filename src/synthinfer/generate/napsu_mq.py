@@ -419,7 +419,8 @@ class NapsuMQ(Generator):
         self.diagnostics_ = diag
 
     def _compile_sampler(self) -> None:
-        """Start compiling generate()'s sampler for its defaults on a background thread."""
+        """Start compiling generate()'s sampler for ``PRECOMPILED_M`` datasets of ``n_`` rows on a
+        background thread."""
         self.network_.compile_sample_many(_generate_batch(PRECOMPILED_M, self.n_, len(self.domain_)), self.n_)
 
     def _privacy_record(self) -> dict[str, Any]:

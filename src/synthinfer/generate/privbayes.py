@@ -2,8 +2,8 @@
 
 Implemented here rather than adapted: of the maintained implementations, ``dpart`` pins
 numpy 1.22 / pandas 1.4 (it does not install next to this stack), and DataSynthesizer works
-through its own file-based describer, needs seaborn, and its Laplace noise on the conditional
-distributions was once too small; neither spends through a synthinfer ledger.
+through its own file-based describer and needs seaborn; neither spends through a synthinfer
+ledger.
 
 Algorithm (pure epsilon-DP, substitution neighbours: one row replaced, ``n`` public):
 

@@ -183,7 +183,7 @@ def write_release(
     record: ReleaseRecord,
     weights: Sequence[np.ndarray] | None = None,
     overwrite: bool = False,
-    zip: bool = False,  # noqa: A002 - the issue's name for the option
+    zip: bool = False,  # noqa: A002 - shadows the builtin inside this function only
     private_data: Any = None,
 ) -> Path:
     """Write the m synthetic ``datasets`` as a release bundle at ``path``; return its path.

@@ -187,10 +187,9 @@ def test_unfitted_generators_refuse_generate_and_release_record():
             gen.release_record()
 
 
+@pytest.mark.parametrize("case", ["napsu"], indirect=True)
 def test_napsu_record_holds_the_fit_facts_and_a_summary_of_diagnostics(case):
-    name, gen, *_ = case
-    if name != "napsu":
-        pytest.skip("NAPSU-MQ's record only")
+    _, gen, *_ = case
     record = gen.release_record()
     assert record.settings["sigma_dp"] == pytest.approx(gen.sigma_dp_)
     assert record.settings["selected_marginals"] == []

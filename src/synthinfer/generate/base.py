@@ -34,9 +34,11 @@ class Generator(ParamsMixin, ABC):
 
     Contract
     --------
-    ``fit(data, domain_or_schema=None, ledger=None) -> self``
-        Runs the DP mechanism on the private ``data`` (a DataFrame) over its public Domain or
-        schema (``None`` where the generator needs none). The privacy spend is charged to
+    ``fit(data, domain=None, ledger=None) -> self``
+        Runs the DP mechanism on the private ``data`` (a DataFrame) over its public ``domain``
+        (a :class:`~synthinfer.data.Domain`; the GANs also take a schema of bounds and
+        categories; ``None`` where the generator needs none, e.g. the Laplace mechanism, whose
+        public bounds are a setting). The privacy spend is charged to
         ``ledger`` (a :class:`~synthinfer.privacy.PrivacyLedger`; without one, a ledger holding
         exactly the generator's budget is made) before any noise is drawn. Generator-specific
         extras (e.g. NapsuMQ's ``progress``) are keyword-only.
@@ -72,13 +74,21 @@ class Generator(ParamsMixin, ABC):
       each ``generate``) draws fresh values, and the sequence of calls is reproducible from the
       Generator's initial state;
     * ``None`` (the default, and the only choice for a real release): OS entropy.
+
+    The ``seed`` setting is read when ``fit`` or ``generate`` is called (as scikit-learn reads
+    ``random_state``); :meth:`_generate_rng` implements the rule for ``generate``.
+
+    A new generator subclasses this class, sets ``mechanism``, implements ``fit`` (setting the
+    four fitted attributes above) and ``generate`` (with :meth:`_check_m_n` and
+    :meth:`_generate_rng`), and overrides :meth:`release_record` when it has more to record
+    (marginals, a posterior, diagnostics).
     """
 
     mechanism: ClassVar[str]
     seed: SeedLike
 
     @abstractmethod
-    def fit(self, data: pd.DataFrame, domain_or_schema: Any = None, ledger: PrivacyLedger | None = None) -> Self:
+    def fit(self, data: pd.DataFrame, domain: Any = None, ledger: PrivacyLedger | None = None) -> Self:
         """Run the DP mechanism on ``data``; charge ``ledger``; return ``self``."""
 
     @abstractmethod

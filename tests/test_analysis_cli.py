@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from synthinfer.analysis import analyze
 from synthinfer.cli import app
 from synthinfer.privacy import PrivacyLedger
-from synthinfer.release import open_release, write_release
+from synthinfer.release import ReleaseRecord, open_release, write_release
 
 
 def _toy(rng, n=300):
@@ -41,18 +41,8 @@ def release(tmp_path_factory):
     weights = [rng.uniform(0.5, 1.5, 300) for _ in range(5)]
     ledger = PrivacyLedger((1.0, 1e-6))
     ledger.spend("marginals", 1.0, 1e-6, mechanism="gaussian")
-    path = write_release(
-        tmp_path_factory.mktemp("rel") / "adult",
-        datasets,
-        mechanism="toy",
-        settings={"epsilon": 1.0},
-        domain=None,
-        marginals=None,
-        ledger=ledger,
-        n=250,
-        seed_fixed=True,
-        weights=weights,
-    )
+    record = ReleaseRecord(mechanism="toy", settings={"epsilon": 1.0}, ledger=ledger, n=250, seed_fixed=True)
+    path = write_release(tmp_path_factory.mktemp("rel") / "adult", datasets, record=record, weights=weights)
     return path, datasets, weights
 
 

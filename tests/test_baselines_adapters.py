@@ -1,4 +1,4 @@
-"""CallableGenerator and release_kwargs: ledger charged before the mechanism runs, outputs checked."""
+"""CallableGenerator: ledger charged before the mechanism runs, outputs checked, release record."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from synthinfer.data import Domain
-from synthinfer.errors import BudgetExceededError, NotFittedError, OutOfDomainError, SynthinferError
-from synthinfer.generate import CallableGenerator, PrivBayes, release_kwargs
+from synthinfer.errors import ArgumentTypeError, BudgetExceededError, NotFittedError, OutOfDomainError, ParameterError
+from synthinfer.generate import CallableGenerator, PrivBayes
 from synthinfer.privacy import PrivacyLedger, laplace_mechanism
 
 DOMAIN = Domain({"a": ["x", "y"], "b": ["u", "v", "w"]})
@@ -40,28 +40,28 @@ def test_callable_sampler_records_spend_and_generates():
     assert charge.details == {"adapter": "CallableGenerator", "marginals": "1-way"}
     out = gen.generate(m=3, n=10, seed=1)
     assert len(out) == 3 and all(len(d) == 10 for d in out)
-    assert len(gen.generate()[0]) == len(DF)
-    kw = release_kwargs(gen)
-    assert kw["mechanism"] == "IndependentLaplace" and kw["ledger"] is ledger and kw["n"] == 100
-    assert kw["seed_fixed"] is True and "seed" not in kw["settings"]
+    assert len(gen.generate(1)[0]) == len(DF)
+    rec = gen.release_record()
+    assert rec.mechanism == "IndependentLaplace" and rec.ledger is ledger and rec.n == 100
+    assert rec.seed_fixed is True and "seed" not in rec.settings and rec.domain == DOMAIN
 
 
 def test_callable_fixed_datasets_and_errors():
     gen = CallableGenerator(lambda df, dom, **kw: df.sample(20, random_state=0), epsilon=1.0).fit(DF, DOMAIN)
-    assert len(gen.generate()[0]) == 20
-    with pytest.raises(SynthinferError, match="released 1 dataset"):
+    assert len(gen.generate(1)[0]) == 20
+    with pytest.raises(ParameterError, match="released 1 dataset"):
         gen.generate(m=2)
-    with pytest.raises(SynthinferError, match="n=5"):
-        gen.generate(n=5)
+    with pytest.raises(ParameterError, match="n=5"):
+        gen.generate(1, n=5)
     bad = CallableGenerator(lambda df, dom, **kw: df.assign(b="zzz"), epsilon=1.0)
     with pytest.raises(OutOfDomainError):
         bad.fit(DF, DOMAIN)
-    with pytest.raises(SynthinferError, match="returned int"):
+    with pytest.raises(ArgumentTypeError, match="returned int"):
         CallableGenerator(lambda df, dom, **kw: 3, epsilon=1.0).fit(DF)
     with pytest.raises(NotFittedError):
-        CallableGenerator(independent_marginals, epsilon=1.0).generate()
+        CallableGenerator(independent_marginals, epsilon=1.0).generate(1)
     with pytest.raises(NotFittedError):
-        release_kwargs(PrivBayes())
+        PrivBayes().release_record()
 
 
 def test_budget_is_charged_before_the_mechanism_runs():
@@ -73,8 +73,8 @@ def test_budget_is_charged_before_the_mechanism_runs():
     assert calls == [] and ledger.charges == ()
 
 
-def test_release_kwargs_for_privbayes():
+def test_release_record_of_privbayes():
     pb = PrivBayes(epsilon=1.0, seed=None, degree=1).fit(DF, DOMAIN)
-    kw = release_kwargs(pb)
-    assert kw["domain"] == DOMAIN and kw["mechanism"] == "PrivBayes"
-    assert kw["seed_fixed"] is False and kw["ledger"].spent == pytest.approx((1.0, 0.0))
+    rec = pb.release_record()
+    assert rec.domain == DOMAIN and rec.mechanism == "privbayes"
+    assert rec.seed_fixed is False and rec.ledger.spent == pytest.approx((1.0, 0.0))

@@ -28,7 +28,7 @@ def test_baseline_privbayes_writes_release_files(tmp_path):
                                    "--epsilon", "1.0", "--m", "2", "--n", "30", "--out", str(out)])
     assert res.exit_code == 0, res.output
     release = open_release(out)
-    assert release.manifest["mechanism"] == "PrivBayes" and release.m == 2
+    assert release.manifest["mechanism"] == "privbayes" and release.m == 2
     assert release.ledger.spent[0] == pytest.approx(1.0)
     assert release.manifest["seed_fixed"] is False and len(release.datasets[1]) == 30
 

@@ -42,7 +42,7 @@ def test_dpgan_fit_spends_exactly_its_budget(fitted):
     assert g.ledger_.spent == pytest.approx((2.0, 1e-4))
     assert g.epsilon_dpsgd_ == pytest.approx(2.0, rel=0.01)
     assert g.steps_ == 2 * round(240 / 32)
-    assert g.n_real_ == g.n_synthetic_ == 240
+    assert g.n_ == g.n_synthetic_ == 240
     assert g.release_settings_["seed_fixed"] is True and "seed" not in g.release_settings_
 
 
@@ -57,7 +57,7 @@ def test_dpgan_generate_respects_schema(fitted):
         assert list(s["colour"].cat.categories) == ["red", "green", "blue"]
     a, b = g.generate(1, 20, seed=5)[0], g.generate(1, 20, seed=5)[0]
     pd.testing.assert_frame_equal(a, b)
-    assert len(g.generate()[0]) == len(df)
+    assert len(g.generate(1)[0]) == len(df)
 
 
 def test_discriminator_log_odds(fitted):
@@ -130,7 +130,7 @@ def test_dpgan_fits_the_same_on_a_domain_and_its_short_spelling():
 def test_errors_for_bad_input():
     df = _data(60)
     with pytest.raises(NotFittedError):
-        DPGAN().generate()
+        DPGAN().generate(1)
     with pytest.raises(PrivacyError, match="delta"):
         DPGAN(epsilon=1.0, delta=0.0).fit(df, SCHEMA)
     with pytest.raises(PrivacyError):
@@ -162,11 +162,9 @@ def test_budget_exceeded_spends_nothing():
     assert ledger.charges == ()
 
 
-def test_release_kwargs_keeps_mixed_schema_in_settings(fitted):
-    from synthinfer.generate import release_kwargs
-
+def test_release_record_keeps_mixed_schema_in_settings(fitted):
     _, g = fitted
-    kw = release_kwargs(g)
-    assert kw["mechanism"] == "DP-GAN" and kw["domain"] is None and kw["n"] == 240
-    assert kw["settings"]["schema"]["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
-    assert kw["ledger"] is g.ledger_ and kw["seed_fixed"] is True
+    rec = g.release_record()
+    assert rec.mechanism == "dpgan" and rec.domain is None and rec.n == 240
+    assert rec.settings["schema"]["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
+    assert rec.ledger is g.ledger_ and rec.seed_fixed is True

@@ -125,7 +125,7 @@ def test_generate_shapes_categories_and_reproducibility():
         for name in DOMAIN.names:
             assert list(s[name].cat.categories) == list(DOMAIN[name].categories)
     pd.testing.assert_frame_equal(pb.generate(1, 30, seed=9)[0], pb.generate(1, 30, seed=9)[0])
-    assert len(pb.generate()[0]) == len(df)
+    assert len(pb.generate(1)[0]) == len(df)
     for cond in pb.conditionals_:
         assert np.allclose(cond.sum(axis=-1), 1.0) and (cond >= 0).all()
 
@@ -145,7 +145,7 @@ def test_large_epsilon_reproduces_the_joint_distribution():
 def test_errors_for_bad_input():
     df = _data(50)
     with pytest.raises(NotFittedError):
-        PrivBayes().generate()
+        PrivBayes().generate(1)
     with pytest.raises(PrivacyError, match="delta"):
         PrivBayes(delta=1e-6).fit(df, DOMAIN)
     with pytest.raises(PrivacyError, match="beta"):

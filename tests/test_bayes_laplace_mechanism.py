@@ -43,7 +43,7 @@ def test_equal_split_scales_and_ledger_charges():
     assert gen.ledger_.spent == pytest.approx((6.0, 0.0))
     assert [c.name for c in gen.ledger_.charges] == ["laplace_synthetic[a]", "laplace_synthetic[b]"]
     assert gen.privacy_["epsilon"] == pytest.approx(6.0) and gen.privacy_["seed_fixed"] is True
-    assert len(gen.generate()) == 50 and len(gen.generate(n=10, seed=0)) == 10
+    assert len(gen.generate(1)[0]) == 50 and len(gen.generate(1, n=10, seed=0)[0]) == 10
 
 
 def test_paper_setting_one_column_width_six():
@@ -73,7 +73,7 @@ def test_noise_distribution_is_laplace_of_the_right_scale():
 
 def test_binary_postprocessing_and_bad_input():
     df = pd.DataFrame({"y": [0, 1] * 50})
-    out = LaplaceMechanismGenerator({"y": (0, 1)}, epsilon=1.0, binary=["y"], seed=0).fit(df).generate()
+    out = LaplaceMechanismGenerator({"y": (0, 1)}, epsilon=1.0, binary=["y"], seed=0).fit(df).generate(1)[0]
     assert set(out["y"].unique()) <= {0.0, 1.0}
     with pytest.raises(UnknownColumnError):
         LaplaceMechanismGenerator({"z": (0, 1)}, epsilon=1.0).fit(df)

@@ -14,7 +14,7 @@ import pytest
 from synthinfer.data import Domain, decode
 from synthinfer.errors import ReleaseError
 from synthinfer.privacy import PrivacyLedger
-from synthinfer.release import FORMAT_VERSION, mark_private, open_release, write_release
+from synthinfer.release import FORMAT_VERSION, ReleaseRecord, mark_private, open_release, write_release
 
 DOMAIN = Domain.from_dict(
     {"columns": [{"name": "sex", "categories": ["F", "M"]}, {"name": "grade", "categories": [1, 2, 3, 4]}]}
@@ -34,8 +34,12 @@ def _ledger() -> PrivacyLedger:
     return led
 
 
+_WRITE_OPTIONS = ("weights", "overwrite", "zip", "private_data")
+
+
 def _write(path, datasets=None, **kw):
-    args = dict(
+    """write_release with a test record; keywords change the record's fields or pass write options."""
+    fields = dict(
         mechanism="napsu-mq",
         settings={"epsilon": 1.0, "delta": 1e-6, "n_chains": np.int64(2), "marginals": [("sex", "grade")]},
         domain=DOMAIN,
@@ -44,8 +48,9 @@ def _write(path, datasets=None, **kw):
         n=40,
         seed_fixed=True,
     )
-    args.update(kw)
-    return write_release(path, _codes() if datasets is None else datasets, **args)
+    options = {k: kw.pop(k) for k in _WRITE_OPTIONS if k in kw}
+    fields.update(kw)
+    return write_release(path, _codes() if datasets is None else datasets, record=ReleaseRecord(**fields), **options)
 
 
 def _leftovers(parent: Path) -> list[str]:

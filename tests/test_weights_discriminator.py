@@ -12,7 +12,7 @@ from synthinfer.weights import DiscriminatorWeights
 class FakeGAN:
     """logit D(x) = 2 x - 1; trained on 100 real and 300 generated rows."""
 
-    n_real_ = 100
+    n_ = 100
     n_synthetic_ = 300
 
     def __init__(self):

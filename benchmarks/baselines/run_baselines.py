@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synthinfer._io import atomic_write, atomic_write_text
+from synthinfer.files import atomic_write, atomic_write_text
 from synthinfer.data import encode
 from synthinfer.datasets import load_adult
 from synthinfer.generate import DPCGAN, DPGAN, PrivBayes

@@ -78,7 +78,7 @@ def synthesize(train: pd.DataFrame, name: str, generator: str, rng: np.random.Ge
     spec = FEATURES[name]
     if generator == "laplace":
         gen = LaplaceMechanismGenerator({**spec["bounds"], spec["target"]: (0, 1)}, epsilon=EPSILON, binary=[*spec["binary"], spec["target"]], seed=rng)
-        return gen.fit(train).generate()
+        return gen.fit(train).generate(1)[0]
     cols = [Column(c, (0.0, 1.0)) if c in spec["binary"] else binned_column(c, bounds=(a, b), bins=5) for c, (a, b) in spec["bounds"].items()]
     dom = Domain([*cols, Column(spec["target"], (0.0, 1.0))])
     pb = PrivBayes(epsilon=EPSILON, seed=rng, degree=2).fit(clip_to_bounds(train, spec["bounds"]), dom)

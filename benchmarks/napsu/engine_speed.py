@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synthinfer._io import atomic_write_text
+from synthinfer.files import atomic_write_text
 from synthinfer._jax import jax, jnp
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.napsu import CanonicalQueries, MarkovNetwork

@@ -171,7 +171,7 @@ def run_json(cmd: list[str], label: str) -> dict:
 
 
 def save(res: dict, out: Path) -> None:
-    from synthinfer._io import atomic_write_text
+    from synthinfer.files import atomic_write_text
 
     atomic_write_text(out, json.dumps(res, indent=1, default=str) + "\n")
 
@@ -222,7 +222,7 @@ def plot(res: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from synthinfer._io import atomic_write
+    from synthinfer.files import atomic_write
 
     groups = [(textwrap.fill(name, 24), {tool: tuple(r["wall_s"] if r else None for r in recs)
                                                for tool, recs in m.items()}) for name, m in measurements(res)]

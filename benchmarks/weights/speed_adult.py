@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synthinfer._io import atomic_write_text
+from synthinfer.files import atomic_write_text
 from synthinfer.datasets import load_adult
 from synthinfer.weights import BetaDebiased, BetaNoised, DPMLPWeights, LogRegWeights, OutputPerturbedWeights
 

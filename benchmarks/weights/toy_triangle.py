@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import gaussian_kde, wasserstein_distance_nd
 
-from synthinfer._io import atomic_write_text
+from synthinfer.files import atomic_write_text
 from synthinfer.datasets import make_triangle_square
 from synthinfer.weights import BetaDebiased, BetaNoised, DPMLPWeights, LogRegWeights, MLPWeights, self_normalise
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synthinfer._io import atomic_write_text
+from synthinfer.files import atomic_write_text
 from synthinfer.datasets import load_boston, load_breast_cancer, load_iris
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.weights import (

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from synthinfer.data import Domain
+    from synthinfer.generate import NapsuMQ
 
 console = Console()
 
@@ -23,13 +31,51 @@ console = Console()
 FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
 
 
+def hold_release(
+    df: pd.DataFrame,
+    domain: Domain,
+    out: Path,
+    *,
+    marginals: Sequence[Sequence[str]],
+    epsilon: float,
+    delta: float,
+    inference: str = "laplace",
+    m: int = 20,
+    midpoints: bool | Sequence[str] = False,
+    seed: int | None = None,
+    overwrite: bool = False,
+) -> tuple[NapsuMQ, Path]:
+    """The data holder's part: fit NAPSU-MQ to ``df``, generate ``m`` datasets and write them as a
+    release at ``out``; return the fitted generator and the release's path.
+
+    The same steps as ``synthinfer generate`` (same settings -> same manifest): the datasets come
+    from ``generate`` under the generator's ``seed`` and the release records
+    ``gen.release_record()``.
+    """
+    from synthinfer.generate import NapsuMQ
+    from synthinfer.release import write_release
+
+    t0 = time.perf_counter()
+    gen = NapsuMQ(marginals, epsilon=epsilon, delta=delta, inference=inference, seed=seed)
+    with console.status("measuring the marginals and inferring the posterior ...") as status:
+        gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))
+    console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
+    console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
+    t0 = time.perf_counter()
+    syn = gen.generate(m, midpoints=midpoints)
+    console.print(f"generated {m} datasets of {gen.n_:,} rows in {time.perf_counter() - t0:.1f} s")
+    path = write_release(out, syn, record=gen.release_record(), overwrite=overwrite, private_data=df)
+    console.print(f"release written to [bold]{path}[/]")
+    return gen, path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("demo-output"))
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--m", type=int, default=20, help="number of synthetic datasets")
     parser.add_argument("--inference", choices=["nuts", "laplace"], default="laplace",
-                        help="laplace (default, ~1 min on 2 cores) or nuts (~4 min on 2 cores at epsilon 1)")
+                        help="laplace (default, fast) or nuts (minutes; the reference method)")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 
@@ -37,8 +83,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from synthinfer.data import decode, encode
     from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
-    from synthinfer.generate import NapsuMQ
-    from synthinfer.release import open_release, write_release
+    from synthinfer.release import open_release
 
     df, domain = load_adult(paper_subset=True)
     n = len(df)
@@ -47,22 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"n = {n:,} rows; public {domain!r}")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; "
                   f"{len(ADULT_PAPER_MARGINALS)} two-way marginals; inference = {args.inference}")
-    t0 = time.perf_counter()
-    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=delta, inference=args.inference,
-                  seed=args.seed)
-    with console.status("measuring the marginals and inferring the posterior ...") as status:
-        gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))
-    console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
-    console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
-    t0 = time.perf_counter()
-    syn = gen.generate(m=args.m, seed=args.seed, midpoints=["age"])
-    console.print(f"generated {args.m} datasets of {n:,} rows in {time.perf_counter() - t0:.1f} s")
-    path = write_release(
-        args.out / "release", syn, mechanism="napsu-mq", settings=gen.release_settings_, domain=domain,
-        marginals=[list(m.columns) for m in gen.marginals_], ledger=gen.ledger_, n=n,
-        seed_fixed=args.seed is not None, posterior=gen.posterior_, overwrite=True, private_data=df,
-    )
-    console.print(f"release written to [bold]{path}[/]")
+    _, path = hold_release(df, domain, args.out / "release", marginals=ADULT_PAPER_MARGINALS, epsilon=args.epsilon,
+                           delta=delta, inference=args.inference, m=args.m, midpoints=["age"], seed=args.seed,
+                           overwrite=True)
 
     console.rule("[bold]Analyst: Rubin's rules on the release")
     release = open_release(path)

@@ -10,7 +10,6 @@ import typer
 from rich import box
 from rich.table import Table
 
-from synthinfer.cli.app import app
 from synthinfer.cli.common import console, user_errors
 
 
@@ -26,7 +25,6 @@ def _json_value(x):
     return x
 
 
-@app.command("analyze")
 def analyze_cmd(
     release: Path = typer.Argument(..., help="Release bundle (directory or .zip) written by the data holder."),
     formula: str = typer.Option(..., "--formula", "-f", help='Patsy formula, e.g. "income ~ age + C(race) + C(sex)".'),

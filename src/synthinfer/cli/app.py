@@ -1,8 +1,14 @@
-"""Root typer application; command modules register themselves on import below."""
+"""Root typer application: every command is registered here, in one place.
+
+The ``*_cmds`` modules only define command functions (they never import this module), so there
+is no import cycle and the list below is the whole command line.
+"""
 
 from __future__ import annotations
 
 import typer
+
+from synthinfer.cli import analyze_cmds, bayes_cmds, data_cmds, generate_cmds, weights_cmds
 
 app = typer.Typer(
     name="synthinfer",
@@ -23,26 +29,21 @@ def _main(
 ) -> None:
     """Differentially private synthetic data with valid statistical inference."""
     if compile_cache:
-        from synthinfer._jax import enable_compilation_cache
+        from synthinfer import enable_compilation_cache
+        from synthinfer.cli.common import err_console
 
         try:
             enable_compilation_cache()
         except OSError as e:  # e.g. a read-only home: run without the cache rather than fail
-            from synthinfer.cli.common import err_console
-
             err_console.print(f"[yellow]warning:[/] compilation cache off ({e}); use --no-compile-cache to silence")
 
 
-def _register() -> None:
-    # Import for side effects: each module adds its commands to `app`.
-    from synthinfer.cli import (  # noqa: F401
-        analyze_cmds,
-        baselines_cmds,
-        bayes_cmds,
-        data_cmds,
-        generate_cmds,
-        weights_cmds,
-    )
-
-
-_register()
+# Data holder: inspect the public Domain, then generate a release.
+app.command("domain")(data_cmds.domain_cmd)
+app.command("count")(data_cmds.count_cmd)
+app.command("generate")(generate_cmds.generate_cmd)
+app.command("baseline")(generate_cmds.baseline_cmd)
+app.command("weights")(weights_cmds.weights_cmd)
+# Analyst: analyse a release, choose how much synthetic data to use.
+app.command("analyze")(analyze_cmds.analyze_cmd)
+app.command("choose-m")(bayes_cmds.choose_m_cmd)

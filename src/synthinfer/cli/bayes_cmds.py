@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.app import app
 from synthinfer.cli.common import check_output, console, read_table, user_errors
 from synthinfer.errors import ParameterError, SynthinferError
 
@@ -47,7 +46,6 @@ def parse_loss(spec: str):
     raise ParameterError(f"loss must be log, w=W, beta=B[:W_BETA|calibrate] or noise-aware=LAMBDA; got {spec!r}")
 
 
-@app.command("choose-m")
 def choose_m_cmd(
     real: Path = typer.Argument(..., help="CSV (or .parquet) of the learner's real data.", exists=True, dir_okay=False),
     synthetic: Path = typer.Argument(..., help="CSV (or .parquet) of synthetic data (same columns).", exists=True,
@@ -72,7 +70,7 @@ def choose_m_cmd(
     """Choose how many synthetic rows to use: m-hat, the p-value that it beats m = 0, the trajectory."""
     import numpy as np
 
-    from synthinfer._io import atomic_write_text
+    from synthinfer.files import atomic_write_text
     from synthinfer.bayes import (
         BetaLoss,
         GaussianLocationScale,
@@ -150,7 +148,7 @@ def choose_m_cmd(
             fig, ax = plt.subplots(figsize=(6, 4))
             plot_trajectory(tr.m_grid, {lss.label: tr.values}, criterion=tr.criterion, m_hat=res.m_hat, ax=ax)
             fig.tight_layout()
-            from synthinfer._io import atomic_write
+            from synthinfer.files import atomic_write
 
             atomic_write(plot, lambda p: fig.savefig(p, format="png", dpi=110))
             plt.close(fig)

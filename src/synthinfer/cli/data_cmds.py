@@ -7,11 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.app import app
 from synthinfer.cli.common import console, user_errors
 
 
-@app.command("domain")
 def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True, dir_okay=False)) -> None:
     """Show a Domain: its columns (categorical, discretised or continuous with public bounds),
     category counts and the number of cells."""
@@ -40,7 +38,6 @@ def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exis
     console.print(t)
 
 
-@app.command("count")
 def count_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file.", exists=True, dir_okay=False),
     domain: Path = typer.Option(..., "--domain", help="Domain JSON file.", exists=True, dir_okay=False),

@@ -1,119 +1,222 @@
-"""``synthinfer generate``: NAPSU-MQ synthetic data from a CSV file, written as a release bundle."""
+"""``synthinfer generate`` and ``synthinfer baseline``: fit a DP generator to a CSV file and write
+its synthetic datasets as a release bundle.
+
+Both commands run one code path through the generator contract (``fit``, ``generate``,
+``release_record``, ``write_release``); ``baseline`` is ``generate`` with the baselines'
+defaults (PrivBayes, one dataset, epsilon required).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from synthinfer.cli.app import app
 from synthinfer.cli.common import check_output, console, read_table, user_errors
+from synthinfer.errors import ParameterError
 
 
-@app.command("generate")
+class GeneratorName(str, Enum):
+    napsu = "napsu"
+    privbayes = "privbayes"
+    dpgan = "dpgan"
+    dpcgan = "dpcgan"
+
+
+class BaselineName(str, Enum):
+    privbayes = "privbayes"
+    dpgan = "dpgan"
+    dpcgan = "dpcgan"
+
+
+#: Options that only some generators take: giving one to another generator is an error, not
+#: silently ignored.
+_ONLY_FOR: dict[str, tuple[str, ...]] = {
+    "--marginals": ("napsu",),
+    "--inference": ("napsu",),
+    "--select-mst": ("napsu",),
+    "--mst-budget-fraction": ("napsu",),
+    "--num-warmup": ("napsu",),
+    "--num-samples": ("napsu",),
+    "--chains": ("napsu",),
+    "--reference": ("napsu",),
+    "--midpoints": ("napsu",),
+    "--epochs": ("dpgan", "dpcgan"),
+    "--label": ("dpcgan",),
+}
+
+_DATA = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column.",
+                       exists=True, dir_okay=False)
+_DOMAIN = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False)
+_OUT = typer.Option(..., "--out", help="Release directory to write (a .zip path writes a zip file).")
+_DELTA = typer.Option(
+    None, "--delta",
+    help="Total delta (default: 1e-9 for napsu; 1/n - 1e-6 for the GANs, as in Ghalebikesabi et al.; "
+         "PrivBayes is pure epsilon-DP and takes none). Choose it much smaller than 1/n.")
+_N_SYN = typer.Option(None, "--n-syn", "--n", help="Rows per synthetic dataset (default: the real n).")
+_SEED = typer.Option(None, "--seed", help="Fix the randomness (tests only: a real release must not).")
+_OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing release at --out.")
+_LABEL = typer.Option(None, "--label", help="Label column (dpcgan only).")
+_EPOCHS = typer.Option(None, "--epochs", help="Training epochs (dpgan, dpcgan; default 50).")
+
+
 def generate_cmd(
-    data: Path = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column.",
-                                exists=True, dir_okay=False),
-    domain: Path = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False),
+    data: Path = _DATA,
+    domain: Path = _DOMAIN,
+    generator: GeneratorName = typer.Option(GeneratorName.napsu, "--generator", help="Which generator."),
+    out: Path = _OUT,
+    epsilon: float = typer.Option(1.0, "--epsilon", help="Total epsilon (for napsu: MST selection + measurement)."),
+    delta: float = _DELTA,
+    m: int = typer.Option(100, "--m", help="Number of synthetic datasets."),
+    n_syn: int = _N_SYN,
+    seed: int = _SEED,
+    overwrite: bool = _OVERWRITE,
     marginals: list[str] = typer.Option(
-        ..., "--marginals", help='A marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'
-    ),
-    epsilon: float = typer.Option(1.0, "--epsilon", help="Total epsilon (MST selection + measurement)."),
-    delta: float = typer.Option(1e-9, "--delta", help="Total delta; choose it much smaller than 1/n."),
-    m: int = typer.Option(100, "--m", min=1, help="Number of synthetic datasets."),
-    n_syn: int = typer.Option(None, "--n-syn", min=1, help="Rows per synthetic dataset (default: the real n)."),
-    out: Path = typer.Option(..., "--out", help="Release directory to write (a .zip path writes a zip file)."),
-    inference: str = typer.Option("nuts", "--inference", help="nuts, laplace, or mle (non-noise-aware baseline)."),
-    select_mst: int = typer.Option(0, "--select-mst", help="Add this many 2-way marginals chosen privately by MST."),
-    mst_budget_fraction: float = typer.Option(0.1, "--mst-budget-fraction", help="Share of the budget for MST."),
-    num_warmup: int = typer.Option(800, "--num-warmup", help="NUTS warmup draws per chain."),
-    num_samples: int = typer.Option(2000, "--num-samples", help="NUTS kept draws per chain."),
-    chains: int = typer.Option(4, "--chains", help="NUTS chains."),
+        None, "--marginals",
+        help='napsu: a marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'),
+    inference: str = typer.Option(None, "--inference", help="napsu: nuts (default), laplace, or mle (non-noise-aware baseline)."),
+    select_mst: int = typer.Option(None, "--select-mst", help="napsu: add this many 2-way marginals chosen privately by MST."),
+    mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
+    num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
+    num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
+    chains: int = typer.Option(None, "--chains", help="napsu: NUTS chains (default 4)."),
     reference: str = typer.Option(
-        "most_frequent", "--reference",
-        help="Reference categories of the canonical parametrisation: most_frequent (by noisy counts), "
-             "first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
+        None, "--reference",
+        help="napsu: reference categories of the canonical parametrisation: most_frequent (default; by noisy "
+             "counts), first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
     ),
-    midpoints: bool = typer.Option(False, "--midpoints", help="Write discretised columns as bin midpoints."),
-    seed: int = typer.Option(None, "--seed", help="Fix the randomness (tests only: a real release must not)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing release at --out."),
+    midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints."),
+    epochs: int = _EPOCHS,
+    label: str = _LABEL,
 ) -> None:
-    """Fit NAPSU-MQ to DATA under (epsilon, delta)-DP and write m synthetic datasets as a release."""
+    """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
+    specific = {
+        "--marginals": marginals or None, "--inference": inference, "--select-mst": select_mst,
+        "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
+        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--epochs": epochs,
+        "--label": label,
+    }
+    _generate_release(data, domain, generator.value, out, epsilon=epsilon, delta=delta, m=m, n_syn=n_syn,
+                      seed=seed, overwrite=overwrite, specific=specific)
+
+
+def baseline_cmd(
+    data: Path = _DATA,
+    domain: Path = _DOMAIN,
+    generator: BaselineName = typer.Option(BaselineName.privbayes, "--generator", help="Which baseline."),
+    out: Path = _OUT,
+    epsilon: float = typer.Option(..., "--epsilon", help="Privacy budget epsilon."),
+    delta: float = _DELTA,
+    m: int = typer.Option(1, "--m", help="Number of synthetic datasets."),
+    n_syn: int = _N_SYN,
+    seed: int = _SEED,
+    overwrite: bool = _OVERWRITE,
+    epochs: int = _EPOCHS,
+    label: str = _LABEL,
+) -> None:
+    """Fit a baseline DP generator (PrivBayes, DP-GAN, DP-CGAN) and write its m datasets as a release:
+    `synthinfer generate --generator ...` with one dataset by default.
+
+    Continuous columns can enter as discretised Domain columns (``bounds`` + ``bins``).
+    """
+    _generate_release(data, domain, generator.value, out, epsilon=epsilon, delta=delta, m=m, n_syn=n_syn,
+                      seed=seed, overwrite=overwrite, specific={"--epochs": epochs, "--label": label})
+
+
+def _generate_release(
+    data: Path, domain: Path, generator: str, out: Path, *, epsilon: float, delta: float | None, m: int,
+    n_syn: int | None, seed: int | None, overwrite: bool, specific: dict[str, Any],
+) -> None:
+    """The one generation path: check everything cheap first (before any privacy spend), fit,
+    generate, write the release with the generator's own record."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from synthinfer.data import Domain
-    from synthinfer.generate import NapsuMQ
     from synthinfer.release import write_release
 
     with user_errors():
+        given = {flag: v for flag, v in specific.items() if v is not None}
+        for flag in given:
+            if generator not in _ONLY_FOR[flag]:
+                raise ParameterError(f"{flag} applies to --generator {' or '.join(_ONLY_FOR[flag])}, not {generator}")
+        for flag, v in (("--m", m), ("--n-syn", n_syn), ("--epochs", specific.get("--epochs"))):
+            if v is not None and v < 1:
+                raise ParameterError(f"{flag} must be a positive integer, got {v}")
+        if generator == "napsu" and "--marginals" not in given:
+            raise ParameterError("--generator napsu needs --marginals (repeat it for each marginal)")
+        if generator == "dpcgan" and "--label" not in given:
+            raise ParameterError("--generator dpcgan needs --label")
+        if generator == "privbayes" and delta not in (None, 0.0):
+            raise ParameterError("PrivBayes is pure epsilon-DP: leave --delta out")
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
         df = read_table(data)
-        gen = NapsuMQ(
-            marginals=[s for s in marginals],
-            epsilon=epsilon,
-            delta=delta,
-            inference=inference,  # type: ignore[arg-type]
-            select_extra=select_mst,
-            mst_budget_fraction=mst_budget_fraction,
-            n_chains=chains,
-            num_warmup=num_warmup,
-            num_samples=num_samples,
-            reference=_parse_reference(reference, dom),
-            seed=seed,
-        )
+        gen = _make_generator(generator, epsilon, delta, seed, given, dom, len(df))
+        napsu = generator == "napsu"
         # transient: the bars show progress while working, then make way for the summary (or
         # leave an error on its own line)
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, transient=True,
         ) as bar:
-            fit_task = bar.add_task("inference", total=None)
-            gen.fit(df, dom, progress=lambda stage: bar.update(fit_task, description=f"inference: {stage}"))
-            bar.update(fit_task, description="inference: done", total=1, completed=1)
+            fit_task = bar.add_task(f"fitting {gen.mechanism}", total=None)
+            fit_extras = {"progress": lambda stage: bar.update(fit_task, description=f"inference: {stage}")} if napsu else {}
+            gen.fit(df, dom, **fit_extras)
+            bar.update(fit_task, description=f"fitting {gen.mechanism}: done", total=1, completed=1)
             gen_task = bar.add_task("generating datasets", total=m)
-            datasets = gen.generate(
-                m, n=n_syn, seed=None if seed is None else seed + 1, midpoints=midpoints,
-                progress=lambda done, total: bar.update(gen_task, completed=done),
-            )
-        settings = gen.release_settings_ | {
-            "m": m, "n_syn": n_syn or gen.n_, "midpoints": midpoints,
-            "selected_marginals": [list(x.columns) for x in gen.selected_marginals_],
-            "sigma_dp": gen.sigma_dp_, "diagnostics": _diag_summary(gen.diagnostics_),
-            "reference_categories": {c: dom[c].categories[k] for c, k in gen.queries_.reference.items()},
-        }
-        path = write_release(
-            out, datasets, mechanism="napsu-mq", settings=settings, domain=dom, marginals=list(gen.marginals_),
-            ledger=gen.ledger_, n=gen.n_, seed_fixed=seed is not None, posterior=gen.posterior_,
-            overwrite=overwrite, zip=str(out).endswith(".zip"), private_data=df,
-        )
-    console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
-    console.print(f"wrote {m} datasets to [bold]{path}[/]")
+            gen_extras = ({"midpoints": bool(given.get("--midpoints")),
+                           "progress": lambda done, total: bar.update(gen_task, completed=done)} if napsu else {})
+            datasets = gen.generate(m, n_syn, **gen_extras)
+            bar.update(gen_task, completed=m)
+        path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
+                             zip=str(out).endswith(".zip"), private_data=df)
+    if napsu:
+        console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
+    e, dl = gen.ledger_.spent
+    console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
 
 
-def _diag_summary(diag: dict) -> dict:
-    """The diagnostics without per-parameter arrays (those stay in the posterior)."""
-    out = {}
-    for k, v in diag.items():
-        if isinstance(v, dict):
-            out[k] = {kk: vv for kk, vv in v.items() if kk not in ("rhat", "ess_bulk", "attempts")}
-        else:
-            out[k] = v
-    return out
+def _make_generator(name: str, epsilon: float, delta: float | None, seed: int | None, given: dict[str, Any],
+                    dom, n_rows: int):
+    """The generator for ``--generator name``, with the options given on the command line
+    (the others keep the generator's own defaults)."""
+    from synthinfer.generate import DPCGAN, DPGAN, NapsuMQ, PrivBayes
+
+    if name == "napsu":
+        names = {"--inference": "inference", "--select-mst": "select_extra", "--mst-budget-fraction":
+                 "mst_budget_fraction", "--num-warmup": "num_warmup", "--num-samples": "num_samples",
+                 "--chains": "n_chains"}
+        kw = {names[f]: v for f, v in given.items() if f in names}
+        if "--reference" in given:
+            kw["reference"] = _parse_reference(given["--reference"], dom)
+        if delta is not None:
+            kw["delta"] = delta
+        return NapsuMQ(list(given["--marginals"]), epsilon=epsilon, seed=seed, **kw)
+    if name == "privbayes":
+        return PrivBayes(epsilon=epsilon, seed=seed)
+    if delta is None:
+        delta = 1.0 / n_rows - 1e-6
+        if delta <= 0:
+            raise ParameterError(f"the default --delta 1/n - 1e-6 is not positive for n = {n_rows:,}; pass --delta "
+                                 "(much smaller than 1/n)")
+    kw = {"epochs": given["--epochs"]} if "--epochs" in given else {}
+    if name == "dpgan":
+        return DPGAN(epsilon=epsilon, delta=delta, seed=seed, **kw)
+    return DPCGAN(epsilon=epsilon, delta=delta, seed=seed, label=given["--label"], **kw)
 
 
 def _parse_reference(text: str, dom) -> str | dict:
     """``most_frequent``, ``first``, or ``col=cat,col=cat`` matched to the Domain's categories
     by their text (so ``y=1`` finds the integer category 1)."""
-    from synthinfer.errors import SynthinferError
-
     if text in ("most_frequent", "first"):
         return text
     out = {}
     for pair in text.split(","):
         col, sep, cat = pair.partition("=")
         if not sep:
-            raise SynthinferError(f"--reference: expected most_frequent, first or COL=CATEGORY pairs, got {pair!r}")
+            raise ParameterError(f"--reference: expected most_frequent, first or COL=CATEGORY pairs, got {pair!r}")
         col, cat = col.strip(), cat.strip()
         cats = dom[col].categories if col in dom.names else ()
         out[col] = next((c for c in cats if str(c) == cat), cat)  # unmatched: NapsuMQ names it

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.app import app
 from synthinfer.cli.common import check_output, console, read_table, user_errors
 
 
@@ -45,7 +44,6 @@ def _read_bounds(path: Path):
     return out
 
 
-@app.command("weights")
 def weights_cmd(
     real: Path = typer.Argument(..., help="Real (private) table, CSV or Parquet.", exists=True, dir_okay=False),
     synthetic: Path = typer.Argument(..., help="Synthetic table to weight, CSV or Parquet.", exists=True, dir_okay=False),
@@ -64,7 +62,7 @@ def weights_cmd(
     Writes the weights (never any row of data) and a ledger ``<out>.ledger.json``. The noise is
     drawn from OS entropy (no seed option: a fixed seed would let anyone remove the noise).
     """
-    from synthinfer._io import atomic_write_text
+    from synthinfer.files import atomic_write_text
     from synthinfer.weights import BetaDebiased, BetaNoised, DPMLPWeights, effective_sample_size, pareto_smooth
 
     with user_errors():

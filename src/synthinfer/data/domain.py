@@ -472,7 +472,7 @@ class Domain:
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
         if path is not None:
-            from synthinfer._io import atomic_write_text
+            from synthinfer.files import atomic_write_text
 
             atomic_write_text(Path(path), text)
         return text

@@ -22,7 +22,7 @@ exactly ``B`` generated rows per step), and ``logit D(x)`` estimates the log den
 ``log p_D(x) / p_G(x)`` used by discriminator importance weights (Section 3.5). For a
 classifier trained on ``N_D`` real and ``N_G`` generated rows, Bayes' rule gives
 ``log w(x) = logit D(x) + log(N_G / N_D)``; the paper's eq. (1) writes ``log(N_D / N_G)``,
-which agrees only when the classes are balanced. They are here: :attr:`DPGAN.n_real_` and
+which agrees only when the classes are balanced. They are here: :attr:`DPGAN.n_` and
 :attr:`DPGAN.n_synthetic_` (the class sizes per epoch) are equal, so the offset is 0.
 
 Defaults follow Ghalebikesabi et al. (2022), Supplement C.1: clip norm 1.0, batch size 64,
@@ -36,6 +36,7 @@ discriminator's log-odds, which the importance weights use.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -44,7 +45,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer._params import ParamsMixin
 from synthinfer.data import DomainSpec
 from synthinfer.errors import (
     DomainError,
@@ -53,10 +53,12 @@ from synthinfer.errors import (
     ParameterError,
     PrivacyError,
 )
+from synthinfer.generate.base import Generator
 from synthinfer.generate.tabular import Continuous, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike
+from synthinfer.release.record import ReleaseRecord
 
 #: Temperature of the Gumbel-softmax relaxation of generated categories during training:
 #: small enough that the discriminator cannot tell generated from one-hot rows by softness
@@ -81,23 +83,23 @@ def _bucket(n: int) -> int:
     return max(64, 1 << (int(n) - 1).bit_length())
 
 
-class DPGAN(ParamsMixin):
+class DPGAN(Generator):
     """Differentially private GAN for mixed tabular data (Xie et al. 2018).
 
     Parameters
     ----------
     epsilon, delta : the privacy budget; ``0 < delta < 1`` (DP-SGD has no pure-DP guarantee).
         Ghalebikesabi et al. take ``delta = 1/N - 1e-6``.
-    seed : int, numpy Generator or None (OS entropy; use None for a real release).
+    seed : int, numpy Generator or None (OS entropy; use None for a real release); see
+        :class:`~synthinfer.generate.Generator` for the seed rule.
     clip_norm : L2 bound ``C`` on each private row's discriminator gradient.
     batch_size : expected lot size ``B``; the sampling probability is ``q = B / N``.
     epochs : number of passes; ``T = epochs * round(N / B)`` DP-SGD steps.
     learning_rate : SGD step size of the discriminator (DP-SGD).
     generator_optimizer, generator_learning_rate : ``"adam"`` (default, step 1e-3, beta_1 = 0.5)
-        or ``"sgd"``. The paper's setting, SGD with 0.15 for the generator too, let the
-        generator collapse on Adult in an exploratory run (mean 1-way TVD 0.48 after 15
-        epochs at epsilon 6, seed 0, against 0.07 with Adam; reproduce with
-        ``benchmarks/baselines/run_baselines.py --generators dpgan-sgd``); it stays available
+        or ``"sgd"``. The paper's setting, SGD with 0.15 for the generator too, lets the
+        generator collapse on Adult (mean 1-way TVD 0.48 against 0.07 with Adam, 15 epochs at
+        epsilon 6; ``benchmarks/baselines/run_baselines.py --generators dpgan-sgd``); it stays available
         as ``generator_optimizer="sgd", generator_learning_rate=0.15``. The generator is
         post-processing, so its optimiser does not affect privacy.
     hidden_dim : width of the hidden layers (None: the number of input features ``d``).
@@ -107,11 +109,14 @@ class DPGAN(ParamsMixin):
     -----------------
     ``schema_``, ``ledger_``, ``noise_multiplier_``, ``sampling_probability_``, ``steps_``,
     ``epsilon_dpsgd_`` (the accountant's epsilon for the chosen noise multiplier),
-    ``n_real_``, ``n_synthetic_``, ``discriminator_params_``, ``generator_params_``,
-    ``fit_seconds_``, ``seed_fixed_``.
+    ``n_synthetic_`` (generated rows per epoch of discriminator training), ``discriminator_params_``,
+    ``generator_params_``, ``fit_seconds_``, and the contract's ``n_`` (private rows, also the
+    real rows per epoch), ``ledger_``, ``seed_fixed_``, ``release_settings_``.
     """
 
-    mechanism = "DP-GAN"
+    mechanism = "dpgan"
+    #: name of the mechanism in the ledger's charges
+    _charge_name = "DP-GAN"
     _conditional = False
 
     def __init__(
@@ -168,20 +173,24 @@ class DPGAN(ParamsMixin):
         return budget
 
     # -- fitting -------------------------------------------------------------------------
-    def fit(self, df: pd.DataFrame, domain: DomainSpec, ledger: PrivacyLedger | None = None) -> DPGAN:
-        """Train on ``df`` with the public ``domain``: a :class:`~synthinfer.data.Domain` (continuous
-        columns with public bounds, categorical ones) or its short spelling ``{"age": (17, 90),
-        "sex": ["Female", "Male"]}`` (:meth:`Domain.from_spec <synthinfer.data.Domain.from_spec>`).
+    def fit(self, data: pd.DataFrame, domain: DomainSpec = None, ledger: PrivacyLedger | None = None) -> DPGAN:
+        """Train on ``data`` with the public ``domain`` (required): a :class:`~synthinfer.data.Domain`
+        (continuous columns with public bounds, categorical ones) or its short spelling
+        ``{"age": (17, 90), "sex": ["Female", "Male"]}``
+        (:meth:`Domain.from_spec <synthinfer.data.Domain.from_spec>`).
 
         Spends ``(epsilon, delta)`` from ``ledger`` (a new ledger for exactly that budget when
         None) before any training; raises :class:`~synthinfer.errors.BudgetExceededError`
         without touching the data if it does not fit.
         """
         budget = self._validate()
+        if domain is None:
+            raise ParameterError(f"{type(self).__name__} needs the public schema of the data: pass a Domain "
+                                 "or a dict of bounds / categories")
         full = TabularSchema.from_spec(domain)
         feat_schema, label_col = self._split_schema(full)
-        X = feat_schema.transform(df).astype(np.float32)
-        labels = self._label_codes(df, label_col)
+        X = feat_schema.transform(data).astype(np.float32)
+        labels = self._label_codes(data, label_col)
         n = X.shape[0]
         if n < 2:
             raise EmptyDataError(f"{type(self).__name__} needs at least 2 rows, got {n}")
@@ -195,13 +204,13 @@ class DPGAN(ParamsMixin):
         sigma = dpsgd_noise_multiplier(eps_sgd, budget.delta, q, steps)
         eps_check = dpsgd_epsilon(sigma, q, steps, budget.delta)
         # Checked before anything is spent, so a conditional fit cannot spend half.
-        ledger.check(self.mechanism, budget.epsilon, budget.delta, mechanism="DP-SGD")
+        ledger.check(self._charge_name, budget.epsilon, budget.delta, mechanism="DP-SGD")
         rng = make_rng(self.seed)
         label_probs = None
         if self._conditional:
             label_probs = self._noisy_label_distribution(labels, label_col, eps_label, ledger, rng)
         ledger.spend(
-            f"{self.mechanism} discriminator",
+            f"{self._charge_name} discriminator",
             eps_sgd,
             budget.delta,
             mechanism="DP-SGD (Poisson-subsampled Gaussian; PLD accountant, substitution neighbours)",
@@ -222,7 +231,7 @@ class DPGAN(ParamsMixin):
         self.steps_ = steps
         self.epsilon_dpsgd_ = eps_check
         self.ledger_ = ledger
-        self.n_real_ = n
+        self.n_ = n
         # Each step shows the discriminator B generated rows against B real rows in
         # expectation, so it is trained on balanced classes: N_G = N_D per epoch.
         self.n_synthetic_ = n
@@ -407,7 +416,17 @@ class DPGAN(ParamsMixin):
         if not hasattr(self, "generator_params_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
 
-    def generate(self, m: int = 1, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
+    def release_record(self) -> ReleaseRecord:
+        """The release's record of this fit. A release's Domain is categorical: an all-categorical
+        schema becomes the record's Domain, a mixed one (with bounded continuous columns) goes
+        into ``settings["schema"]`` and the record has no Domain."""
+        record = super().release_record()
+        schema = self.schema_
+        if all(not isinstance(c, Continuous) for c in schema.columns):
+            return dataclasses.replace(record, domain=Domain(list(schema.columns)))
+        return dataclasses.replace(record, settings={**record.settings, "schema": schema.to_dict()})
+
+    def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
         """Draw ``m`` synthetic datasets of ``n`` rows (default: as many as the real data).
 
         Post-processing of the DP generator: costs no privacy budget.
@@ -415,9 +434,8 @@ class DPGAN(ParamsMixin):
         from synthinfer._jax import jax
 
         self._check_fitted()
-        m = _positive_int("m", m)
-        n = self.n_real_ if n is None else _positive_int("n", n)
-        key = jax_key(make_rng(seed))
+        m, n = self._check_m_n(m, n)
+        key = jax_key(self._generate_rng(seed))
         sample = self._jitted_sampler()
         out = []
         for _ in range(m):
@@ -461,7 +479,7 @@ class DPGAN(ParamsMixin):
         """``logit D(x)`` of the trained discriminator for each row of ``df`` (real or synthetic).
 
         Post-processing of the DP discriminator (no privacy cost). It estimates
-        ``log p_D(x) / p_G(x)`` up to the class-balance offset ``log(n_synthetic_ / n_real_)``,
+        ``log p_D(x) / p_G(x)`` up to the class-balance offset ``log(n_synthetic_ / n_)``,
         which is 0 for the balanced batches used in training (Ghalebikesabi et al. 2022,
         Section 3.5; see the module docstring on eq. 1).
         """
@@ -494,7 +512,8 @@ class DPCGAN(DPGAN):
     the generator the labels of the private batch, which no accountant covers; we do not.
     """
 
-    mechanism = "DP-CGAN"
+    mechanism = "dpcgan"
+    _charge_name = "DP-CGAN"
     _conditional = True
 
     def __init__(
@@ -553,7 +572,7 @@ class DPCGAN(DPGAN):
         counts = np.bincount(labels, minlength=label_col.size).astype(float)
         noisy, _ = laplace_mechanism(
             counts, sensitivity=2.0, epsilon=eps, ledger=ledger, seed=rng,
-            name=f"{self.mechanism} label histogram",
+            name=f"{self._charge_name} label histogram",
         )
         noisy = np.clip(noisy, 0.0, None)
         return noisy / noisy.sum() if noisy.sum() > 0 else np.full(label_col.size, 1.0 / label_col.size)

@@ -18,23 +18,36 @@ bounds must be public (chosen without looking at the data): clamping, not droppi
 output size independent of the data (A.3). Rows are released in random order; rounding of
 ``integer`` columns and clipping of ``binary`` columns happen after the noise (post-processing,
 free of privacy cost).
+
+The mechanism releases one dataset, one noisy row per real row: ``generate`` returns it (``m``
+must be 1; more datasets would need more noise draws, i.e. more budget), or a random subset of
+its rows. Its release record has no Domain (the columns are continuous): the public bounds go
+into the record's settings.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from synthinfer._params import ParamsMixin
-from synthinfer.errors import DomainError, EmptyDataError, NonFiniteError, NotFittedError, PrivacyError, UnknownColumnError
+from synthinfer.errors import (
+    ArgumentTypeError,
+    EmptyDataError,
+    NonFiniteError,
+    ParameterError,
+    PrivacyError,
+    UnknownColumnError,
+)
+from synthinfer.generate.base import Generator
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.privacy.randomness import SeedLike, make_rng, seed_fixed
 
 
-class LaplaceMechanismGenerator(ParamsMixin):
+class LaplaceMechanismGenerator(Generator):
     """Truncated Laplace-mechanism synthetic data (Proposition 3): clamp to [a, b], add Laplace(0, lambda).
 
     Parameters
@@ -46,14 +59,18 @@ class LaplaceMechanismGenerator(ParamsMixin):
     binary : columns whose noisy values are turned back to {a, b} by thresholding at the
         midpoint (post-processing; equivalent to randomised response on the clamped value).
     integer : columns rounded to integers after the noise (post-processing).
-    seed : randomness of the noise (None = OS entropy; a fixed seed is for tests only).
+    seed : randomness of the noise (None = OS entropy; a fixed seed is for tests only); see
+        :class:`~synthinfer.generate.Generator` for the seed rule.
 
     Attributes after :meth:`fit`
     ----------------------------
-    scales_ : ``{column: lambda_j}``; epsilons_ : ``{column: epsilon_j}``;
-    ledger_ : the :class:`PrivacyLedger` charged (one entry per column);
-    privacy_ : summary dict (mechanism, epsilon, delta, composition, seed_fixed).
+    synthetic_ : the released rows; scales_ : ``{column: lambda_j}``; epsilons_ :
+    ``{column: epsilon_j}``; ledger_ : the :class:`PrivacyLedger` charged (one entry per
+    column); privacy_ : summary dict (mechanism, epsilon, delta, composition, seed_fixed);
+    n_, seed_fixed_, release_settings_ : as for every :class:`~synthinfer.generate.Generator`.
     """
+
+    mechanism = "laplace-mechanism"
 
     def __init__(
         self,
@@ -75,18 +92,18 @@ class LaplaceMechanismGenerator(ParamsMixin):
     def _plan(self) -> tuple[dict[str, float], dict[str, float]]:
         """Per-column (lambda_j, epsilon_j) from the settings."""
         if not self.bounds:
-            raise DomainError("bounds must name at least one column")
+            raise ParameterError("bounds must name at least one column")
         widths = {}
         for c, ab in self.bounds.items():
             a, b = (float(v) for v in ab)
             if not (math.isfinite(a) and math.isfinite(b) and b > a):
-                raise DomainError(f"bounds of column {c!r} must be finite with a < b, got {ab!r}")
+                raise ParameterError(f"bounds of column {c!r} must be finite with a < b, got {ab!r}")
             widths[c] = b - a
         if (self.epsilon is None) == (self.scales is None):
             raise PrivacyError("give exactly one of epsilon (total, split equally) or scales (per column)")
         if self.scales is not None:
             if set(self.scales) != set(widths):
-                raise DomainError(f"scales must name the same columns as bounds {sorted(widths)}")
+                raise ParameterError(f"scales must name the same columns as bounds {sorted(widths)}")
             lam = {c: float(self.scales[c]) for c in widths}
             if any(not (math.isfinite(v) and v > 0) for v in lam.values()):
                 raise PrivacyError(f"scales must be finite and > 0, got {dict(self.scales)}")
@@ -97,12 +114,30 @@ class LaplaceMechanismGenerator(ParamsMixin):
         eps_j = float(eps) / len(widths)
         return {c: widths[c] / eps_j for c in widths}, {c: eps_j for c in widths}
 
-    def fit(self, data: pd.DataFrame, ledger: PrivacyLedger | None = None) -> "LaplaceMechanismGenerator":
-        """Release the noisy copy of ``data`` (its ``bounds`` columns), charging ``ledger`` first."""
+    def _release_settings(self) -> dict[str, Any]:
+        """Settings for a release's record, ``release_settings_``: the public bounds and the
+        noise plan (the seed only as whether one was fixed)."""
+        return {
+            "bounds": {c: [float(a), float(b)] for c, (a, b) in self.bounds.items()},
+            "epsilon": self.epsilon,
+            "scales": None if self.scales is None else {c: float(v) for c, v in self.scales.items()},
+            "binary": list(self.binary),
+            "integer": list(self.integer),
+            "seed_fixed": seed_fixed(self.seed),
+        }
+
+    def fit(self, data: pd.DataFrame, domain: None = None, ledger: PrivacyLedger | None = None) -> LaplaceMechanismGenerator:
+        """Release the noisy copy of ``data`` (its ``bounds`` columns), charging ``ledger`` first.
+
+        ``domain`` must be None: the public bounds are the ``bounds`` setting.
+        """
+        if domain is not None:
+            raise ParameterError("LaplaceMechanismGenerator takes its public bounds from its `bounds` setting; "
+                                 f"pass domain=None, got {type(domain).__name__}")
         lam, eps = self._plan()
         cols = list(self.bounds)
         if not isinstance(data, pd.DataFrame):
-            raise DomainError("data must be a pandas DataFrame")
+            raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
         missing = [c for c in cols if c not in data.columns]
         if missing:
             raise UnknownColumnError(f"columns {missing} (named in bounds) are not in the data {list(data.columns)}")
@@ -137,6 +172,9 @@ class LaplaceMechanismGenerator(ParamsMixin):
             a, b = (float(v) for v in self.bounds[c])
             out[c] = np.where(out[c] > (a + b) / 2, b, a)
         self.synthetic_ = out
+        self.n_ = len(out)
+        self.seed_fixed_ = seed_fixed(self.seed)
+        self.release_settings_ = self._release_settings()
         self.scales_, self.epsilons_ = lam, eps
         self.privacy_ = {
             "mechanism": "truncated Laplace (Wilde et al. 2021, Proposition 3)",
@@ -147,20 +185,23 @@ class LaplaceMechanismGenerator(ParamsMixin):
         }
         return self
 
-    def generate(self, n: int | None = None, seed: SeedLike = None) -> pd.DataFrame:
-        """The released rows (post-processing: no further privacy cost).
+    def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
+        """``[the released rows]`` (post-processing: no further privacy cost); ``m`` must be 1.
 
-        With ``n`` given, a random subset of ``n`` released rows (without replacement): the
-        mechanism releases one noisy row per real row, so it cannot produce more.
+        With ``n`` smaller than ``n_``, a random subset of ``n`` released rows (without
+        replacement, in their released order): the mechanism releases one noisy row per real
+        row, so it cannot produce more.
         """
-        if not hasattr(self, "synthetic_"):
-            raise NotFittedError("LaplaceMechanismGenerator is not fitted; call fit() first")
-        if n is None:
-            return self.synthetic_.copy()
-        if not (0 <= n <= len(self.synthetic_)):
-            raise DomainError(f"n must be between 0 and the {len(self.synthetic_)} released rows, got {n}")
-        idx = make_rng(seed).choice(len(self.synthetic_), size=n, replace=False)
-        return self.synthetic_.iloc[np.sort(idx)].reset_index(drop=True)
+        self._check_fitted()
+        m, n = self._check_m_n(m, n)
+        if m != 1:
+            raise ParameterError(f"the Laplace mechanism releases one dataset (more would need more budget); m={m} asked")
+        if n > self.n_:
+            raise ParameterError(f"n must be at most the {self.n_} released rows, got {n}")
+        if n == self.n_:
+            return [self.synthetic_.copy()]
+        idx = self._generate_rng(seed).choice(self.n_, size=n, replace=False)
+        return [self.synthetic_.iloc[np.sort(idx)].reset_index(drop=True)]
 
 
 def laplace_synthetic(

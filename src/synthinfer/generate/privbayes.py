@@ -2,8 +2,8 @@
 
 Implemented here rather than adapted: of the maintained implementations, ``dpart`` pins
 numpy 1.22 / pandas 1.4 (it does not install next to this stack), and DataSynthesizer works
-through its own file-based describer, needs seaborn, and its Laplace noise on the conditional
-distributions was once too small; neither spends through a synthinfer ledger.
+through its own file-based describer and needs seaborn; neither spends through a synthinfer
+ledger.
 
 Algorithm (pure epsilon-DP, substitution neighbours: one row replaced, ``n`` public):
 
@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
@@ -56,6 +55,7 @@ from synthinfer.errors import (
     ParameterError,
     PrivacyError,
 )
+from synthinfer.generate.base import Generator
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, laplace_mechanism, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 
@@ -105,14 +105,15 @@ def table_counts(codes: np.ndarray, shape: tuple[int, ...], network: list[tuple[
     return out
 
 
-class PrivBayes(ParamsMixin):
+class PrivBayes(Generator):
     """PrivBayes: differentially private synthetic data from a noisy Bayesian network.
 
     Parameters
     ----------
     epsilon : total privacy budget (pure epsilon-DP; ``delta`` is accepted for a uniform API
         and must be 0).
-    seed : int, numpy Generator or None (OS entropy; use None for a real release).
+    seed : int, numpy Generator or None (OS entropy; use None for a real release); see
+        :class:`~synthinfer.generate.Generator` for the seed rule.
     degree : the maximum number of parents ``k``, or ``"auto"`` (theta-usefulness).
     beta : share of epsilon for learning the structure (Zhang et al. use 0.3).
     theta : usefulness threshold for ``degree="auto"`` (Zhang et al. use 4).
@@ -121,10 +122,11 @@ class PrivBayes(ParamsMixin):
     -----------------
     ``domain_``, ``degree_``, ``network_`` (list of ``(attribute, parents)`` names in
     sampling order), ``conditionals_`` (one array per table, shape parent sizes + child
-    size), ``first_joint_`` (noisy joint of the first ``k'+1`` attributes), ``ledger_``, ``n_real_``, ``laplace_scale_``, ``seed_fixed_``.
+    size), ``first_joint_`` (noisy joint of the first ``k'+1`` attributes), ``laplace_scale_``,
+    and the contract's ``n_``, ``ledger_``, ``seed_fixed_``, ``release_settings_``.
     """
 
-    mechanism = "PrivBayes"
+    mechanism = "privbayes"
 
     def __init__(
         self,
@@ -177,8 +179,8 @@ class PrivBayes(ParamsMixin):
                 best = k
         return best
 
-    def fit(self, df: pd.DataFrame, domain: Domain, ledger: PrivacyLedger | None = None) -> PrivBayes:
-        """Learn the network and its noisy conditionals from ``df`` over the public ``domain``.
+    def fit(self, data: pd.DataFrame, domain: Domain | None = None, ledger: PrivacyLedger | None = None) -> PrivBayes:
+        """Learn the network and its noisy conditionals from ``data`` over the public ``domain``.
 
         Spends ``epsilon`` from ``ledger`` (a new ledger for exactly that budget when None) in
         two charges (structure, conditionals); raises
@@ -187,7 +189,7 @@ class PrivBayes(ParamsMixin):
         budget = self._validate()
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        codes = encode(df, domain)
+        codes = encode(data, domain)
         n, d = codes.shape
         if n < 2:
             raise EmptyDataError(f"PrivBayes needs at least 2 rows, got {n}")
@@ -223,7 +225,7 @@ class PrivBayes(ParamsMixin):
         self.degree_ = k
         self.laplace_scale_ = scale
         self.ledger_ = ledger
-        self.n_real_ = n
+        self.n_ = n
         self.seed_fixed_ = seed_fixed(self.seed)
         self.release_settings_ = self._release_settings()
         return self
@@ -295,18 +297,15 @@ class PrivBayes(ParamsMixin):
             codes[:, child] = np.minimum((np.cumsum(probs, axis=1) < u).sum(axis=1), shape[child] - 1)
         return codes
 
-    def generate(self, m: int = 1, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
+    def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
         """Draw ``m`` synthetic datasets of ``n`` rows (default: as many as the real data).
 
         Ancestral sampling from the noisy network: post-processing, no privacy cost.
         """
         self._check_fitted()
-        for name, v in (("m", m), ("n", n)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise ParameterError(f"{name} must be a positive integer, got {v!r}")
-        n = self.n_real_ if n is None else int(n)
-        rng = make_rng(seed)
-        return [decode(self._sample_codes(n, rng), self.domain_) for _ in range(int(m))]
+        m, n = self._check_m_n(m, n)
+        rng = self._generate_rng(seed)
+        return [decode(self._sample_codes(n, rng), self.domain_) for _ in range(m)]
 
     def __repr__(self) -> str:
         return f"PrivBayes(epsilon={self.epsilon!r}, degree={self.degree!r})"

@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import single_threaded_blas
-from synthinfer._params import ParamsMixin
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
@@ -38,21 +37,20 @@ from synthinfer.errors import (
     SynthinferWarning,
     UnknownColumnError,
 )
+from synthinfer.generate.base import Generator
 from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, get_backend
 from synthinfer.napsu.likelihood import PRIOR_SD
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
+from synthinfer.release.record import ReleaseRecord
 
 #: Noise level the authors used in inference for the "without noise awareness" ablation (Fig. 3b).
 NON_NOISE_AWARE_SIGMA = 0.005
 
-#: Spawn key of generate()'s own random stream under a fixed seed (see NapsuMQ._generate_rng).
-_GENERATE_STREAM = 0x6E6E
-
-#: generate()'s default number of datasets (fit compiles the sampler for it ahead of time)
-DEFAULT_M = 100
+#: The number of datasets fit() compiles generate()'s sampler for ahead of time (a typical m)
+PRECOMPILED_M = 100
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
@@ -61,7 +59,7 @@ def _generate_batch(m: int, n: int, n_columns: int) -> int:
     return max(1, min(m, int(2e7 // max(1, n * n_columns))))
 
 
-class NapsuMQ(ParamsMixin):
+class NapsuMQ(Generator):
     """Noise-aware synthetic data generator from noisy marginal queries (NAPSU-MQ).
 
     Parameters
@@ -93,7 +91,8 @@ class NapsuMQ(ParamsMixin):
         some (the others take their first category). The family of distributions is the same;
         the N(0, prior_sd^2 I) prior is relative to the reference.
     seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
-        only choice for a real release) draws the DP noise from OS entropy.
+        only choice for a real release) draws the DP noise from OS entropy. ``generate``
+        follows the seed rule of :class:`~synthinfer.generate.Generator`.
 
     Compiled programs are reused by later fits of the same marginals (any epsilon or data),
     and across processes after :func:`synthinfer.enable_compilation_cache`; current run times
@@ -107,9 +106,12 @@ class NapsuMQ(ParamsMixin):
     diagnostics_ : dict (Laplace info, R-hat, ESS, divergences, gradient evaluations, timings);
     ledger_ : the PrivacyLedger charged (it may be shared with other mechanisms); spent_ : the
         (epsilon, delta) this fit charged; privacy_ : the ledger's record at fit time plus mechanism details;
-    release_settings_ : the settings of this fit, JSON-ready and without the seed's value, for
-        ``write_release(settings=...)`` (``get_params()`` has them as given, seed included).
+    release_settings_ : the settings of this fit, JSON-ready and without the seed's value
+        (``get_params()`` has them as given, seed included); :meth:`release_record` adds the
+        fit's public facts for ``write_release(record=...)``.
     """
+
+    mechanism = "napsu-mq"
 
     def __init__(
         self,
@@ -209,7 +211,7 @@ class NapsuMQ(ParamsMixin):
     def fit(
         self,
         data: pd.DataFrame,
-        domain: Domain,
+        domain: Domain | None = None,
         ledger: PrivacyLedger | None = None,
         *,
         progress: Callable[[str], None] | None = None,
@@ -297,7 +299,6 @@ class NapsuMQ(ParamsMixin):
         self.n_ = n
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
-        self._stream = None  # generate()'s stream restarts with each fit
         with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
             self._infer(rng, stage, timings)
         fit_charges = ledger.charges[charges_before:]
@@ -324,8 +325,9 @@ class NapsuMQ(ParamsMixin):
                              "sigma_inference": sigma_inf, **res.diagnostics, "timings": timings}
 
     def _compile_sampler(self) -> None:
-        """Start compiling generate()'s sampler for its defaults on a background thread."""
-        self.network_.compile_sample_many(_generate_batch(DEFAULT_M, self.n_, len(self.domain_)), self.n_)
+        """Start compiling generate()'s sampler for ``PRECOMPILED_M`` datasets of ``n_`` rows on a
+        background thread."""
+        self.network_.compile_sample_many(_generate_batch(PRECOMPILED_M, self.n_, len(self.domain_)), self.n_)
 
     def _privacy_record(self) -> dict[str, Any]:
         rec = self.ledger_.to_dict()
@@ -340,16 +342,6 @@ class NapsuMQ(ParamsMixin):
         return rec
 
     # ------------------------------------------------------------------------------------
-    def _generate_rng(self) -> np.random.Generator:
-        """The stream generate() continues when called without a seed (see its docstring)."""
-        if self.seed is None or isinstance(self.seed, np.random.Generator):
-            return make_rng(self.seed)
-        if getattr(self, "_stream", None) is None:
-            # a stream of its own, not the fit's: generating never replays the fit's noise draws
-            entropy = self.seed.entropy if isinstance(self.seed, np.random.SeedSequence) else int(self.seed)
-            self._stream = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(_GENERATE_STREAM,)))
-        return self._stream
-
     def _check_fitted(self) -> None:
         if not hasattr(self, "posterior_"):
             raise NotFittedError("this NapsuMQ is not fitted yet; call fit(data, domain) first")
@@ -362,11 +354,11 @@ class NapsuMQ(ParamsMixin):
 
     def generate(
         self,
-        m: int = DEFAULT_M,
+        m: int,
         n: int | None = None,
         seed: SeedLike = None,
-        midpoints: bool | Sequence[str] = False,
         *,
+        midpoints: bool | Sequence[str] = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> list[pd.DataFrame]:
         """``m`` synthetic datasets of ``n`` rows (default: the real ``n``), decoded to categories.
@@ -375,17 +367,13 @@ class NapsuMQ(ParamsMixin):
         ``theta_i`` (Algorithm 1, last step); the draws are taken without replacement from the
         stored posterior sample (with replacement if ``m`` exceeds it). With ``midpoints``,
         discretised columns come back as bin midpoints (Supplement F). ``progress(done, m)``
-        is called after each batch. ``seed`` fixes this call's randomness; without it, a
-        generator constructed with a ``seed`` continues one reproducible stream across calls
-        (as scikit-learn's ``random_state``), and one without draws fresh entropy.
+        is called after each batch. Seeds follow the rule of
+        :class:`~synthinfer.generate.Generator`: with an integer ``seed`` (this call's, else
+        the generator's) every call returns the same datasets.
         """
         self._check_fitted()
-        if isinstance(m, bool) or not (isinstance(m, (int, np.integer)) and m >= 1):
-            raise ParameterError(f"m must be a positive integer, got {m!r}")
-        n = self.n_ if n is None else n
-        if isinstance(n, bool) or not (isinstance(n, (int, np.integer)) and n >= 1):
-            raise ParameterError(f"n must be a positive integer, got {n!r}")
-        rng = make_rng(seed) if seed is not None else self._generate_rng()
+        m, n = self._check_m_n(m, n)
+        rng = self._generate_rng(seed)
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
         idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
         thetas = flat[idx]
@@ -403,6 +391,34 @@ class NapsuMQ(ParamsMixin):
             if progress:
                 progress(len(out), m)
         return out
+
+    def release_record(self) -> ReleaseRecord:
+        """The release's record of this fit: ``release_settings_`` plus the fit's public facts
+        (the MST-selected marginals, ``sigma_dp``, the reference categories), the Domain, the
+        measured marginals, the ledger, the posterior draws and :meth:`diagnostics_summary`."""
+        self._check_fitted()
+        settings = self.release_settings_ | {
+            "selected_marginals": [list(m.columns) for m in self.selected_marginals_],
+            "sigma_dp": self.sigma_dp_,
+            "reference_categories": {c: self.domain_[c].categories[k] for c, k in self.queries_.reference.items()},
+        }
+        return ReleaseRecord(
+            mechanism=self.mechanism, settings=settings, domain=self.domain_,
+            marginals=[list(m.columns) for m in self.marginals_], ledger=self.ledger_, n=self.n_,
+            seed_fixed=self.seed_fixed_, posterior=self.posterior_, diagnostics=self.diagnostics_summary(),
+        )
+
+    def diagnostics_summary(self) -> dict[str, Any]:
+        """``diagnostics_`` for a release: without per-parameter arrays (R-hat and ESS per
+        parameter, the optimiser's attempts; the posterior holds the draws) and without wall-clock
+        times (they describe the machine, and a computation's time on private data is not
+        covered by the DP guarantee)."""
+        self._check_fitted()
+        drop = {"rhat", "ess_bulk", "attempts", "seconds", "timings"}
+        return {
+            k: {kk: vv for kk, vv in v.items() if kk not in drop} if isinstance(v, dict) else v
+            for k, v in self.diagnostics_.items() if k not in drop
+        }
 
     # ------------------------------------------------------------------------------------
     def summary(self) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthinfer._io import atomic_write
+from synthinfer.files import atomic_write
 from synthinfer.data import Domain, as_marginals
 from synthinfer.errors import ReleaseError
 from synthinfer.napsu.diagnostics import to_inference_data

@@ -1,11 +1,13 @@
 """Release bundles: the m synthetic datasets, their provenance and privacy record, checksummed.
 
-The data holder calls :func:`write_release`; the analyst calls :func:`open_release` and then
-``release.analyze(formula, model=...)``.
+The data holder calls ``write_release(path, gen.generate(m), record=gen.release_record())``
+(a :class:`ReleaseRecord` carries the mechanism's provenance and privacy record); the analyst
+calls :func:`open_release` and then ``release.analyze(formula, model=...)``.
 """
 
 from synthinfer.release.manifest import FORMAT_VERSION, MANIFEST_NAME
 from synthinfer.release.reader import Release, open_release
+from synthinfer.release.record import ReleaseRecord
 from synthinfer.release.writer import PRIVATE_ATTR, mark_private, write_release
 
 __all__ = [
@@ -13,6 +15,7 @@ __all__ = [
     "MANIFEST_NAME",
     "PRIVATE_ATTR",
     "Release",
+    "ReleaseRecord",
     "mark_private",
     "open_release",
     "write_release",

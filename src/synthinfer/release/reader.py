@@ -33,6 +33,7 @@ class Release:
     weights : per-row weights, one array per dataset, or None.
     posterior : the posterior draws as ArviZ ``InferenceData``, or None.
     domain, marginals, ledger : the public Domain, the measured marginals and the privacy record.
+    diagnostics : the generator's summary of its fit (e.g. NAPSU-MQ's convergence checks), or None.
     n, n_syn, m : rows of the private data, rows of each synthetic dataset, number of datasets.
     fingerprint : SHA-256 of ``manifest.json``. The manifest checksums every other file, so this
         one hash identifies the whole release; a data holder can publish it out of band so that
@@ -68,6 +69,10 @@ class Release:
     @property
     def ledger(self) -> PrivacyLedger:
         return PrivacyLedger.from_dict(self.manifest["privacy"])
+
+    @property
+    def diagnostics(self) -> dict[str, Any] | None:
+        return self.manifest.get("diagnostics")
 
     @property
     def n(self) -> int:

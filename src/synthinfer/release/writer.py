@@ -1,4 +1,4 @@
-"""Writing a release bundle: the unit a data holder publishes (issue 4, "Release bundle").
+"""Writing a release bundle: the unit a data holder publishes.
 
 Layout of a bundle (a directory, or the same tree inside a ``.zip``)::
 
@@ -26,18 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthinfer.data import Continuous, Domain, Marginal, as_marginals, decode
+from synthinfer.data import Continuous, Domain, decode
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ReleaseError
-from synthinfer.privacy import PrivacyLedger
-from synthinfer.release.manifest import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    MANIFEST_NAME,
-    check_no_seed,
-    sha256_file,
-    to_jsonable,
-)
+from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, sha256_file, to_jsonable
+from synthinfer.release.record import ReleaseRecord
 
 #: ``DataFrame.attrs`` key marking a frame as private input. A release refuses such frames.
 PRIVATE_ATTR = "synthinfer.private"
@@ -169,67 +162,61 @@ def _posterior_idata(posterior: Any):
     )
 
 
-def _check_scalar_args(mechanism: Any, settings: Any, ledger: Any, n: Any, seed_fixed: Any) -> None:
-    if not isinstance(mechanism, str) or not mechanism:
-        raise ReleaseError("mechanism must be a non-empty string naming the synthesiser")
-    if not isinstance(settings, Mapping):
-        raise ReleaseError(f"settings must be a dict, got {type(settings).__name__}")
-    if not isinstance(ledger, PrivacyLedger):
-        raise ReleaseError(f"ledger must be the PrivacyLedger that recorded the spend, got {type(ledger).__name__}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ReleaseError(f"n (rows of the private data) must be a positive integer, got {n!r}")
-    if not isinstance(seed_fixed, (bool, np.bool_)):
-        raise ReleaseError(f"seed_fixed must be True or False, got {seed_fixed!r}")
+def _midpoint_columns(frame: pd.DataFrame, domain: Domain | None) -> list[str] | None:
+    """The discretised Domain columns that the datasets hold as numbers (bin midpoints, e.g.
+    from ``NapsuMQ.generate(midpoints=...)``) rather than as bin labels; None without a Domain.
+
+    Read from the datasets themselves, so the manifest states what was released whoever
+    generated it."""
+    if domain is None:
+        return None
+    return [
+        str(c) for c in frame.columns
+        if domain[c].binning is not None and pd.api.types.is_numeric_dtype(frame[c].dtype)
+        and not isinstance(frame[c].dtype, pd.CategoricalDtype)
+    ]
 
 
 def write_release(
     path: str | os.PathLike,
     datasets: Sequence[pd.DataFrame | np.ndarray],
     *,
-    mechanism: str,
-    settings: Mapping[str, Any],
-    domain: Domain | None,
-    marginals: Sequence[Marginal | Sequence[str]] | None,
-    ledger: PrivacyLedger,
-    n: int,
-    seed_fixed: bool,
+    record: ReleaseRecord,
     weights: Sequence[np.ndarray] | None = None,
-    posterior: Any = None,
     overwrite: bool = False,
-    zip: bool = False,  # noqa: A002 - the issue's name for the option
+    zip: bool = False,  # noqa: A002 - shadows the builtin inside this function only
     private_data: Any = None,
 ) -> Path:
     """Write the m synthetic ``datasets`` as a release bundle at ``path``; return its path.
+
+    ``write_release(path, gen.generate(m), record=gen.release_record(), private_data=df)``.
 
     Parameters
     ----------
     path : target directory (or zip file with ``zip=True``; ``.zip`` is appended if missing).
     datasets : the m synthetic datasets, as DataFrames (or ``(n_syn, d)`` code arrays, decoded
-        with ``domain``). Never the private data: frames marked with :func:`mark_private`, the
-        object passed as ``private_data``, or a frame with exactly its rows are refused.
-    mechanism, settings : the synthesiser's name and all its settings (JSON-able; a seed's value
-        is refused, record ``seed_fixed`` instead).
-    domain, marginals : the public Domain and the measured marginals, when the mechanism has them.
-    ledger : the :class:`PrivacyLedger` that recorded the spend; its record (total, spent, and
-        ``(epsilon, delta)`` per component) goes into the manifest.
-    n : the number of rows of the private data (needed by the combining rules, Supplement B
-        eq. 10 of Räisä et al. 2023).
-    seed_fixed : whether the synthesis was seeded (the seed itself is never written).
+        with the record's Domain). Never the private data: frames marked with
+        :func:`mark_private`, the object passed as ``private_data``, or a frame with exactly its
+        rows are refused.
+    record : the :class:`~synthinfer.release.ReleaseRecord` of the fitted generator
+        (``generator.release_record()``): mechanism, settings (never a seed's value), Domain,
+        marginals, the :class:`PrivacyLedger` whose record (total, spent, and ``(epsilon,
+        delta)`` per component) goes into the manifest, the private row count ``n``,
+        ``seed_fixed``, posterior draws (stored as netCDF) and a diagnostics summary.
     weights : optional per-row weights, one vector per dataset, stored as a column of the
         dataset files and named in the manifest.
-    posterior : optional posterior draws: ArviZ ``InferenceData`` or a dict of arrays shaped
-        ``(chain, draw, ...)``; stored as netCDF.
     overwrite : replace an existing release at ``path`` (otherwise :class:`ReleaseError`).
     zip : write a single zip file instead of a directory.
     private_data : optionally the private input, to guard against releasing it by mistake.
     """
-    _check_scalar_args(mechanism, settings, ledger, n, seed_fixed)
-    check_no_seed(settings)
-    settings_json = to_jsonable(dict(settings))
+    if not isinstance(record, ReleaseRecord):
+        raise ReleaseError(
+            f"record must be a ReleaseRecord (a fitted generator's release_record()), got {type(record).__name__}"
+        )
+    domain = record.domain
     frames = _as_frames(datasets, domain, private_data)
     wts = _check_weights(weights, frames)
-    idata = None if posterior is None else _posterior_idata(posterior)
-    marg = None if marginals is None else [list(mg.columns) for mg in as_marginals(marginals)]
+    idata = None if record.posterior is None else _posterior_idata(record.posterior)
 
     target = Path(path)
     if zip and target.suffix.lower() != ".zip":
@@ -262,15 +249,17 @@ def write_release(
             "format_version": FORMAT_VERSION,
             "synthinfer_version": _synthinfer_version(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "mechanism": mechanism,
-            "settings": settings_json,
+            "mechanism": record.mechanism,
+            "settings": record.settings,
             "domain": None if domain is None else domain.to_dict(),
-            "marginals": marg,
-            "privacy": to_jsonable(ledger.to_dict(), "privacy"),
-            "n": int(n),
+            "marginals": record.marginals,
+            "privacy": to_jsonable(record.ledger.to_dict(), "privacy"),
+            "n": record.n,
             "n_syn": n_syn[0] if len(set(n_syn)) == 1 else n_syn,
             "m": m,
-            "seed_fixed": bool(seed_fixed),
+            "seed_fixed": record.seed_fixed,
+            "midpoints": _midpoint_columns(frames[0], domain),
+            "diagnostics": record.diagnostics,
             "columns": [str(c) for c in frames[0].columns],
             # Parquet loses the categorical dtype of non-string categories (and so the unused
             # categories a fixed design matrix needs); record the categories to restore them.

@@ -2,7 +2,7 @@
 
 A GAN's discriminator ``D(x)`` is a classifier of real versus generated rows, so eq. (1) turns
 its logits into density ratios: ``log w(x) = logit D(x) + log(N_G / N_D)``, where ``N_D`` and
-``N_G`` are the numbers of real and generated rows the discriminator was trained on (``n_real_``
+``N_G`` are the numbers of real and generated rows the discriminator was trained on (``n_``
 and ``n_synthetic_`` of the generator). (The brief and the paper's Section 3.2 write the prior
 term as ``log(N_D / N_G)``; eq. (1) gives ``log(N_G / N_D)``. With balanced training both are 0.)
 
@@ -27,7 +27,7 @@ class DiscriminatorWeights(WeightEstimator):
     Parameters
     ----------
     gan : a fitted generator exposing ``discriminator_log_odds(df) -> np.ndarray`` (``logit
-        D(x)``, one per row) and the attributes ``n_real_`` and ``n_synthetic_``.
+        D(x)``, one per row) and the attributes ``n_`` (real rows) and ``n_synthetic_``.
     """
 
     def __init__(self, gan):
@@ -48,10 +48,10 @@ class DiscriminatorWeights(WeightEstimator):
             raise ArgumentTypeError(
                 f"{type(self.gan).__name__} has no discriminator_log_odds(df); DiscriminatorWeights needs a GAN generator"
             )
-        for attr in ("n_real_", "n_synthetic_"):
+        for attr in ("n_", "n_synthetic_"):
             if not hasattr(self.gan, attr):
                 raise NotFittedError(f"the generator has no {attr}: fit it before DiscriminatorWeights")
-        self.n_real_, self.n_synthetic_ = int(self.gan.n_real_), int(self.gan.n_synthetic_)
+        self.n_real_, self.n_synthetic_ = int(self.gan.n_), int(self.gan.n_synthetic_)
         self.ledger_ = ledger if ledger is not None else getattr(self.gan, "ledger_", None)
         if self.ledger_ is not None:
             self.ledger_.spend("DiscriminatorWeights", 0.0, 0.0, mechanism="post-processing of the DP discriminator",

@@ -1,4 +1,4 @@
-"""Atomic file output: never leave a half-written file behind."""
+"""Atomic file output: never leave a half-written file behind (a failed write keeps the old file)."""
 
 from __future__ import annotations
 
@@ -24,4 +24,5 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
     atomic_write(path, lambda p: p.write_text(text))

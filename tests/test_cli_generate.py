@@ -1,0 +1,100 @@
+"""`synthinfer generate --generator ...`: one generation path for every generator, options checked
+per generator; the command line registered in one place, without private imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import synthinfer.cli
+from synthinfer.cli import app
+from synthinfer.datasets import make_toy_logistic
+from synthinfer.release import open_release
+
+CLI_DIR = Path(synthinfer.cli.__file__).parent
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
+    ds.data.to_csv(tmp_path / "toy.csv", index=False)
+    ds.domain.to_json(tmp_path / "domain.json")
+    return tmp_path
+
+
+def _run(args):
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in res.output
+    return res
+
+
+def test_generate_runs_a_baseline_through_the_same_path(toy):
+    res = _run(["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", "privbayes",
+                "--epsilon", "0.5", "--m", "2", "--n-syn", "30", "--seed", "3", "--out", toy / "pb"])
+    assert res.exit_code == 0, res.output
+    release = open_release(toy / "pb")
+    assert release.manifest["mechanism"] == "privbayes" and release.m == 2 and release.n_syn == 30
+    assert release.ledger.spent[0] == pytest.approx(0.5) and release.manifest["seed_fixed"] is True
+    # `baseline` is the same command with the baselines' defaults (one dataset of n rows)
+    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--epsilon", "0.5", "--seed", "3",
+                "--out", toy / "b"])
+    assert res.exit_code == 0, res.output
+    baseline = open_release(toy / "b")
+    assert baseline.manifest["mechanism"] == "privbayes" and baseline.m == 1 and baseline.n_syn == 200
+
+
+@pytest.mark.parametrize("extra, generator, named", [
+    (["--marginals", "x1,y"], "privbayes", "--marginals"),
+    (["--inference", "laplace"], "dpgan", "--inference"),
+    (["--midpoints"], "privbayes", "--midpoints"),
+    (["--marginals", "x1,y", "--epochs", "2"], "napsu", "--epochs"),
+    (["--label", "y"], "dpgan", "--label"),
+    ([], "napsu", "--marginals"),
+    ([], "dpcgan", "--label"),
+    (["--delta", "1e-6"], "privbayes", "--delta"),
+    (["--marginals", "x1,y", "--m", "0"], "napsu", "--m"),
+])
+def test_options_for_other_generators_are_refused_before_any_work(toy, monkeypatch, extra, generator, named):
+    from synthinfer.data import Domain
+
+    monkeypatch.setattr(Domain, "from_json", lambda *a, **k: pytest.fail("read the Domain before checking options"))
+    res = _run(["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", generator, *extra,
+                "--out", toy / "out"])
+    assert res.exit_code == 2 and named in res.output
+    assert res.output.count("error:") == 1 and not (toy / "out").exists()
+
+
+def test_baseline_refuses_napsu_options_and_keeps_its_spellings(toy):
+    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--marginals", "x1,y",
+                "--epsilon", "1", "--out", toy / "o"])
+    assert res.exit_code == 2 and "--marginals" in res.output  # baseline has no NAPSU-MQ options at all
+    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", "dpgan",
+                "--label", "y", "--epsilon", "1", "--out", toy / "o"])
+    assert res.exit_code == 2 and "--label" in res.output and "dpcgan" in res.output
+
+
+def test_commands_are_registered_in_one_place():
+    names = [c.name for c in app.registered_commands]
+    assert names == ["domain", "count", "generate", "baseline", "weights", "analyze", "choose-m"]
+    assert {c.callback.__module__ for c in app.registered_commands} == {
+        f"synthinfer.cli.{m}_cmds" for m in ("data", "generate", "weights", "analyze", "bayes")}
+
+
+def test_cli_imports_no_private_module_and_no_command_module_imports_the_app():
+    for path in CLI_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.startswith("synthinfer"):
+                    assert not any(part.startswith("_") for part in module.split(".")), (path.name, module)
+                if path.name.endswith("_cmds.py"):
+                    assert module != "synthinfer.cli.app" and module != "synthinfer.cli", (path.name, module)

@@ -162,9 +162,10 @@ def test_budget_exceeded_spends_nothing():
     assert ledger.charges == ()
 
 
-def test_release_record_keeps_mixed_schema_in_settings(fitted):
+def test_release_record_holds_the_mixed_schema_as_its_domain(fitted):
     _, g = fitted
     rec = g.release_record()
-    assert rec.mechanism == "dpgan" and rec.domain is None and rec.n == 240
-    assert rec.settings["schema"]["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
+    assert rec.mechanism == "dpgan" and rec.domain == g.schema_.domain and rec.n == 240
+    assert rec.domain.to_dict()["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
+    assert "schema" not in rec.settings
     assert rec.ledger is g.ledger_ and rec.seed_fixed is True

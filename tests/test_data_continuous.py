@@ -34,13 +34,14 @@ def test_finite_domain_generators_refuse_a_continuous_column_by_name(make):
 
 
 def test_release_accepts_continuous_values_within_their_bounds(tmp_path):
-    from synthinfer.release import open_release, write_release
+    from synthinfer.release import ReleaseRecord, open_release, write_release
 
     def write(path, datasets):
         ledger = PrivacyLedger((1.0, 1e-6))
         ledger.spend("discriminator", 1.0, 1e-6, mechanism="DP-SGD")
-        return write_release(path, datasets, mechanism="DP-GAN", settings={"epsilon": 1.0}, domain=MIXED,
-                             marginals=None, ledger=ledger, n=50, seed_fixed=True)
+        record = ReleaseRecord(mechanism="dpgan", settings={"epsilon": 1.0}, domain=MIXED, ledger=ledger, n=50,
+                               seed_fixed=True)
+        return write_release(path, datasets, record=record)
 
     ok = [_data(20, seed=s) for s in (1, 2)]
     rel = open_release(write(tmp_path / "ok", ok))

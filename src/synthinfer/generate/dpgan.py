@@ -417,14 +417,9 @@ class DPGAN(Generator):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
 
     def release_record(self) -> ReleaseRecord:
-        """The release's record of this fit. A release's Domain is categorical: an all-categorical
-        schema becomes the record's Domain, a mixed one (with bounded continuous columns) goes
-        into ``settings["schema"]`` and the record has no Domain."""
-        record = super().release_record()
-        schema = self.schema_
-        if all(not isinstance(c, Continuous) for c in schema.columns):
-            return dataclasses.replace(record, domain=Domain(list(schema.columns)))
-        return dataclasses.replace(record, settings={**record.settings, "schema": schema.to_dict()})
+        """The release's record of this fit; its Domain is the public schema the GAN was fitted
+        with (continuous columns with their public bounds, categorical ones)."""
+        return dataclasses.replace(super().release_record(), domain=self.schema_.domain)
 
     def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
         """Draw ``m`` synthetic datasets of ``n`` rows (default: as many as the real data).

@@ -32,8 +32,8 @@ class ReleaseRecord:
         :func:`~synthinfer.release.manifest.to_jsonable`). A seed's value is refused
         (:class:`~synthinfer.errors.ReleaseError`): publishing it would let anyone subtract the
         noise; ``seed_fixed`` records whether there was one.
-    domain : the public categorical :class:`~synthinfer.data.Domain` of the datasets, or None
-        when the mechanism has none (a continuous schema then goes into ``settings``).
+    domain : the public :class:`~synthinfer.data.Domain` of the datasets (categorical,
+        discretised and bounded continuous columns), or None when the mechanism has none.
     marginals : the measured marginals (column lists), or None.
     ledger : the :class:`~synthinfer.privacy.PrivacyLedger` that recorded the spend.
     n : rows of the private data (the combining rules need it: Räisä et al. 2023,

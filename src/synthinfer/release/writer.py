@@ -172,7 +172,8 @@ def _midpoint_columns(frame: pd.DataFrame, domain: Domain | None) -> list[str] |
         return None
     return [
         str(c) for c in frame.columns
-        if domain[c].binning is not None and pd.api.types.is_numeric_dtype(frame[c].dtype)
+        if not isinstance(domain[c], Continuous) and domain[c].binning is not None
+        and pd.api.types.is_numeric_dtype(frame[c].dtype)
         and not isinstance(frame[c].dtype, pd.CategoricalDtype)
     ]
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::synthinfer.errors.NonPrivateWar
 class FakeGAN:
     """A fitted GAN as DiscriminatorWeights sees it: logit D(x) = x1 - x2."""
 
-    n_real_ = 50
+    n_ = 50
     n_synthetic_ = 50
 
     def discriminator_log_odds(self, df):

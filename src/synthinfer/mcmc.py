@@ -16,9 +16,11 @@ part of the policy is checked and R-hat is reported as None.
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,15 @@ from synthinfer.errors import ConvergenceWarning
 RHAT_MAX = 1.01
 #: Smallest acceptable bulk ESS per chain (Vehtari et al. 2021: 400 over four chains).
 ESS_BULK_PER_CHAIN = 100.0
+
+
+def import_arviz() -> ModuleType:
+    """ArviZ, imported without the notice it prints once a day on import (a FutureWarning about
+    its coming refactor, which is ArviZ's news and not something a synthinfer user can act
+    on). synthinfer imports ArviZ only through this function; once imported it is cached."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
+        return importlib.import_module("arviz")
 
 
 def _flat(dataset: Any, names: Sequence[str]) -> np.ndarray:
@@ -71,7 +82,7 @@ def convergence_diagnostics(
     ``rhat_threshold`` and ``ok`` (the policy holds). Undefined values (R-hat of one chain, or of
     a constant component) are None; an undefined R-hat with two or more chains fails the policy.
     """
-    import arviz as az
+    az = import_arviz()
 
     posterior = idata.posterior
     names = list(posterior.data_vars) if var_names is None else list(var_names)

@@ -23,7 +23,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import arviz as az
 import numpy as np
 
 from synthinfer._jax import jax, jnp
@@ -32,8 +31,11 @@ from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss
 from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, NormalInverseGammaPrior
 from synthinfer.errors import EmptyDataError, NotFittedError, ParameterError
-from synthinfer.mcmc import convergence_diagnostics
+from synthinfer.mcmc import convergence_diagnostics, import_arviz
 from synthinfer.privacy.randomness import SeedLike, jax_key, make_rng, seed_fixed
+
+
+az = import_arviz()
 
 
 def _n_rows(data: dict | None) -> int:

@@ -11,7 +11,9 @@ from synthinfer.errors import ParameterError
 
 def to_inference_data(draws: np.ndarray, *, sample_stats: dict[str, np.ndarray] | None = None, attrs: dict | None = None):
     """ArviZ ``InferenceData`` with posterior variable ``theta`` of shape ``(chain, draw, d)``."""
-    import arviz as az
+    from synthinfer.mcmc import import_arviz
+
+    az = import_arviz()
 
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 3:

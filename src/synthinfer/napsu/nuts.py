@@ -8,7 +8,6 @@ noisy counts or epsilon do not recompile.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import numpy as np
 
 from synthinfer._jax import jax, jnp
 from synthinfer._system import usable_cores
+from synthinfer.mcmc import import_arviz
 from synthinfer.napsu.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.napsu.laplace import LaplaceResult
 from synthinfer.napsu.likelihood import PRIOR_SD, log_posterior, posterior_args
@@ -239,7 +239,7 @@ def nuts_sample(
     if not program.done():
         # ArviZ, which holds the posterior next, takes a noticeable time to import: do it while
         # XLA compiles (which releases the GIL) rather than after the chains
-        importlib.import_module("arviz")
+        import_arviz()
     program = program.result()
     done, lock = [0], threading.Lock()
 

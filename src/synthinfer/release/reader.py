@@ -198,7 +198,9 @@ def _verified_contents(
 
 
 def _load_posterior(data: bytes):
-    import arviz as az
+    from synthinfer.mcmc import import_arviz
+
+    az = import_arviz()
 
     # netCDF readers want a file; load everything into memory so the file can go at once.
     with tempfile.TemporaryDirectory() as d:

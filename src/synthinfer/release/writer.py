@@ -151,7 +151,9 @@ def _weight_column(columns: Sequence[str]) -> str:
 
 
 def _posterior_idata(posterior: Any):
-    import arviz as az
+    from synthinfer.mcmc import import_arviz
+
+    az = import_arviz()
 
     if isinstance(posterior, az.InferenceData):
         return posterior

@@ -96,7 +96,9 @@ def pareto_smooth(log_weights, *, warn: bool = True) -> ParetoSmoothed:
     gives a large ``k_hat``. Warns :class:`ParetoKWarning` when ``k_hat`` exceeds
     :func:`khat_threshold` (0.7 from about 2,200 weights on).
     """
-    import arviz as az
+    from synthinfer.mcmc import import_arviz
+
+    az = import_arviz()
 
     lw = _log_w(log_weights)
     with warnings.catch_warnings():

@@ -182,7 +182,9 @@ class IWBayesianRegression(ParamsMixin):
 
     def to_arviz(self) -> Any:
         """The draws as ArviZ ``InferenceData`` (``beta``, ``sigma``; the sampler's statistics)."""
-        import arviz as az
+        from synthinfer.mcmc import import_arviz
+
+        az = import_arviz()
 
         self._check()
         stats = self.posterior_.idata_.sample_stats

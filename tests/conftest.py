@@ -5,3 +5,18 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 # In-process CLI tests must not write JAX's compilation cache into the home directory (and
 # must not switch it on for the rest of the session); test_napsu_cli checks it in a subprocess.
 os.environ["SYNTHINFER_COMPILE_CACHE"] = "0"
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def float64():
+    """Run the test in synthinfer's float64 context: for tests that call lower-level JAX code
+    (a network's passes, likelihoods, losses) directly; the public entry points enter the
+    context themselves, and tests of them run without this fixture. Module-scoped, so the
+    module's own fixtures compute in float64 too."""
+    from synthinfer import float64 as context
+
+    with context():
+        yield

@@ -12,6 +12,9 @@ from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss, N
 from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, LogisticRegression
 from synthinfer.errors import ParameterError
 
+# these tests call lower-level JAX code directly, which runs in the caller's precision
+pytestmark = pytest.mark.usefixtures("float64")
+
 G = GaussianLocationScale()
 
 

@@ -193,6 +193,7 @@ def test_linear_regression_without_intercept_exact_posterior():
     np.testing.assert_allclose(post.idata_.posterior["theta"].values.mean(axis=(0, 1)), ols, atol=0.01)
 
 
+@pytest.mark.usefixtures("float64")
 def test_multinomial_model_density_and_power_integral():
     from synthinfer._jax import jnp
     from synthinfer.bayes.models import MultinomialRegression

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def _run(code: str, tmp_path) -> subprocess.CompletedProcess:
     # a fresh home: ArviZ prints its once-a-day notice only when its stamp file is missing
@@ -29,3 +31,40 @@ def test_no_third_party_notice_reaches_the_user(tmp_path):
     assert "Warning" not in out.stderr, out.stderr
     # the control: ArviZ does print its notice when imported directly in the same setting
     assert "refactor" in _run("import arviz", tmp_path / "fresh").stderr
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")  # deliberately short chains
+def test_fits_compute_in_float64_and_leave_the_process_setting_alone():
+    import jax
+    import numpy as np
+
+    from synthinfer.bayes import BetaLoss, GeneralisedPosterior
+    from synthinfer.bayes.models import GaussianLocationScale
+    from synthinfer.datasets import make_toy_logistic
+    from synthinfer.generate import NapsuMQ
+
+    assert not jax.config.jax_enable_x64
+    toy = make_toy_logistic(500, (1.0, 0.0), seed=0)
+    gen = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=1e-6, inference="laplace", seed=0)
+    gen.fit(toy.data, toy.domain)
+    assert gen.laplace_.mean.dtype == np.float64 and np.asarray(gen.draws_).dtype == np.float64
+    assert len(gen.generate(2, n=10, seed=1)) == 2
+    y = np.random.default_rng(0).normal(size=30)
+    post = GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5), method="nuts", num_warmup=50, num_samples=50,
+                                seed=0).fit(y[:10], y[10:])
+    assert np.asarray(post.idata_.posterior["mu"]).dtype == np.float64
+    assert not jax.config.jax_enable_x64  # the process's own setting, untouched
+
+
+def test_warnings_point_at_the_callers_line():
+    import warnings
+
+    from synthinfer.datasets import make_toy_logistic
+    from synthinfer.generate import NapsuMQ
+
+    toy = make_toy_logistic(500, (1.0, 0.0), seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        NapsuMQ([("x1", "y")], epsilon=1.0, delta=1e-6, inference="laplace", seed=0).fit(toy.data, toy.domain)
+    ours = [w for w in caught if "no marginal" in str(w.message)]
+    assert ours and all(w.filename == __file__ for w in ours), [(w.filename, str(w.message)) for w in caught]

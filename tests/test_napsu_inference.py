@@ -17,6 +17,9 @@ from synthinfer.napsu.network import network_for as _network
 from synthinfer.napsu.nuts import compile_nuts, nuts_sample
 from synthinfer.napsu.optimize import hessian, lbfgs_minimize
 
+# these tests call lower-level JAX code directly, which runs in the caller's precision
+pytestmark = pytest.mark.usefixtures("float64")
+
 # The toy domain and marginal of test_napsu_mq: the cached network (and so its compiled
 # programs) is shared between the test files when they run in one process.
 DOMAIN = Domain({"x1": [0, 1], "x2": [0, 1], "y": [0, 1]})

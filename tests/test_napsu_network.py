@@ -14,6 +14,9 @@ from synthinfer.data import Domain
 from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.napsu import CanonicalQueries, JunctionTree, MarkovNetwork
 
+# these tests call lower-level JAX code directly, which runs in the caller's precision
+pytestmark = pytest.mark.usefixtures("float64")
+
 DOM = Domain({
     "a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2", "c3"],
     "d": ["d0", "d1", "d2"], "e": ["e0", "e1"], "f": ["f0", "f1", "f2", "f3", "f4"],

@@ -20,6 +20,9 @@ from synthinfer.errors import DomainError, UnknownColumnError
 from synthinfer.napsu import CanonicalQueries, MarkovNetwork
 from synthinfer.napsu.queries import most_frequent_reference
 
+# these tests call lower-level JAX code directly, which runs in the caller's precision
+pytestmark = pytest.mark.usefixtures("float64")
+
 
 DOM = Domain({"a": ["a0", "a1", "a2"], "b": ["b0", "b1"], "c": ["c0", "c1", "c2", "c3"],
               "d": ["d0", "d1", "d2"], "e": ["e0", "e1"]})

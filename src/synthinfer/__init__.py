@@ -25,6 +25,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 #: public name -> the module that defines it
 _LAZY = {
     "enable_compilation_cache": "synthinfer._jax",
+    "float64": "synthinfer._precision",
     "MIResult": "synthinfer.analysis",
     "analyze": "synthinfer.analysis",
     "rubins_rules": "synthinfer.analysis",
@@ -60,6 +61,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from synthinfer._jax import enable_compilation_cache
+    from synthinfer._precision import float64
     from synthinfer.analysis import MIResult, analyze, rubins_rules
     from synthinfer.data import Domain, Marginal, QuerySet, decode, encode
     from synthinfer.generate import PrivBayes

@@ -1,8 +1,16 @@
-"""Import JAX with the settings synthinfer's numerics need.
+"""JAX for synthinfer's numerics: float64 where synthinfer computes, and nowhere else.
 
 Likelihoods of counts in the tens of thousands and exact log-partition functions need float64
-(NAPSU-MQ asks for float64 explicitly), so importing this module turns on ``jax_enable_x64``.
-Every synthinfer module that uses JAX imports ``jax``/``jnp`` from here, never directly first.
+(NAPSU-MQ asks for it explicitly), but switching ``jax_enable_x64`` on for the whole process
+would change the numerics of the user's own JAX code. So synthinfer computes inside
+:func:`float64` (JAX's thread-local ``enable_x64`` context): every public entry point that runs
+JAX (``NapsuMQ.fit``/``generate``, ``GeneralisedPosterior.fit``, the DP-GAN, the MLP weights, ...)
+is decorated with :func:`uses_float64`, and the threads synthinfer starts (background
+compilation, NUTS chains) enter the context themselves. The user's process keeps its own
+setting; code that calls synthinfer's lower-level JAX functions directly (a
+``MarkovNetwork``'s passes, the likelihoods) wraps the calls in ``with synthinfer.float64():``.
+
+Every synthinfer module that uses JAX imports ``jax``/``jnp`` from here.
 """
 
 from __future__ import annotations
@@ -16,14 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jnp  # noqa: E402
+from synthinfer._precision import float64, uses_float64
 
 __all__ = [
-    "ProgramCache", "default_cache_dir", "enable_compilation_cache", "jax", "jnp", "quick_compiler_options",
+    "ProgramCache", "float64", "uses_float64", "default_cache_dir", "enable_compilation_cache", "jax", "jnp", "quick_compiler_options",
     "single_threaded_blas",
 ]
 
@@ -62,7 +69,8 @@ def quick_compiler_options() -> dict[str, Any]:
     not know the emitter option (older jaxlibs; an unknown option is an error at compile
     time). Probed once per process on a one-operation program."""
     try:
-        jax.jit(lambda x: x + 1).lower(np.float64(0.0)).compile(_QUICK_OPTIONS)
+        with float64():
+            jax.jit(lambda x: x + 1).lower(np.float64(0.0)).compile(_QUICK_OPTIONS)
     except Exception as err:  # XLA reports an unknown option as a runtime error
         if "compile option" not in str(err):
             raise
@@ -99,7 +107,7 @@ class ProgramCache:
         :func:`quick_compiler_options`, for programs whose run time is tiny next to compiling
         them (callers decide, with their measurements)."""
         options = quick_compiler_options() if quick else None
-        return self.get(("compiled", key), lambda: _COMPILE_POOL.submit(lambda: lower().compile(options)))
+        return self.get(("compiled", key), lambda: _COMPILE_POOL.submit(uses_float64(lambda: lower().compile(options))))
 
     def __contains__(self, key: Any) -> bool:
         with self._lock:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import jax, jnp, uses_float64
 from synthinfer.errors import ConvergenceError, EmptyDataError, ParameterError
 
 
@@ -57,6 +57,7 @@ def _compiled(model: Any, loss: Any) -> tuple:
 _ROW_WEIGHT = "_row_weight"
 
 
+@uses_float64
 def loss_minimiser(model: Any, loss: Any, data: dict, init: np.ndarray) -> np.ndarray:
     """theta-hat = argmin_u mean_j l(z_j; u) for the unweighted loss (BFGS with JAX gradients)."""
     f, g, _, _ = _compiled(model, loss)
@@ -69,6 +70,7 @@ def loss_minimiser(model: Any, loss: Any, data: dict, init: np.ndarray) -> np.nd
     return res.x
 
 
+@uses_float64
 def calibrate_beta_weight(model: Any, loss: Any, data: dict, row_weights: np.ndarray | None = None) -> float:
     """Fisher-information-matching weight ``w* = tr(J I^{-1} J) / tr(J)`` of ``loss`` on ``data``.
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from synthinfer._jax import jnp
+from synthinfer._jax import jnp, uses_float64
 from synthinfer.bayes.posterior import GeneralisedPosterior, log_predictive_density, predictive_proba
 from synthinfer.errors import EmptyDataError, ParameterError
 from synthinfer.privacy.randomness import SeedLike, make_rng
@@ -144,6 +144,7 @@ def auroc(y: np.ndarray, score: np.ndarray) -> float:
     return float(roc_auc_score(y, score))
 
 
+@uses_float64
 def learning_trajectory(
     posterior: GeneralisedPosterior,
     real: Any,
@@ -230,6 +231,7 @@ def _argbest(traj: Trajectory, idx: np.ndarray) -> int:
     return int(np.argmax([auroc(y, s[idx]) for s in traj.scores]))
 
 
+@uses_float64
 def choose_m(
     posterior: GeneralisedPosterior,
     real: Any,
@@ -290,17 +292,20 @@ class PredictiveAverage:
     posterior: GeneralisedPosterior
     draws: np.ndarray  # (B, chains, samples, dim)
 
+    @uses_float64
     def log_predictive(self, data: Any) -> np.ndarray:
         """``log (1/B) sum_b p_b(x)`` per row."""
         d = self.posterior.model.prepare(data)
         lps = np.stack([log_predictive_density(self.posterior.model, jnp.asarray(dr.reshape(-1, dr.shape[-1])), d) for dr in self.draws])
         return np.logaddexp.reduce(lps, axis=0) - math.log(len(lps))
 
+    @uses_float64
     def predict_proba(self, data: Any) -> np.ndarray:
         d = self.posterior.model.prepare(data)
         return np.mean([predictive_proba(self.posterior.model, jnp.asarray(dr.reshape(-1, dr.shape[-1])), d) for dr in self.draws], axis=0)
 
 
+@uses_float64
 def predictive_average(
     posterior: GeneralisedPosterior, real: Any, synthetic: Any, m: int, *, n_subsets: int = 10, replace: bool = False, seed: SeedLike = None
 ) -> PredictiveAverage:

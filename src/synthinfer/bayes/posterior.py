@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import jax, jnp, uses_float64
 from synthinfer._params import ParamsMixin
 from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss
@@ -170,6 +170,7 @@ class GeneralisedPosterior(ParamsMixin):
         return r, s
 
     # ------------------------------------------------------------------ fitting
+    @uses_float64
     def fit(self, real: Any = None, synthetic: Any = None) -> GeneralisedPosterior:
         """Sample the posterior given real data ``real`` and synthetic data ``synthetic``.
 
@@ -185,9 +186,10 @@ class GeneralisedPosterior(ParamsMixin):
         draws, stats = self._sample_batch([r], [s], loss, rng)
         self.draws_ = draws[0]
         self.idata_ = self._to_idata(self.draws_, {k: v[0] for k, v in stats.items()})
-        self.diagnostics_ = convergence_diagnostics(self.idata_, stacklevel=3) if self.method_ == "nuts" else None
+        self.diagnostics_ = convergence_diagnostics(self.idata_, stacklevel=4) if self.method_ == "nuts" else None
         return self
 
+    @uses_float64
     def sample_many(self, pairs: Sequence[tuple[Any, Any]], seed: SeedLike = None) -> np.ndarray:
         """Posterior draws for many (real, synthetic) configurations in one vectorised run.
 
@@ -328,11 +330,13 @@ class GeneralisedPosterior(ParamsMixin):
             raise NotFittedError("GeneralisedPosterior is not fitted; call fit() first")
         return self.draws_
 
+    @uses_float64
     def log_predictive(self, data: Any, draws: np.ndarray | None = None) -> np.ndarray:
         """Per-row log posterior predictive density ``log (1/S) sum_s f(x_i | theta_s)`` (log score, A.20)."""
         u = (self._fitted_draws() if draws is None else draws).reshape(-1, self.model.dim)
         return log_predictive_density(self.model, jnp.asarray(u), self.model.prepare(data))
 
+    @uses_float64
     def predict_proba(self, data: Any, draws: np.ndarray | None = None) -> np.ndarray:
         """Posterior predictive P(y = 1 | x) for the logistic model (mean over draws)."""
         u = (self._fitted_draws() if draws is None else draws).reshape(-1, self.model.dim)
@@ -365,12 +369,14 @@ def nig_posterior(y: np.ndarray, w: np.ndarray, prior: Any) -> tuple[float, floa
     return mu_n, kappa_n, a_n, b_n
 
 
+@uses_float64
 def log_predictive_density(model: Any, u: jnp.ndarray, data: dict) -> np.ndarray:
     """``log (1/S) sum_s f(x_i | u_s)`` for draws ``u`` of shape (S, dim)."""
     ld = jax.vmap(lambda uu: model.log_density(uu, {k: jnp.asarray(v) for k, v in data.items()}))(u)
     return np.asarray(jax.scipy.special.logsumexp(ld, axis=0) - math.log(u.shape[0]))
 
 
+@uses_float64
 def predictive_proba(model: Any, u: jnp.ndarray, data: dict) -> np.ndarray:
     """Mean over draws of P(y = 1 | x, theta_s) for a logistic model."""
     X = jnp.asarray(data["X"])

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
+from synthinfer._precision import uses_float64
 from synthinfer.bayes.losses import BetaLoss, LogLoss, NoiseAwareLoss, truncated_normal_laplace_logpdf
 from synthinfer.bayes.models import NormalInverseGammaPrior
 from synthinfer.errors import ParameterError
@@ -159,6 +160,7 @@ def _grid_kernel():
     return run
 
 
+@uses_float64
 def grid_trajectories(
     x: np.ndarray,
     z: np.ndarray,
@@ -185,6 +187,7 @@ def grid_trajectories(
     return Criteria(*np.moveaxis(out, 1, 0))
 
 
+@uses_float64
 def conjugate_predictive(
     x: np.ndarray, z: np.ndarray, n_grid: np.ndarray, m_grid: np.ndarray, w: float, prior: NormalInverseGammaPrior,
     dgp: tuple[float, float], test: np.ndarray, grid: GaussianGrid = GaussianGrid(),

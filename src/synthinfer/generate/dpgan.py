@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from synthinfer._precision import uses_float64
 from synthinfer.data import DomainSpec
 from synthinfer.errors import (
     DomainError,
@@ -173,6 +174,7 @@ class DPGAN(Generator):
         return budget
 
     # -- fitting -------------------------------------------------------------------------
+    @uses_float64
     def fit(self, data: pd.DataFrame, domain: DomainSpec = None, ledger: PrivacyLedger | None = None) -> DPGAN:
         """Train on ``data`` with the public ``domain`` (required): a :class:`~synthinfer.data.Domain`
         (continuous columns with public bounds, categorical ones) or its short spelling
@@ -421,6 +423,7 @@ class DPGAN(Generator):
         with (continuous columns with their public bounds, categorical ones)."""
         return dataclasses.replace(super().release_record(), domain=self.schema_.domain)
 
+    @uses_float64
     def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
         """Draw ``m`` synthetic datasets of ``n`` rows (default: as many as the real data).
 
@@ -470,6 +473,7 @@ class DPGAN(Generator):
             df = df[list(self.schema_.names)]
         return df
 
+    @uses_float64
     def discriminator_log_odds(self, df: pd.DataFrame) -> np.ndarray:
         """``logit D(x)`` of the trained discriminator for each row of ``df`` (real or synthetic).
 

@@ -155,7 +155,7 @@ class LaplaceBackend:
                 "near-empty marginal cells): Laplace draws may misrepresent it, use "
                 "inference='nuts' for inference you rely on",
                 ConvergenceWarning,
-                stacklevel=4,
+                stacklevel=5,  # warn <- run <- _infer <- fit <- float64 wrapper <- the user
             )
         draws = lap.sample(settings.n_chains * settings.num_samples, rng)
         draws = draws.reshape(settings.n_chains, settings.num_samples, -1)
@@ -207,10 +207,10 @@ class NUTSBackend:
                                       attrs={"inference": self.name})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=5))
+            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=6))
         if nuts["divergences"]:
             warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup",
-                          ConvergenceWarning, stacklevel=4)
+                          ConvergenceWarning, stacklevel=5)
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},
                              {"laplace": lap.seconds, "nuts": res.seconds}, laplace=lap)
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from synthinfer._jax import single_threaded_blas
+from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
@@ -208,6 +208,7 @@ class NapsuMQ(Generator):
         return out
 
     # ------------------------------------------------------------------------------------
+    @uses_float64
     def fit(
         self,
         data: pd.DataFrame,
@@ -261,7 +262,7 @@ class NapsuMQ(Generator):
             warnings.warn(
                 f"columns {unmeasured} are in no marginal: they are generated uniformly at random and "
                 "independently of everything else; add marginals with them or use select_extra='mst'",
-                SynthinferWarning, stacklevel=2)
+                SynthinferWarning, stacklevel=3)  # past fit's float64 wrapper
 
         # -- the Gaussian mechanism and the canonical queries ---------------------------------
         # Every cell of the full marginals is measured (same L2 sensitivity sqrt(2 n_s) as the
@@ -352,6 +353,7 @@ class NapsuMQ(Generator):
         self._check_fitted()
         return np.asarray(self.posterior_.posterior["theta"].values)
 
+    @uses_float64
     def generate(
         self,
         m: int,
@@ -481,7 +483,7 @@ def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:
             kept.append(m)
         else:
             warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
-                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=3)
+                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=4)
     return tuple(kept)
 
 

@@ -20,15 +20,14 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from synthinfer._jax import jax  # noqa: F401  (float64 on before mbi checks it)
 from synthinfer.data.domain import Domain
 
 with warnings.catch_warnings():
-    # mbi warns at import when JAX's compilation-cache flag is on; with no cache directory
-    # configured (synthinfer's default) nothing is cached, so the warning does not apply.
-    warnings.filterwarnings(
-        "ignore", message="JAX persistent compilation cache", category=UserWarning
-    )
+    # mbi warns at import about JAX's float32 mode and about a compilation cache; only its
+    # junction-tree construction is used here (no numerics, no compiled programs), and
+    # synthinfer's own numerics run in float64 (synthinfer._jax), so neither applies.
+    warnings.filterwarnings("ignore", message="JAX is running in float32 mode", category=UserWarning)
+    warnings.filterwarnings("ignore", message="JAX persistent compilation cache", category=UserWarning)
     from mbi.domain import Domain as _MbiDomain
     from mbi.junction_tree import make_junction_tree
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthinfer._jax import jnp
+from synthinfer._jax import jnp, uses_float64
 from synthinfer.errors import ConvergenceError, ConvergenceWarning
 from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args, value_and_grad
 from synthinfer.napsu.optimize import OptimResult, hessian, lbfgs_minimize
@@ -56,6 +56,7 @@ class LaplaceResult:
 
 
 
+@uses_float64
 def laplace_gap(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
@@ -94,6 +95,7 @@ def laplace_gap(
     return np.maximum(gap_plus, gap_minus)
 
 
+@uses_float64
 def laplace_approximation(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
@@ -150,7 +152,7 @@ def laplace_approximation(
             f"Laplace approximation: L-BFGS did not converge in {res.n_restarts + 1} attempts "
             f"(final loss {res.loss:.6g}); the approximation is centred at the best point found",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,  # past the float64 wrapper
         )
     return LaplaceResult(res.x, cov, chol, res, time.perf_counter() - t0)
 

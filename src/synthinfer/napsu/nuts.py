@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from synthinfer._jax import jax, jnp
+from synthinfer._jax import float64, jax, jnp, uses_float64
 from synthinfer._system import usable_cores
 from synthinfer.mcmc import import_arviz
 from synthinfer.napsu.jumps import PlateauJumps, jump_sweep, plateau_jumps
@@ -176,6 +176,7 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
     return network.programs.compile_ahead(("nuts", tuple(sorted(settings.items()))), lower, quick=compiles_quick(d))
 
 
+@uses_float64
 def nuts_sample(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
@@ -244,7 +245,8 @@ def nuts_sample(
     done, lock = [0], threading.Lock()
 
     def run(c: int):
-        out = jax.block_until_ready(program(keys[c], z0[c], data))
+        with float64():  # a thread of its own: synthinfer's float64 context is per thread
+            out = jax.block_until_ready(program(keys[c], z0[c], data))
         with lock:
             done[0] += 1
             if progress is not None:

@@ -34,6 +34,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from synthinfer._precision import uses_float64
 from synthinfer.errors import NonPrivateWarning, ParameterError, PrivacyError
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
@@ -143,6 +144,7 @@ class DPMLPWeights(WeightEstimator):
         q = min(1.0, self.lot_size / n_total)
         return q, max(1, math.ceil(self.epochs / q))
 
+    @uses_float64
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> DPMLPWeights:
         """Solve sigma, spend (epsilon, delta) through the ledger, then train with DP-SGD."""
         from synthinfer._jax import jnp, jax
@@ -175,6 +177,7 @@ class DPMLPWeights(WeightEstimator):
         self.seed_fixed_ = seed_fixed(self.seed)
         return self
 
+    @uses_float64
     def logits(self, synthetic: pd.DataFrame) -> np.ndarray:
         """Classifier logits ``logit p(y=1|x)``."""
         from synthinfer._jax import jnp
@@ -182,6 +185,7 @@ class DPMLPWeights(WeightEstimator):
         self._check_fitted("params_")
         return np.asarray(mlp_logits(self.params_, jnp.asarray(self.features_.unit_cube(synthetic))))
 
+    @uses_float64
     def log_weights(self, synthetic: pd.DataFrame) -> np.ndarray:
         return log_weights_from_logits(self.logits(synthetic), self.n_real_, self.n_synthetic_)
 
@@ -202,10 +206,11 @@ class MLPWeights(WeightEstimator):
         self.seed = seed
         self.clip = clip
 
+    @uses_float64
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> MLPWeights:
         from sklearn.neural_network import MLPClassifier
 
-        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=2)
+        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=3)
         self._check_tables(real, synthetic)
         self.features_ = FeatureMap(self.bounds, clip=self.clip, intercept=False)
         x = np.vstack([self.features_.unit_cube(real), self.features_.unit_cube(synthetic)])
@@ -219,6 +224,7 @@ class MLPWeights(WeightEstimator):
         self.ledger_ = ledger
         return self
 
+    @uses_float64
     def log_weights(self, synthetic: pd.DataFrame) -> np.ndarray:
         self._check_fitted("model_")
         p = self.model_.predict_proba(self.features_.unit_cube(synthetic))[:, 1]

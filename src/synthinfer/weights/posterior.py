@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from synthinfer._precision import uses_float64
 from synthinfer._params import ParamsMixin
 from synthinfer.errors import NonFiniteError, NotFittedError, ParameterError
 from synthinfer.privacy.randomness import SeedLike
@@ -96,6 +97,7 @@ class IWBayesianRegression(ParamsMixin):
             return LogisticRegression(n_features=n_features, fit_intercept=intercept), prior
         return MultinomialRegression(n_features=n_features, n_classes=self.n_classes_, fit_intercept=intercept), prior
 
+    @uses_float64
     def fit(self, X: Any, y: Any, weights: Any = None) -> IWBayesianRegression:
         """Sample the IW posterior given synthetic ``X, y`` and weights (``None``: the unweighted posterior)."""
         from synthinfer.bayes.losses import ImportanceWeightedLoss, LogLoss
@@ -145,6 +147,7 @@ class IWBayesianRegression(ParamsMixin):
         if not hasattr(self, "samples_"):
             raise NotFittedError("IWBayesianRegression is not fitted yet; call fit(X, y, weights) first")
 
+    @uses_float64
     def predictive_draws(self, X: Any) -> np.ndarray:
         """Per-draw predictions: P(y=1) (logistic), class probabilities (multinomial) or means (linear)."""
         from scipy.special import expit, softmax
@@ -157,6 +160,7 @@ class IWBayesianRegression(ParamsMixin):
         lin = beta @ x.T
         return expit(lin) if self.kind == "logistic" else lin
 
+    @uses_float64
     def predict(self, X: Any) -> np.ndarray:
         """Posterior-predictive mean (probabilities for the classifiers)."""
         return self.predictive_draws(X).mean(axis=0)
@@ -171,10 +175,12 @@ class IWBayesianRegression(ParamsMixin):
             return float(roc_auc_score(codes, pred))
         return float(roc_auc_score(codes, pred, multi_class="ovr", average="macro", labels=np.arange(self.n_classes_)))
 
+    @uses_float64
     def score(self, X: Any, y: Any) -> float:
         """ROC-AUC (classifiers; one-vs-rest macro for multinomial) or MSE (linear) of the predictive mean."""
         return self._metric(np.asarray(y), self.predict(X))
 
+    @uses_float64
     def metric_draws(self, X: Any, y: Any) -> np.ndarray:
         """The metric of :meth:`score` for each posterior draw (the distributions of Fig. 2)."""
         y = np.asarray(y)

@@ -3,7 +3,7 @@
 The constructor holds the settings, ``get_params()`` returns them as given and
 ``set_params(**settings)`` changes them, so ``sklearn.base.clone`` and grid searches work.
 Hand-written rather than inheriting ``sklearn.base.BaseEstimator``: that would import
-scikit-learn (~0.3 s) with every ``import synthinfer``, and its notebook (HTML) repr and
+scikit-learn (a noticeable import) with every ``import synthinfer``, and its notebook (HTML) repr and
 metadata-routing methods would display every constructor argument, a seed's value included,
 where synthinfer's own reprs leave the seed out (a published seed lets anyone subtract the
 noise).

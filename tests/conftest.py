@@ -20,3 +20,15 @@ def float64():
 
     with context():
         yield
+
+
+@pytest.fixture()
+def toy_files(tmp_path):
+    """A folder with the 200-row toy table (``toy.csv``) and its public Domain (``domain.json``),
+    for command-line tests."""
+    from synthinfer.datasets import make_toy_logistic
+
+    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
+    ds.data.to_csv(tmp_path / "toy.csv", index=False)
+    ds.domain.to_json(tmp_path / "domain.json")
+    return tmp_path

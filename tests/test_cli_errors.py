@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from synthinfer.cli import app
-from synthinfer.datasets import make_toy_logistic, make_triangle_square
+from synthinfer.datasets import make_triangle_square
 
 
 def _run(args):
@@ -19,38 +19,30 @@ def _run(args):
     return res
 
 
-@pytest.fixture()
-def toy(tmp_path):
-    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
-    ds.data.to_csv(tmp_path / "toy.csv", index=False)
-    ds.domain.to_json(tmp_path / "domain.json")
-    return tmp_path
-
-
-def test_generate_refuses_its_output_before_fitting(toy, monkeypatch):
+def test_generate_refuses_its_output_before_fitting(toy_files, monkeypatch):
     from synthinfer.generate import NapsuMQ
 
     monkeypatch.setattr(NapsuMQ, "fit", lambda *a, **k: pytest.fail("fitted before checking --out"))
-    base = ["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--marginals", "x1,y", "--inference", "laplace"]
-    (toy / "exists").mkdir()
-    res = _run([*base, "--out", toy / "exists"])
+    base = ["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,y", "--inference", "laplace"]
+    (toy_files / "exists").mkdir()
+    res = _run([*base, "--out", toy_files / "exists"])
     assert res.exit_code == 2 and "exists already" in res.output and "--overwrite" in res.output
-    res = _run([*base, "--out", toy / "toy.csv" / "sub"])
+    res = _run([*base, "--out", toy_files / "toy.csv" / "sub"])
     assert res.exit_code == 2 and "is a file" in res.output
 
 
 @pytest.mark.parametrize("content, message", [("", "is empty"), ('a,b\n1,2,3,4\n"x', "could not be read")])
-def test_unreadable_tables_are_clean_errors(toy, content, message):
-    (toy / "bad.csv").write_text(content)
-    res = _run(["generate", toy / "bad.csv", "--domain", toy / "domain.json", "--marginals", "x1,y",
-                "--out", toy / "o"])
+def test_unreadable_tables_are_clean_errors(toy_files, content, message):
+    (toy_files / "bad.csv").write_text(content)
+    res = _run(["generate", toy_files / "bad.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,y",
+                "--out", toy_files / "o"])
     assert res.exit_code == 2 and message in res.output
-    (toy / "bin.csv").write_bytes(bytes(range(256)) * 4)
-    res = _run(["count", toy / "bin.csv", "--domain", toy / "domain.json", "--marginal", "x1,y"])
+    (toy_files / "bin.csv").write_bytes(bytes(range(256)) * 4)
+    res = _run(["count", toy_files / "bin.csv", "--domain", toy_files / "domain.json", "--marginal", "x1,y"])
     assert res.exit_code == 2
     for bad in ("5", '{"columns": 5}', '{"columns": [{"name": "x", "bin_edges": [0, "a", 2]}]}'):
-        (toy / "d.json").write_text(bad)
-        res = _run(["domain", toy / "d.json"])
+        (toy_files / "d.json").write_text(bad)
+        res = _run(["domain", toy_files / "d.json"])
         assert res.exit_code == 2 and ("columns" in res.output or "bin_edges" in res.output)
 
 
@@ -97,11 +89,11 @@ def test_choose_m_names_the_bad_value(tmp_path):
     assert res.exit_code == 2 and "--criterion" in res.output
 
 
-def test_parquet_input_is_read_by_suffix(toy):
-    pd.read_csv(toy / "toy.csv").to_parquet(toy / "toy.parquet")
-    res = _run(["baseline", toy / "toy.parquet", "--domain", toy / "domain.json", "--generator", "privbayes",
-                "--epsilon", "1", "--m", "2", "--out", toy / "rel"])
+def test_parquet_input_is_read_by_suffix(toy_files):
+    pd.read_csv(toy_files / "toy.csv").to_parquet(toy_files / "toy.parquet")
+    res = _run(["baseline", toy_files / "toy.parquet", "--domain", toy_files / "domain.json", "--generator", "privbayes",
+                "--epsilon", "1", "--m", "2", "--out", toy_files / "rel"])
     assert res.exit_code == 0, res.output
-    (toy / "fake.parquet").write_text("a,b\n1,2\n")
-    res = _run(["baseline", toy / "fake.parquet", "--domain", toy / "domain.json", "--epsilon", "1", "--out", toy / "r2"])
+    (toy_files / "fake.parquet").write_text("a,b\n1,2\n")
+    res = _run(["baseline", toy_files / "fake.parquet", "--domain", toy_files / "domain.json", "--epsilon", "1", "--out", toy_files / "r2"])
     assert res.exit_code == 2 and "could not be read as Parquet" in res.output

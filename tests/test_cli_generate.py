@@ -11,18 +11,9 @@ from typer.testing import CliRunner
 
 import synthinfer.cli
 from synthinfer.cli import app
-from synthinfer.datasets import make_toy_logistic
 from synthinfer.release import open_release
 
 CLI_DIR = Path(synthinfer.cli.__file__).parent
-
-
-@pytest.fixture()
-def toy(tmp_path):
-    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
-    ds.data.to_csv(tmp_path / "toy.csv", index=False)
-    ds.domain.to_json(tmp_path / "domain.json")
-    return tmp_path
 
 
 def _run(args):
@@ -31,18 +22,18 @@ def _run(args):
     return res
 
 
-def test_generate_runs_a_baseline_through_the_same_path(toy):
-    res = _run(["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", "privbayes",
-                "--epsilon", "0.5", "--m", "2", "--n-syn", "30", "--seed", "3", "--out", toy / "pb"])
+def test_generate_runs_a_baseline_through_the_same_path(toy_files):
+    res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", "privbayes",
+                "--epsilon", "0.5", "--m", "2", "--n-syn", "30", "--seed", "3", "--out", toy_files / "pb"])
     assert res.exit_code == 0, res.output
-    release = open_release(toy / "pb")
+    release = open_release(toy_files / "pb")
     assert release.manifest["mechanism"] == "privbayes" and release.m == 2 and release.n_syn == 30
     assert release.ledger.spent[0] == pytest.approx(0.5) and release.manifest["seed_fixed"] is True
     # `baseline` is the same command with the baselines' defaults (one dataset of n rows)
-    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--epsilon", "0.5", "--seed", "3",
-                "--out", toy / "b"])
+    res = _run(["baseline", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--epsilon", "0.5", "--seed", "3",
+                "--out", toy_files / "b"])
     assert res.exit_code == 0, res.output
-    baseline = open_release(toy / "b")
+    baseline = open_release(toy_files / "b")
     assert baseline.manifest["mechanism"] == "privbayes" and baseline.m == 1 and baseline.n_syn == 200
 
 
@@ -57,22 +48,22 @@ def test_generate_runs_a_baseline_through_the_same_path(toy):
     (["--delta", "1e-6"], "privbayes", "--delta"),
     (["--marginals", "x1,y", "--m", "0"], "napsu", "--m"),
 ])
-def test_options_for_other_generators_are_refused_before_any_work(toy, monkeypatch, extra, generator, named):
+def test_options_for_other_generators_are_refused_before_any_work(toy_files, monkeypatch, extra, generator, named):
     from synthinfer.data import Domain
 
     monkeypatch.setattr(Domain, "from_json", lambda *a, **k: pytest.fail("read the Domain before checking options"))
-    res = _run(["generate", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", generator, *extra,
-                "--out", toy / "out"])
+    res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", generator, *extra,
+                "--out", toy_files / "out"])
     assert res.exit_code == 2 and named in res.output
-    assert res.output.count("error:") == 1 and not (toy / "out").exists()
+    assert res.output.count("error:") == 1 and not (toy_files / "out").exists()
 
 
-def test_baseline_refuses_napsu_options_and_keeps_its_spellings(toy):
-    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--marginals", "x1,y",
-                "--epsilon", "1", "--out", toy / "o"])
+def test_baseline_refuses_napsu_options_and_keeps_its_spellings(toy_files):
+    res = _run(["baseline", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,y",
+                "--epsilon", "1", "--out", toy_files / "o"])
     assert res.exit_code == 2 and "--marginals" in res.output  # baseline has no NAPSU-MQ options at all
-    res = _run(["baseline", toy / "toy.csv", "--domain", toy / "domain.json", "--generator", "dpgan",
-                "--label", "y", "--epsilon", "1", "--out", toy / "o"])
+    res = _run(["baseline", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", "dpgan",
+                "--label", "y", "--epsilon", "1", "--out", toy_files / "o"])
     assert res.exit_code == 2 and "--label" in res.output and "dpcgan" in res.output
 
 

@@ -49,10 +49,8 @@ def test_generate_writes_a_release(tmp_path):
     assert r.exit_code == 2 and "y" in r.output and "7" in r.output
 
 
-def test_cli_keeps_compiled_programs_in_the_cache_dir(tmp_path):
-    ds = make_toy_logistic(200, (1.0, 0.0), seed=0)
-    ds.data.to_csv(tmp_path / "toy.csv", index=False)
-    ds.domain.to_json(tmp_path / "domain.json")
+def test_cli_keeps_compiled_programs_in_the_cache_dir(toy_files):
+    tmp_path = toy_files
     cache = tmp_path / "cache"
     env = dict(os.environ, SYNTHINFER_CACHE_DIR=str(cache))
     env.pop("SYNTHINFER_COMPILE_CACHE")

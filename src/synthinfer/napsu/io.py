@@ -60,10 +60,9 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
     atomic_write(Path(path), write)
 
 
-def load(path: str | Path, cls: type[NapsuMQ] | None = None) -> NapsuMQ:
-    """Read a generator written by :func:`save` (as ``cls``, default :class:`NapsuMQ`)."""
-    if cls is None:
-        from synthinfer.napsu.estimator import NapsuMQ as cls
+def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
+    """Read a generator written by :func:`save` into a new ``cls`` (``NapsuMQ.load`` passes
+    its class)."""
     with np.load(Path(path), allow_pickle=False) as z:
         try:
             meta = json.loads(bytes(z["meta"]).decode())

@@ -16,7 +16,14 @@ from typer.testing import CliRunner
 
 from synthinfer.data import Domain
 from synthinfer.datasets import make_toy_logistic
-from synthinfer.errors import AnalysisError, NotFittedError, ParameterError, SynthinferWarning
+from synthinfer.errors import (
+    AnalysisError,
+    ArgumentTypeError,
+    BudgetExceededError,
+    NotFittedError,
+    ParameterError,
+    SynthinferWarning,
+)
 from synthinfer.generate import (
     DPCGAN,
     DPGAN,
@@ -185,6 +192,33 @@ def test_unfitted_generators_refuse_generate_and_release_record():
             gen.generate(1)
         with pytest.raises(NotFittedError):
             gen.release_record()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_refit_refused_by_the_ledger_leaves_the_generator_unfitted(name):
+    # otherwise release_record() would pair the first fit's data with the refused fit's ledger
+    make, data, domain, _ = CASES[name]
+    gen = make(SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SynthinferWarning)
+        gen.fit(data, domain)
+        tiny = PrivacyLedger((1e-3, 1e-12))
+        with pytest.raises(BudgetExceededError):
+            gen.fit(data, domain, ledger=tiny)
+    assert tiny.charges == ()
+    with pytest.raises(NotFittedError):
+        gen.release_record()
+    with pytest.raises(NotFittedError):
+        gen.generate(1)
+
+
+@pytest.mark.parametrize("seed", [True, -1])
+def test_a_bool_or_negative_seed_is_refused_before_any_spend(seed):
+    # True would silently be seed 1, and generate() would replay the fit's noise stream
+    ledger = PrivacyLedger((1.0, 1e-6))
+    with pytest.raises((ArgumentTypeError, ParameterError)):
+        PrivBayes(epsilon=1.0, seed=seed).fit(TOY.data, TOY.domain, ledger=ledger)
+    assert ledger.charges == ()
 
 
 @pytest.mark.parametrize("case", ["napsu"], indirect=True)

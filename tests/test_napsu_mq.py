@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -245,3 +247,19 @@ def test_contained_marginals_are_not_measured_and_unmeasured_columns_warn(toy):
     assert h.spent_ == pytest.approx((1.0, 5e-7)) and led.spent[0] == pytest.approx(2.0)
     assert "epsilon = 1, delta = 5e-07 spent" in h.summary()
     assert "epsilon = 1, delta = 5e-07 spent" in g.summary()
+
+
+def test_summary_of_a_one_chain_fit_says_rhat_is_undefined(toy):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # deliberately short
+        g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=1e-6, n_chains=1, num_warmup=50, num_samples=50,
+                    seed=3).fit(toy.data, toy.domain)
+    assert g.diagnostics_["nuts"]["rhat_max"] is None  # split R-hat needs two chains
+    assert "max R-hat n/a" in g.summary()
+
+
+def test_mle_fits_are_recorded_as_not_noise_aware(toy):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=1e-6, inference="mle", seed=3).fit(toy.data, toy.domain)
+    assert g.diagnostics_["noise_aware"] is False

@@ -169,4 +169,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from synthinfer import float64
+
+    with float64():  # the script calls lower-level JAX code (network passes, likelihoods) directly
+        main()

@@ -83,8 +83,9 @@ class ProgramCache:
 
     The owner holds its cache and nothing global refers to either, so when the owner is
     dropped its programs are freed with it: no eviction chain. Every program refers to its
-    owner through a function (a partial or a bound method), never a static argument, which
-    JAX's global caches would keep alive. Thread-safe: background compilations and the main
+    owner through a closure or a bound method, never a static argument (JAX's global caches
+    keep those alive) nor a ``functools.partial`` (JAX caches its signature, which shows the
+    bound values). Thread-safe: background compilations and the main
     thread ask for programs concurrently.
     """
 

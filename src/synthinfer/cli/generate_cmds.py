@@ -218,6 +218,6 @@ def _parse_reference(text: str, dom) -> str | dict:
         if not sep:
             raise ParameterError(f"--reference: expected most_frequent, first or COL=CATEGORY pairs, got {pair!r}")
         col, cat = col.strip(), cat.strip()
-        cats = dom[col].categories if col in dom.names else ()
+        cats = getattr(dom[col], "categories", ()) if col in dom.names else ()  # NapsuMQ names a bad one
         out[col] = next((c for c in cats if str(c) == cat), cat)  # unmatched: NapsuMQ names it
     return out

@@ -88,6 +88,7 @@ class CallableGenerator(Generator):
         against it (:class:`~synthinfer.errors.OutOfDomainError` etc. on a mismatch); it is
         passed on to ``fn`` and becomes the release record's Domain.
         """
+        self._start_fit()
         if not callable(self.fn):
             raise ArgumentTypeError(f"fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.mechanism_name, str) or not self.mechanism_name:

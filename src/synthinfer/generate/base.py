@@ -114,8 +114,14 @@ class Generator(ParamsMixin, ABC):
 
     # -- helpers shared by the implementations -----------------------------------------------
     def _check_fitted(self) -> None:
-        if not hasattr(self, "ledger_"):
+        # every fit records release_settings_ last, and a fit that starts forgets it first,
+        # so a failed refit leaves no mix of old results and a new ledger that looks fitted
+        if not hasattr(self, "release_settings_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+
+    def _start_fit(self) -> None:
+        """Called first by every ``fit``: the generator counts as unfitted until it succeeds."""
+        self.__dict__.pop("release_settings_", None)
 
     def _check_m_n(self, m: Any, n: Any) -> tuple[int, int]:
         """``(m, n)`` as ints, ``n`` defaulting to ``n_``; ParameterError naming a bad one."""

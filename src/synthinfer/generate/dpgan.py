@@ -50,7 +50,6 @@ from synthinfer.data import DomainSpec
 from synthinfer.errors import (
     DomainError,
     EmptyDataError,
-    NotFittedError,
     ParameterError,
     PrivacyError,
 )
@@ -185,6 +184,7 @@ class DPGAN(Generator):
         None) before any training; raises :class:`~synthinfer.errors.BudgetExceededError`
         without touching the data if it does not fit.
         """
+        self._start_fit()
         budget = self._validate()
         if domain is None:
             raise ParameterError(f"{type(self).__name__} needs the public schema of the data: pass a Domain "
@@ -414,10 +414,6 @@ class DPGAN(Generator):
         self.discriminator_params_ = jax.device_get(carry[1])
 
     # -- using the fitted model ----------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "generator_params_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
-
     def release_record(self) -> ReleaseRecord:
         """The release's record of this fit; its Domain is the public schema the GAN was fitted
         with (continuous columns with their public bounds, categorical ones)."""

@@ -131,6 +131,7 @@ class LaplaceMechanismGenerator(Generator):
 
         ``domain`` must be None: the public bounds are the ``bounds`` setting.
         """
+        self._start_fit()
         if domain is not None:
             raise ParameterError("LaplaceMechanismGenerator takes its public bounds from its `bounds` setting; "
                                  f"pass domain=None, got {type(domain).__name__}")
@@ -150,12 +151,12 @@ class LaplaceMechanismGenerator(Generator):
         if not np.all(np.isfinite(x)):
             raise NonFiniteError(f"columns {cols} contain missing or non-finite values; impute or drop them first")
         total = math.fsum(eps.values())
-        self.ledger_ = PrivacyLedger(PrivacyBudget(total, 0.0)) if ledger is None else ledger
+        ledger = PrivacyLedger(PrivacyBudget(total, 0.0)) if ledger is None else ledger
         # Refuse before any per-column charge, so that no partial charge is ever recorded.
-        self.ledger_.check("Laplace-mechanism release", total, 0.0, mechanism="Laplace mechanism per column")
+        ledger.check("Laplace-mechanism release", total, 0.0, mechanism="Laplace mechanism per column")
         for c in cols:
             a, b = self.bounds[c]
-            self.ledger_.spend(
+            ledger.spend(
                 f"laplace_synthetic[{c}]", eps[c], 0.0, mechanism="truncated laplace",
                 sensitivity_l1=float(b) - float(a), scale=lam[c], bounds=[float(a), float(b)],
             )
@@ -172,9 +173,9 @@ class LaplaceMechanismGenerator(Generator):
             a, b = (float(v) for v in self.bounds[c])
             out[c] = np.where(out[c] > (a + b) / 2, b, a)
         self.synthetic_ = out
+        self.ledger_ = ledger
         self.n_ = len(out)
         self.seed_fixed_ = seed_fixed(self.seed)
-        self.release_settings_ = self._release_settings()
         self.scales_, self.epsilons_ = lam, eps
         self.privacy_ = {
             "mechanism": "truncated Laplace (Wilde et al. 2021, Proposition 3)",
@@ -183,6 +184,7 @@ class LaplaceMechanismGenerator(Generator):
             "composition": "basic over columns: epsilon = sum_j (b_j - a_j) / lambda_j",
             "seed_fixed": seed_fixed(self.seed),
         }
+        self.release_settings_ = self._release_settings()  # last: marks the fit complete
         return self
 
     def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:

@@ -51,7 +51,6 @@ from synthinfer.data import Domain, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
     EmptyDataError,
-    NotFittedError,
     ParameterError,
     PrivacyError,
 )
@@ -186,6 +185,7 @@ class PrivBayes(Generator):
         two charges (structure, conditionals); raises
         :class:`~synthinfer.errors.BudgetExceededError` before any noise if it does not fit.
         """
+        self._start_fit()
         budget = self._validate()
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
@@ -275,10 +275,6 @@ class PrivBayes(Generator):
             uniform = np.full_like(block, 1.0 / shape[child])
             out.append(np.where(tot > 0, block / np.where(tot > 0, tot, 1.0), uniform))
         return out
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "conditionals_"):
-            raise NotFittedError("this PrivBayes is not fitted yet; call fit() first")
 
     def _sample_codes(self, n: int, rng: np.random.Generator) -> np.ndarray:
         shape = self.domain_.shape

@@ -12,7 +12,7 @@ One job per module:
   the estimators; :mod:`~synthinfer.napsu.reparam`, :mod:`~synthinfer.napsu.jumps` - NUTS's
   one-sided map and plateau jumps for near-empty cells;
 * :mod:`~synthinfer.napsu.backends` - the registry of inference backends (``inference=``);
-* :mod:`~synthinfer.napsu.diagnostics` - posterior containers and MCMC diagnostics;
+* :mod:`~synthinfer.napsu.diagnostics` - the posterior container (convergence: :mod:`synthinfer.mcmc`);
 * :mod:`~synthinfer.napsu.selection` - private MST selection of extra marginals;
 * :mod:`~synthinfer.napsu.estimator` - :class:`NapsuMQ`, the orchestration (Algorithm 1);
 * :mod:`~synthinfer.napsu.io` - saving and loading a fitted generator.

@@ -11,7 +11,7 @@ Algorithm 1 of the paper, as a scikit-learn style estimator:
 
 Everything after step 2 is post-processing of ``s~`` (Theorem 3.7), so the fitted generator,
 its posterior draws and any number of synthetic datasets are (epsilon, delta)-DP.
-Optionally, extra 2-way marginals are chosen privately by MST (:mod:`.mst`) from a separate
+Optionally, extra 2-way marginals are chosen privately by MST (:mod:`.selection`) from a separate
 share of the same budget.
 """
 
@@ -31,7 +31,6 @@ from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
-    NotFittedError,
     OutOfDomainError,
     ParameterError,
     SynthinferWarning,
@@ -223,6 +222,7 @@ class NapsuMQ(Generator):
         errors). ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
         with exactly that total is created. ``progress(stage)`` is called at each stage.
         """
+        self._start_fit()
         self._check_settings()
         budget = PrivacyBudget(self.epsilon, self.delta)
         if budget.delta <= 0:
@@ -322,7 +322,7 @@ class NapsuMQ(Generator):
             self.laplace_ = res.laplace
         self.posterior_ = res.posterior
         timings.update(res.timings)
-        self.diagnostics_ = {"inference": self.inference, "noise_aware": self.noise_aware,
+        self.diagnostics_ = {"inference": self.inference, "noise_aware": bool(self.noise_aware and backend.noise_aware),
                              "sigma_inference": sigma_inf, **res.diagnostics, "timings": timings}
 
     def _compile_sampler(self) -> None:
@@ -343,10 +343,6 @@ class NapsuMQ(Generator):
         return rec
 
     # ------------------------------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "posterior_"):
-            raise NotFittedError("this NapsuMQ is not fitted yet; call fit(data, domain) first")
-
     @property
     def draws_(self) -> np.ndarray:
         """Posterior draws of theta as an array ``(chains, draws, d)``."""
@@ -440,7 +436,9 @@ class NapsuMQ(Generator):
                          f"{la['gradient_evaluations']} gradient evaluations, {la['seconds']:.2f} s")
         if "nuts" in d:
             nu = d["nuts"]
-            lines.append(f"  NUTS: max R-hat {nu['rhat_max']:.4f}, min bulk ESS {nu['ess_bulk_min']:.0f}, "
+            rhat = "n/a" if nu["rhat_max"] is None else f"{nu['rhat_max']:.4f}"  # None: one chain, or undefined
+            ess = "n/a" if nu["ess_bulk_min"] is None else f"{nu['ess_bulk_min']:.0f}"
+            lines.append(f"  NUTS: max R-hat {rhat}, min bulk ESS {ess}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
                 lines.append(f"  plateau jumps on {nu['plateau_jump_parameters']} parameters, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthinfer.errors import ArgumentTypeError
+from synthinfer.errors import ArgumentTypeError, ParameterError
 
 SeedLike = int | np.random.Generator | np.random.SeedSequence | None
 
@@ -19,8 +19,11 @@ def make_rng(seed: SeedLike = None) -> np.random.Generator:
     """A numpy Generator from ``seed`` (OS entropy when None)."""
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is not None and not isinstance(seed, (int, np.integer, np.random.SeedSequence)):
+    # a bool is an int to Python: True would silently be seed 1
+    if isinstance(seed, bool) or (seed is not None and not isinstance(seed, (int, np.integer, np.random.SeedSequence))):
         raise ArgumentTypeError(f"seed must be an int, a numpy Generator or None, got {type(seed).__name__}")
+    if isinstance(seed, (int, np.integer)) and seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed}")
     return np.random.default_rng(seed)
 
 

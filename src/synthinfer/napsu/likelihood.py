@@ -174,3 +174,75 @@ def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
         return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=options)
 
     return network.programs.get(("value_and_grad", name), make)
+
+
+# --------------------------------------------------------------------------------------
+# Batched programs: one call evaluates the objective at a block of points
+# --------------------------------------------------------------------------------------
+#: Memory a batched program may use for its points' d x d matrices (eq. 6's covariance, its
+#: Cholesky factor and their reverse-mode residuals, counted as :data:`_MATRICES_PER_POINT`
+#: float64 matrices per point); :func:`batch_size` picks the block size from it.
+BATCH_MEMORY_BYTES = 1 << 30
+_MATRICES_PER_POINT = 16
+#: Largest block: beyond a few dozen points a block's matrices leave the CPU caches and the
+#: time per point rises again.
+MAX_BATCH = 32
+
+
+def batch_size(dimension: int, memory_bytes: int = BATCH_MEMORY_BYTES) -> int:
+    """Points per call of a batched program for a model of ``dimension`` parameters: at most
+    :data:`MAX_BATCH`, and few enough that ``_MATRICES_PER_POINT`` float64 ``d x d`` matrices
+    per point fit in ``memory_bytes`` (at least one point)."""
+    per_point = _MATRICES_PER_POINT * 8 * dimension**2
+    return int(max(1, min(MAX_BATCH, memory_bytes // per_point)))
+
+
+def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
+    from synthinfer.napsu.network import compiles_quick
+
+    def make():
+        loss = objective(network, name)[0]
+        fn = jax.grad(loss) if kind == "gradients" else loss
+
+        # A closure, as in _posterior_objectives: the points are mapped, the data arguments shared.
+        def batched(points, *args):
+            return jax.vmap(lambda x: fn(x, *args))(points)
+
+        # A value program runs a few times per fit, and compiling it with the default options
+        # takes far longer than the run it speeds up; a gradient program keeps them above
+        # SMALL_MODEL_DIMENSION, like value_and_grad (measurements in benchmarks/napsu/README.md).
+        quick = kind == "values" or compiles_quick(network.dimension)
+        return jax.jit(batched, compiler_options=quick_compiler_options() if quick else None)
+
+    return network.programs.get((kind, name), make)
+
+
+def gradients(network: MarkovNetwork, name: str) -> Callable:
+    """``points (k, d), *args -> (k, d)``: the gradient of the named objective at each of ``k``
+    points in one compiled program (``jax.vmap`` of ``jax.grad``), one program per network and
+    block size. For the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
+    whose ``2 d`` gradients are independent."""
+    return _batched(network, name, "gradients")
+
+
+def values(network: MarkovNetwork, name: str) -> Callable:
+    """``points (k, d), *args -> (k,)``: the named objective at each of ``k`` points in one
+    compiled program (``jax.vmap``, no gradient), one program per network and block size. For
+    checks that need only values, such as :func:`synthinfer.napsu.laplace.laplace_gap`."""
+    return _batched(network, name, "values")
+
+
+def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:
+    """``program`` (from :func:`gradients` or :func:`values`) at every row of ``points``, in
+    blocks of ``size`` rows. The last block is padded with copies of its first row, so every
+    call has one shape and the program compiles once."""
+    points = np.asarray(points, dtype=np.float64)
+    k = points.shape[0]
+    out = []
+    for start in range(0, k, size):
+        block = points[start:start + size]
+        m = block.shape[0]
+        if m < size:
+            block = np.concatenate([block, np.repeat(block[:1], size - m, axis=0)])
+        out.append(np.asarray(program(block, *args))[:m])
+    return np.concatenate(out)

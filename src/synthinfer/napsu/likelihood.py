@@ -217,12 +217,29 @@ def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
     return network.programs.get((kind, name), make)
 
 
-def gradients(network: MarkovNetwork, name: str) -> Callable:
+def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None) -> Callable:
     """``points (k, d), *args -> (k, d)``: the gradient of the named objective at each of ``k``
-    points in one compiled program (``jax.vmap`` of ``jax.grad``), one program per network and
-    block size. For the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
-    whose ``2 d`` gradients are independent."""
-    return _batched(network, name, "gradients")
+    points, for the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
+    whose ``2 d`` gradients are independent.
+
+    ``batched=True``: one compiled program per network and block size (``jax.vmap`` of
+    ``jax.grad``), so a block of points is one call. ``batched=False``: a loop over the
+    network's compiled :func:`value_and_grad`, nothing new to compile. The default batches
+    on accelerators, where a block's points run in parallel, and loops on CPU: there XLA
+    factorises a block's matrices one after another, so a point costs as much batched as
+    alone while the batched program takes seconds to compile (measurements in
+    benchmarks/napsu/README.md).
+    """
+    if batched is None:
+        batched = jax.default_backend() != "cpu"
+    if batched:
+        return _batched(network, name, "gradients")
+    vg = value_and_grad(network, name)
+
+    def loop(points, *args):
+        return np.stack([np.asarray(vg(jnp.asarray(x), *args)[1]) for x in points])
+
+    return loop
 
 
 def values(network: MarkovNetwork, name: str) -> Callable:
@@ -234,15 +251,18 @@ def values(network: MarkovNetwork, name: str) -> Callable:
 
 def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:
     """``program`` (from :func:`gradients` or :func:`values`) at every row of ``points``, in
-    blocks of ``size`` rows. The last block is padded with copies of its first row, so every
+    at most ``size`` rows a call. The blocks are balanced (``ceil(k / size)`` of nearly equal
+    length) and a jitted program's last block is padded with copies of its first row, so every
     call has one shape and the program compiles once."""
     points = np.asarray(points, dtype=np.float64)
     k = points.shape[0]
+    size = -(-k // -(-k // size))  # ceil(k / number of blocks): pads fewer than that many rows
+    pad = hasattr(program, "lower")  # a jax.jit program compiles once per shape
     out = []
     for start in range(0, k, size):
         block = points[start:start + size]
         m = block.shape[0]
-        if m < size:
+        if pad and m < size:
             block = np.concatenate([block, np.repeat(block[:1], size - m, axis=0)])
         out.append(np.asarray(program(block, *args))[:m])
     return np.concatenate(out)

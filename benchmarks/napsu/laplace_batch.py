@@ -153,7 +153,7 @@ def worker(model: str, path: str, select_extra: int, repeats: int) -> dict:
     gen, rec["fit_wall_compile"], rec["fit_cpu_compile"] = _clock(fit)
     _, rec["fit_wall_warm"], rec["fit_cpu_warm"] = _clock(fit)
     rec["d"] = int(gen.queries_.dimension)
-    rec["selected"] = [list(m) for m in gen.selected_marginals_]
+    rec["selected"] = [list(m.columns) for m in gen.selected_marginals_]
     rec["fit_info"] = {k: gen.diagnostics_["laplace"].get(k) for k in
                        ("iterations", "gradient_evaluations", "max_log_density_gap", "axes_gap_over_1_nat")}
     lap = gen.laplace_
@@ -217,7 +217,9 @@ def main() -> None:
     if a.worker:
         print(json.dumps(worker(a.worker[0], a.worker[1], a.select_extra, a.repeats)))
         return
-    results: list[dict] = []
+    # records of models not run this time are kept from an earlier run's file
+    results: list[dict] = ([r for r in json.loads(a.out.read_text())["results"] if r["model"] not in a.models]
+                           if a.out.exists() else [])
     doc = {"command": " ".join(["python", "benchmarks/napsu/laplace_batch.py", *sys.argv[1:]]),
            "loadavg_start": os.getloadavg(), "cpu_count": os.cpu_count(), "results": results}
     for model in a.models:

@@ -7,7 +7,8 @@ Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``s
 
 ``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
 network's ``mean_and_cov``. The functions are pure JAX; the objectives a backend optimises or
-samples are made once per network (:func:`objective`, :func:`value_and_grad`) and held in the
+samples are made once per network (:func:`objective`, :func:`value_and_grad`, and the batched
+:func:`gradients` and :func:`values` of the Laplace fit) and held in the
 network's program cache, so a network compiles each of them once whatever the data or epsilon
 (the noisy counts, noise level, n and prior are traced arguments, never closure constants).
 """
@@ -184,8 +185,8 @@ def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
 #: float64 matrices per point); :func:`batch_size` picks the block size from it.
 BATCH_MEMORY_BYTES = 1 << 30
 _MATRICES_PER_POINT = 16
-#: Largest block: beyond a few dozen points a block's matrices leave the CPU caches and the
-#: time per point rises again.
+#: Largest block: past a few dozen points a block's matrices leave the CPU caches and the
+#: time per point rises (benchmarks/napsu/README.md).
 MAX_BATCH = 32
 
 

@@ -12,7 +12,7 @@ from synthinfer.data import Domain, Marginal
 from synthinfer.napsu import network as network_module
 from synthinfer.napsu.laplace import LaplaceResult, laplace_gap
 from synthinfer.napsu.likelihood import (
-    MAX_BATCH, batch_size, evaluate_in_batches, gradients, posterior_args, value_and_grad, values,
+    MAX_BATCH, batch_size, evaluate_in_batches, gradients, objective, posterior_args, value_and_grad, values,
 )
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.optimize import OptimResult, hessian
@@ -60,14 +60,9 @@ def test_hessian_is_the_same_in_any_block_size(problem):
     for batched, batch in ((True, 3), (False, None)):
         got = hessian(gradients(net, "neg_log_posterior", batched=batched), theta, args, batch=batch)
         np.testing.assert_allclose(got, full, rtol=1e-12, atol=1e-12)
-    want = np.asarray(jax.hessian(lambda x: vg_loss(net, x, args))(jnp.asarray(theta)))
+    loss = objective(net, "neg_log_posterior")[0]
+    want = np.asarray(jax.hessian(lambda x: loss(x, *args))(jnp.asarray(theta)))
     np.testing.assert_allclose(full, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
-
-
-def vg_loss(net, x, args):
-    from synthinfer.napsu.likelihood import objective
-
-    return objective(net, "neg_log_posterior")[0](x, *args)
 
 
 def test_gap_equals_the_one_point_computation(problem):

@@ -7,7 +7,8 @@ Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``s
 
 ``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
 network's ``mean_and_cov``. The functions are pure JAX; the objectives a backend optimises or
-samples are made once per network (:func:`objective`, :func:`value_and_grad`) and held in the
+samples are made once per network (:func:`objective`, :func:`value_and_grad`, and the batched
+:func:`gradients` and :func:`values` of the Laplace fit) and held in the
 network's program cache, so a network compiles each of them once whatever the data or epsilon
 (the noisy counts, noise level, n and prior are traced arguments, never closure constants).
 """
@@ -174,3 +175,95 @@ def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
         return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=options)
 
     return network.programs.get(("value_and_grad", name), make)
+
+
+# --------------------------------------------------------------------------------------
+# Batched programs: one call evaluates the objective at a block of points
+# --------------------------------------------------------------------------------------
+#: Memory a batched program may use for its points' d x d matrices (eq. 6's covariance, its
+#: Cholesky factor and their reverse-mode residuals, counted as :data:`_MATRICES_PER_POINT`
+#: float64 matrices per point); :func:`batch_size` picks the block size from it.
+BATCH_MEMORY_BYTES = 1 << 30
+_MATRICES_PER_POINT = 16
+#: Largest block: past a few dozen points a block's matrices leave the CPU caches and the
+#: time per point rises (benchmarks/napsu/README.md).
+MAX_BATCH = 32
+
+
+def batch_size(dimension: int, memory_bytes: int = BATCH_MEMORY_BYTES) -> int:
+    """Points per call of a batched program for a model of ``dimension`` parameters: at most
+    :data:`MAX_BATCH`, and few enough that ``_MATRICES_PER_POINT`` float64 ``d x d`` matrices
+    per point fit in ``memory_bytes`` (at least one point)."""
+    per_point = _MATRICES_PER_POINT * 8 * dimension**2
+    return int(max(1, min(MAX_BATCH, memory_bytes // per_point)))
+
+
+def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
+    from synthinfer.napsu.network import compiles_quick
+
+    def make():
+        loss = objective(network, name)[0]
+        fn = jax.grad(loss) if kind == "gradients" else loss
+
+        # A closure, as in _posterior_objectives: the points are mapped, the data arguments shared.
+        def batched(points, *args):
+            return jax.vmap(lambda x: fn(x, *args))(points)
+
+        # A value program runs a few times per fit, and compiling it with the default options
+        # takes far longer than the run it speeds up; a gradient program keeps them above
+        # SMALL_MODEL_DIMENSION, like value_and_grad (measurements in benchmarks/napsu/README.md).
+        quick = kind == "values" or compiles_quick(network.dimension)
+        return jax.jit(batched, compiler_options=quick_compiler_options() if quick else None)
+
+    return network.programs.get((kind, name), make)
+
+
+def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None) -> Callable:
+    """``points (k, d), *args -> (k, d)``: the gradient of the named objective at each of ``k``
+    points, for the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
+    whose ``2 d`` gradients are independent.
+
+    ``batched=True``: one compiled program per network and block size (``jax.vmap`` of
+    ``jax.grad``), so a block of points is one call. ``batched=False``: a loop over the
+    network's compiled :func:`value_and_grad`, nothing new to compile. The default batches
+    on accelerators, where a block's points run in parallel, and loops on CPU: there XLA
+    factorises a block's matrices one after another, so a point costs as much batched as
+    alone while the batched program takes seconds to compile (measurements in
+    benchmarks/napsu/README.md).
+    """
+    if batched is None:
+        batched = jax.default_backend() != "cpu"
+    if batched:
+        return _batched(network, name, "gradients")
+    vg = value_and_grad(network, name)
+
+    def loop(points, *args):
+        return np.stack([np.asarray(vg(jnp.asarray(x), *args)[1]) for x in points])
+
+    return loop
+
+
+def values(network: MarkovNetwork, name: str) -> Callable:
+    """``points (k, d), *args -> (k,)``: the named objective at each of ``k`` points in one
+    compiled program (``jax.vmap``, no gradient), one program per network and block size. For
+    checks that need only values, such as :func:`synthinfer.napsu.laplace.laplace_gap`."""
+    return _batched(network, name, "values")
+
+
+def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:
+    """``program`` (from :func:`gradients` or :func:`values`) at every row of ``points``, in
+    at most ``size`` rows a call. The blocks are balanced (``ceil(k / size)`` of nearly equal
+    length) and a jitted program's last block is padded with copies of its first row, so every
+    call has one shape and the program compiles once."""
+    points = np.asarray(points, dtype=np.float64)
+    k = points.shape[0]
+    size = -(-k // -(-k // size))  # ceil(k / number of blocks): pads fewer than that many rows
+    pad = hasattr(program, "lower")  # a jax.jit program compiles once per shape
+    out = []
+    for start in range(0, k, size):
+        block = points[start:start + size]
+        m = block.shape[0]
+        if pad and m < size:
+            block = np.concatenate([block, np.repeat(block[:1], size - m, axis=0)])
+        out.append(np.asarray(program(block, *args))[:m])
+    return np.concatenate(out)

@@ -13,7 +13,7 @@ from synthinfer.errors import ParameterError
 from synthinfer.napsu import CanonicalQueries, MarkovNetwork
 from synthinfer.napsu.likelihood import log_likelihood
 from synthinfer.napsu.queries import most_frequent_reference
-from synthinfer.napsu.structured import InteractionStructure, structure, structured_log_likelihood
+from synthinfer.napsu.structured import InteractionStructure, _local_row, structure, structured_log_likelihood
 
 pytestmark = pytest.mark.usefixtures("float64")
 
@@ -84,10 +84,21 @@ def test_transform_maps_interaction_features_to_canonical_queries(model):
     assert st.marginal_features.sum() == q.dimension
     sign, logdet = np.linalg.slogdet(t[:, st.marginal_features])
     assert sign != 0 and abs(logdet) < 1e-12
-    # each row touches only features whose scope lies in that query's marginal
-    for j, mi in enumerate(q.query_marginal):
-        cols = {DOM.index(c) for c in q.marginals[mi].columns}
-        assert all(set(st.features[k][0]) <= cols for k in np.flatnonzero(t[j]))
+    # each row touches only features whose scope lies in that query's marginal, and is the
+    # column of the query's cell in the marginal's local matrix A_M
+    ref = [q.reference[k] for k in DOM.names]
+    for j, (mi, flat) in enumerate(zip(q.query_marginal, q.query_cell)):
+        m = q.marginals[mi]
+        cols = [DOM.index(c) for c in m.columns]
+        assert all(set(st.features[k][0]) <= set(cols) for k in np.flatnonzero(t[j]))
+        scope = tuple(sorted(cols))
+        cell = np.unravel_index(int(flat), m.shape(DOM))
+        flat_sorted = np.ravel_multi_index([int(cell[cols.index(i)]) for i in scope], [DOM.shape[i] for i in scope])
+        column = np.zeros(st.dimension)
+        for k, f in enumerate(st.features):
+            if set(f[0]) <= set(scope):
+                column[k] = _local_row(scope, f, DOM.shape, ref)[flat_sorted]
+        np.testing.assert_array_equal(t[j], column)
 
 
 def test_precision_is_the_inverse_feature_covariance(model):

@@ -29,17 +29,20 @@ marginals' scopes, triangulated when the scopes form cycles). Each clique ``C`` 
    in query ``j``'s marginal. Restricted to the marginals' own features ``T`` is square, and
    a row and column permutation of a unit triangular matrix (the query of scope ``F`` has
    coefficient 1 on ``u_{F,v}`` and its other terms on larger scopes), so ``det T = ±1``; the
-   columns of the
-   other features of ``U`` (interactions of a clique that no marginal contains: triangulation
-   fill, or the 3-way term of a triangle of 2-way marginals) are zero.
+   columns of the other features of ``U`` (interactions of a clique that no marginal
+   contains: triangulation fill, or the 3-way term of a triangle of 2-way marginals) are zero.
+   Row ``j`` is also column ``c_j`` (the query's cell) of the marginal's matrix ``A_M`` of 2.,
+   so ``T^T D^{-1} T = sum_j A_{M_j}[:, c_j] A_{M_j}[:, c_j]^T / D_j``.
 
 2. **Precision.** MED_theta is Markov with respect to the junction tree, and ``U`` is a
    minimal statistic of the decomposable family on its cliques, which contains MED_theta
    (``eta = T^T theta`` on the marginal features, zero on the others). In mean parameters the
-   negative entropy of a decomposable model splits over the tree,
-   ``-H(p) = sum_C -H(p_C) - sum_S -H(p_S)`` (Wainwright and Jordan 2008, Section 4.1.4 and
-   Prop. 3.2: the conjugate dual ``A*(mu) = -H(p_mu)``), and the Hessian of ``A*`` is the
-   inverse of the Hessian of ``A``, ``Sigma_U^{-1}``. Each local term is the negative entropy
+   negative entropy of a distribution that is Markov on a junction tree splits over it,
+   ``-H(p) = sum_C -H(p_C) - sum_S -H(p_S)`` (Wainwright and Jordan 2008, Section 4.2 on
+   hypertree decompositions of the entropy; Koller and Friedman 2009, Section 10.2 on clique
+   trees), the conjugate dual of the log-partition function is ``A*(mu) = -H(p_mu)``
+   (Wainwright and Jordan 2008, Theorem 3.4), and the Hessian of ``A*`` is the inverse of the
+   Hessian of ``A``, ``Sigma_U^{-1}``. Each local term is the negative entropy
    of a saturated model on one table: with ``p_C = Z_C^{-T} (1, mu_C)`` (``Z_C`` the
    Kronecker product over the clique's columns of the per-column recoding),
    ``d^2 (sum_x p log p) / d mu_C^2 = A_C diag(1/p_C) A_C^T`` where ``A_C`` drops the constant
@@ -48,13 +51,13 @@ marginals' scopes, triangulated when the scopes form cycles). Each clique ``C`` 
 
        P = Sigma_U^{-1} = sum_C E_C A_C diag(1/p_C) A_C^T E_C^T - sum_S E_S A_S diag(1/p_S) A_S^T E_S^T
 
-   (``E`` embeds a clique's or separator's features into ``U``; the Gaussian analogue is
-   Lauritzen 1996, Prop. 5.9). ``P`` is zero for every pair of features whose scopes share no
+   (``E`` embeds a clique's or separator's features into ``U``; the Gaussian analogue is the
+   decomposable-model inverse covariance of Lauritzen 1996, Section 5.3). ``P`` is zero for every pair of features whose scopes share no
    clique, and needs only the clique marginals of one two-pass message passing. Its
    log-determinant is closed-form: ``det Sigma_C = prod_x p_C(x)`` (the recoding is
    unimodular; the multinomial covariance of ``K - 1`` cell indicators has that determinant),
-   and a positive-definite matrix whose inverse has the chordal pattern has
-   ``det Sigma = prod_C det Sigma_C / prod_S det Sigma_S`` (Lauritzen 1996, Lemma 5.5), so
+   and a positive-definite matrix whose inverse has this chordal form has
+   ``det Sigma = prod_C det Sigma_C / prod_S det Sigma_S`` (Lauritzen 1996, Section 5.3), so
    ``log det P = - sum_C sum_x log p_C(x) + sum_S sum_x log p_S(x)``.
 
 3. **Likelihood.** With ``s~`` of length ``m`` (here ``m = d``), ``Sigma_s = T Sigma_U T^T``,
@@ -132,8 +135,10 @@ class InteractionStructure:
         of the canonical parametrisation); the others have zero columns in ``T``.
     transform : ndarray, shape (d, |U|)
         ``T`` with ``a(x) = T u(x)``.
-    cliques, separators : list of _Table
-        Local ``A`` matrices of every clique and every non-empty separator.
+    cliques : list of _Table
+        Local ``A`` matrices of every clique.
+    separators : list of (int, _Table)
+        Each non-empty separator with the clique whose parent edge it is.
     """
 
     def __init__(self, network: MarkovNetwork) -> None:
@@ -172,7 +177,7 @@ class InteractionStructure:
 
         def table(cols: tuple[int, ...]) -> _Table:
             fs = local_features(cols)
-            local = np.stack([_local_row(cols, f, shape, ref) for f in fs]) if fs else np.zeros((0, 1))
+            local = np.stack([_local_row(cols, f, shape, ref) for f in fs])
             return _Table(cols, np.asarray([index[f] for f in fs], dtype=np.int64), local)
 
         self.cliques = [table(cl) for cl in jt.cliques]
@@ -228,7 +233,7 @@ class InteractionStructure:
             if tab.features.size:
                 block = (tab.local / p) @ tab.local.T
                 prec = prec.at[tab.features[:, None], tab.features[None, :]].add(block)
-        for (c, tab), p_s in zip(self.separators, self._separator_marginals(marginals)):
+        for (_, tab), p_s in zip(self.separators, self._separator_marginals(marginals)):
             block = (tab.local / p_s) @ tab.local.T
             prec = prec.at[tab.features[:, None], tab.features[None, :]].add(-block)
         return prec

@@ -146,7 +146,6 @@ class InteractionStructure:
         queries = network.queries
         domain = queries.domain
         shape = domain.shape
-        self._column_sizes = tuple(shape)
         ref = [queries.reference[name] for name in domain.names]
 
         def local_features(cols: Sequence[int]) -> list[Feature]:
@@ -177,11 +176,18 @@ class InteractionStructure:
 
         def table(cols: tuple[int, ...]) -> _Table:
             fs = local_features(cols)
-            local = np.stack([_local_row(cols, f, shape, ref) for f in fs])
+            cells = math.prod(shape[i] for i in cols)
+            local = np.stack([_local_row(cols, f, shape, ref) for f in fs]) if fs else np.zeros((0, cells))
             return _Table(cols, np.asarray([index[f] for f in fs], dtype=np.int64), local)
 
         self.cliques = [table(cl) for cl in jt.cliques]
         self.separators = [(c, table(sep)) for c, sep in enumerate(jt.separators) if sep]
+        # p_S is the child clique's marginal summed over the columns it does not share
+        self._separator_sums = [
+            (c, tuple(shape[i] for i in jt.cliques[c]),
+             tuple(a for a, v in enumerate(jt.cliques[c]) if v not in jt.separators[c]))
+            for c, _ in self.separators
+        ]
 
         # per clique, the indicators 1[x_F = v] over its cells of the features it owns (mu_U)
         self._owned = []
@@ -230,9 +236,8 @@ class InteractionStructure:
         """``P = Sigma_U^{-1}``: clique terms minus separator terms (module docstring, 2.)."""
         prec = jnp.zeros((self.dimension, self.dimension))
         for tab, p in zip(self.cliques, marginals):
-            if tab.features.size:
-                block = (tab.local / p) @ tab.local.T
-                prec = prec.at[tab.features[:, None], tab.features[None, :]].add(block)
+            block = (tab.local / p) @ tab.local.T
+            prec = prec.at[tab.features[:, None], tab.features[None, :]].add(block)
         for (_, tab), p_s in zip(self.separators, self._separator_marginals(marginals)):
             block = (tab.local / p_s) @ tab.local.T
             prec = prec.at[tab.features[:, None], tab.features[None, :]].add(-block)
@@ -245,16 +250,7 @@ class InteractionStructure:
 
     def _separator_marginals(self, marginals: Sequence[jax.Array]) -> list[jax.Array]:
         """``p_S`` of each non-empty separator, summed from its (child) clique's marginal."""
-        out = []
-        for c, tab in self.separators:
-            cl = self.cliques[c].columns
-            k = tuple(self._shape_of(cl))
-            drop = tuple(a for a, v in enumerate(cl) if v not in tab.columns)
-            out.append(marginals[c].reshape(k).sum(axis=drop).ravel())
-        return out
-
-    def _shape_of(self, cols: tuple[int, ...]) -> list[int]:
-        return [self._column_sizes[i] for i in cols]
+        return [marginals[c].reshape(k).sum(axis=drop).ravel() for c, k, drop in self._separator_sums]
 
 
 def _off_reference(k: int, r: int) -> list[int]:

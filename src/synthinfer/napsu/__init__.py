@@ -7,6 +7,8 @@ One job per module:
   distribution MED_theta as a Markov network with exact junction-tree inference and sampling;
   a network owns its compiled programs;
 * :mod:`~synthinfer.napsu.likelihood` - the noise-aware posterior (eq. 4-6) and PGM's objective;
+* :mod:`~synthinfer.napsu.structured` - eq. 6 in the interaction basis with the clique-sparse
+  precision (verified against the dense form; not yet used by the backends);
 * :mod:`~synthinfer.napsu.optimize` - L-BFGS with restarts (Supplement E);
 * :mod:`~synthinfer.napsu.laplace`, :mod:`~synthinfer.napsu.nuts`, :mod:`~synthinfer.napsu.mle` -
   the estimators; :mod:`~synthinfer.napsu.reparam`, :mod:`~synthinfer.napsu.jumps` - NUTS's

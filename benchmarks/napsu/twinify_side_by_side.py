@@ -271,8 +271,6 @@ def main() -> None:
     ap.add_argument("--config", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.part:
-        from synthinfer._jax import jax  # noqa: F401  (float64 on before any JAX use)
-
         print(json.dumps(ours(a.part, json.loads(a.config)), default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
         return
     out = Path(a.out)

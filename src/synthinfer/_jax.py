@@ -110,10 +110,6 @@ class ProgramCache:
         options = quick_compiler_options() if quick else None
         return self.get(("compiled", key), lambda: _COMPILE_POOL.submit(uses_float64(lambda: lower().compile(options))))
 
-    def __contains__(self, key: Any) -> bool:
-        with self._lock:
-            return key in self._items or ("compiled", key) in self._items
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

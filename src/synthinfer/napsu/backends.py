@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -72,7 +72,6 @@ class BackendResult:
     diagnostics: dict[str, Any]
     timings: dict[str, float]
     laplace: Any = None  # the LaplaceResult where the backend made one
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class InferenceBackend(Protocol):

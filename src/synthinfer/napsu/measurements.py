@@ -1,0 +1,77 @@
+"""Noisy marginal measurements: what the noise-aware likelihood conditions on.
+
+A :class:`Measurement` is the Gaussian mechanism's answer to some cells of one marginal,
+``y = C_M(X)[cells] + N(0, variance I)``, with ``C_M(X)`` the marginal's count table (cells in
+C order over ``marginal.columns``). NAPSU-MQ (Räisä et al. 2023) measures every marginal once
+at one noise level and keeps the canonical cells; AIM (McKenna et al. 2022) measures
+marginals over rounds at different noise levels, sometimes the same marginal twice. The
+noise-aware likelihood (eq. 6) takes any list of measurements: each one adds rows to the
+observation model with its own variance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from synthinfer.data import Domain, Marginal
+from synthinfer.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Noisy counts of some cells of one marginal.
+
+    Attributes
+    ----------
+    marginal : Marginal
+    values : ndarray of float64, shape (len(cells),)
+        The noisy counts, in the order of ``cells``.
+    variance : float
+        The Gaussian noise variance ``sigma^2`` of every value (> 0).
+    cells : ndarray of int64
+        Flat (C-order over ``marginal.columns``) indices of the measured cells, distinct and
+        ascending; all of the marginal's cells when it is measured in full.
+    """
+
+    marginal: Marginal
+    values: np.ndarray
+    variance: float
+    cells: np.ndarray = field(default=None)  # type: ignore[assignment]  # None -> all cells
+
+    def __post_init__(self) -> None:
+        values = np.asarray(self.values, dtype=np.float64).ravel()
+        cells = np.arange(values.size) if self.cells is None else np.asarray(self.cells, dtype=np.int64).ravel()
+        if cells.shape != values.shape:
+            raise ParameterError(
+                f"measurement of {self.marginal}: {values.size} values for {cells.size} cells")
+        if cells.size and (np.any(np.diff(cells) <= 0) or cells[0] < 0):
+            raise ParameterError(f"measurement of {self.marginal}: cells must be distinct, ascending and >= 0")
+        if not np.all(np.isfinite(values)):
+            raise ParameterError(f"measurement of {self.marginal}: values must be finite")
+        if not (np.isfinite(self.variance) and self.variance > 0):
+            raise ParameterError(f"measurement of {self.marginal}: variance must be positive, got {self.variance!r}")
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "cells", cells)
+        object.__setattr__(self, "variance", float(self.variance))
+
+    def check(self, domain: Domain) -> None:
+        """Raise :class:`ParameterError` unless the cells exist in ``domain``'s marginal table."""
+        size = self.marginal.size(domain)
+        if self.cells.size and self.cells[-1] >= size:
+            raise ParameterError(
+                f"measurement of {self.marginal}: cell {int(self.cells[-1])} is outside its {size} cells")
+
+
+def check_measurements(measurements: Sequence[Measurement], domain: Domain) -> tuple[Measurement, ...]:
+    """Validate a list of measurements against a Domain (columns and cells); at least one."""
+    out = tuple(measurements)
+    if not out:
+        raise ParameterError("at least one measurement is needed")
+    for m in out:
+        if not isinstance(m, Measurement):
+            raise ParameterError(f"expected Measurement objects, got {type(m).__name__}")
+        m.check(domain)
+    return out

@@ -1,94 +1,63 @@
-r"""NAPSU-MQ's noise-aware likelihood (Räisä et al. 2023, eq. 6) in the interaction basis.
+r"""NAPSU-MQ's noise-aware likelihood (Räisä et al. 2023, eq. 6) by Gaussian message passing on the junction tree.
 
-Eq. 6 is ``log N(s~ | n mu_s(theta), n Sigma_s(theta) + D)`` with ``mu_s, Sigma_s`` the mean and
-covariance of the ``d`` canonical queries ``a(x)`` under MED_theta and ``D`` the Gaussian
-mechanism's noise variances (``sigma_DP^2 I`` in the paper; one variance per query when the
-queries are measured at different noise scales). :func:`synthinfer.napsu.likelihood.log_likelihood`
-forms the dense ``d x d`` matrix. This module evaluates the same number through matrices that
-have the junction tree's clique pattern.
+Eq. 6 is ``log N(y | n mu_y(theta), n Sigma_y(theta) + D)``: ``y`` are noisy counts of cells of
+the measured marginals, ``mu_y, Sigma_y`` the mean and covariance of those cells' indicators
+``e(x)`` under MED_theta, and ``D`` the Gaussian mechanism's noise variances (``sigma_DP^2 I`` in
+the paper; one variance per value when marginals are measured at different noise scales, as
+AIM does). :func:`synthinfer.napsu.likelihood.log_likelihood` forms the dense ``d x d`` matrix
+(cost ``O(d^3)`` plus the covariance passes). This module computes the same number with cost
+about linear in the clique tables' cells, without ever forming ``Sigma_y``.
 
-Interaction basis
------------------
-For a column ``i`` with reference category ``r_i`` and a scope ``F`` (a set of columns) with
-values ``v`` off the reference on every column of ``F``, the interaction feature is
-``u_{F,v}(x) = 1[x_F = v]``. ``U`` is the set of interaction features of every sub-scope of
-every junction-tree clique (Koller and Friedman 2009, Ch. 10: a junction tree of the
-marginals' scopes, triangulated when the scopes form cycles). Each clique ``C`` contributes
-``K_C - 1`` features (``K_C = prod_{i in C} k_i`` cells), and ``1, u_C`` is an invertible
-(unimodular) recoding of the cell indicators of ``C``.
+Model as a linear-Gaussian tree
+-------------------------------
+Let ``z_C = e_C(x) - p_C`` be the centred cell-indicator vector of clique ``C`` (``K_C`` cells,
+``p_C`` its marginal). MED_theta is Markov on the junction tree, so for a clique ``C`` with
+separator ``S`` to its parent, ``E[e_C | x] = E[e_C | e_S] = Q_C e_S`` with
+``Q_C[x, s] = p(x_C | x_S = s) 1[x_S = s]`` (linear in the one-hot ``e_S``), and
 
-1. **Queries.** A canonical query (Supplement C; :mod:`synthinfer.napsu.queries`) is a cell of
-   a marginal ``M`` whose non-reference support is ``F`` with values ``v`` on ``F`` and the
-   reference on ``M \ F``. Writing ``1[x_j = r_j] = 1 - sum_{w != r_j} 1[x_j = w]`` and
-   expanding the product over ``M \ F``::
+    z_C = Q_C z_S + xi_C,   Cov(xi_C) = E[Cov(e_C | x_S)] = diag(p_C) - L_C diag(1/p_S) L_C^T,
 
-       1[x_F = v, x_{M\F} = r] = sum_{E ⊆ M\F} (-1)^{|E|} sum_{w in non-ref(E)} u_{F∪E,(v,w)}(x)
+``L_C[x, s] = p_C(x) 1[x_S = s]``, ``xi_C`` uncorrelated with everything outside ``C``'s subtree
+given ``z_S``; a root has ``Cov(z_R) = diag(p_R) - p_R p_R^T`` (the same formula with an empty
+separator). These regressions reproduce every covariance between cells of the whole tree
+exactly (Markov property plus linear conditional means), so the Gaussian with this tree
+structure has exactly eq. 6's moments (Koller and Friedman 2009, Ch. 14 on Gaussian networks;
+the multinomial's conditional covariance as in Lauritzen 1996, Section 4.2). A measured cell
+of marginal ``M`` inside clique ``C`` is ``y_j = n p_M(c_j) + sqrt(n) (R_M z_C)_j + eps_j``,
+``eps_j ~ N(0, D_j)``, with ``R_M`` the 0/1 marginalisation of ``C``'s cells onto ``M``'s.
 
-   so ``a(x) = T u(x)`` with ``T`` fixed, entries in ``{0, +1, -1}``, built from the query
-   list alone (no enumeration of the domain). Row ``j`` touches only features whose scope lies
-   in query ``j``'s marginal. Restricted to the marginals' own features ``T`` is square, and
-   a row and column permutation of a unit triangular matrix (the query of scope ``F`` has
-   coefficient 1 on ``u_{F,v}`` and its other terms on larger scopes), so ``det T = ±1``; the
-   columns of the other features of ``U`` (interactions of a clique that no marginal
-   contains: triangulation fill, or the 3-way term of a triangle of 2-way marginals) are zero.
-   Row ``j`` is also column ``c_j`` (the query's cell) of the marginal's matrix ``A_M`` of 2.,
-   so ``T^T D^{-1} T = sum_j A_{M_j}[:, c_j] A_{M_j}[:, c_j]^T / D_j``.
+Message passing (a Kalman filter on the tree)
+---------------------------------------------
+Scale ``zeta = sqrt(n) z`` (``B_C = n Cov(xi_C)``). From the leaves up, clique ``C`` collects in
+information form the observations it holds and its children's messages:
+``J = diag(delta) + G W G^T`` and ``h = h_delta + G eta``, where ``delta, h_delta`` come from
+measurements of the clique's own scope (one weight ``1/D_j`` per measured cell) and each block
+of ``G`` (``K_C x K_V``, ``G[x, v] = 1[x_V = v]``) from a strict sub-scope ``V``: a measured
+sub-marginal (diagonal ``W_V``) or a child's separator (its message ``J_V, h_V``). Integrating
+``zeta_C ~ N(Q zeta_S, B)`` against ``exp(-zeta^T J zeta / 2 + h^T zeta)``
+(``int N(e | 0, B) exp(-e^T J e / 2 + g^T e) de = det(I + BJ)^{-1/2} exp(g^T (I + BJ)^{-1} B g / 2)``,
+valid for singular ``B``) gives the message to the parent
 
-2. **Precision.** MED_theta is Markov with respect to the junction tree, and ``U`` is a
-   minimal statistic of the decomposable family on its cliques, which contains MED_theta
-   (``eta = T^T theta`` on the marginal features, zero on the others). In mean parameters the
-   negative entropy of a distribution that is Markov on a junction tree splits over it,
-   ``-H(p) = sum_C -H(p_C) - sum_S -H(p_S)`` (Wainwright and Jordan 2008, Section 4.2 on
-   hypertree decompositions of the entropy; Koller and Friedman 2009, Section 10.2 on clique
-   trees), the conjugate dual of the log-partition function is ``A*(mu) = -H(p_mu)``
-   (Wainwright and Jordan 2008, Theorem 3.4), and the Hessian of ``A*`` is the inverse of the
-   Hessian of ``A``, ``Sigma_U^{-1}``. Each local term is the negative entropy
-   of a saturated model on one table: with ``p_C = Z_C^{-T} (1, mu_C)`` (``Z_C`` the
-   Kronecker product over the clique's columns of the per-column recoding),
-   ``d^2 (sum_x p log p) / d mu_C^2 = A_C diag(1/p_C) A_C^T`` where ``A_C`` drops the constant
-   row of ``Z_C^{-1}``: ``A_C[(F,v), x] = prod_{i in F} (1[x_i = v_i] - 1[x_i = r_i])
-   prod_{i in C\F} 1[x_i = r_i]``. Hence::
+    J_S = Q^T (I + JB)^{-1} J Q,   h_S = Q^T (I + JB)^{-1} h,
+    log c_C = h^T B (I + JB)^{-1} h / 2 - log det(I + JB) / 2,
 
-       P = Sigma_U^{-1} = sum_C E_C A_C diag(1/p_C) A_C^T E_C^T - sum_S E_S A_S diag(1/p_S) A_S^T E_S^T
+and the log-likelihood is ``sum_C log c_C - sum_j (r_j^2 / D_j + log(2 pi D_j)) / 2`` with
+``r_j = y_j - n p_M(c_j)``. ``I + JB`` is a diagonal plus a matrix of rank
+``t + r`` (``t = K_S``, ``r = sum_V K_V``):
 
-   (``E`` embeds a clique's or separator's features into ``U``; the Gaussian analogue is the
-   decomposable-model inverse covariance of Lauritzen 1996, Section 5.3). ``P`` is zero for every pair of features whose scopes share no
-   clique, and needs only the clique marginals of one two-pass message passing. Its
-   log-determinant is closed-form: ``det Sigma_C = prod_x p_C(x)`` (the recoding is
-   unimodular; the multinomial covariance of ``K - 1`` cell indicators has that determinant),
-   and a positive-definite matrix whose inverse has this chordal form has
-   ``det Sigma = prod_C det Sigma_C / prod_S det Sigma_S`` (Lauritzen 1996, Section 5.3), so
-   ``log det P = - sum_C sum_x log p_C(x) + sum_S sum_x log p_S(x)``.
+    I + JB = D_0 + U V^T,  D_0 = 1 + n delta p_C,  U = [-n delta L, G],  V^T = [Q^T; W G^T B],
 
-3. **Likelihood.** With ``s~`` of length ``m`` (here ``m = d``), ``Sigma_s = T Sigma_U T^T``,
-   ``mu_s = T mu_U`` and ``N = P + n T^T D^{-1} T`` (``|U| x |U|``, clique pattern):
+so one ``(t + r) x (t + r)`` factorisation per clique gives the determinant (Sylvester) and the
+solves (Woodbury). Cost per clique ``O(K_C (t + r)^2 + (t + r)^3)``, against ``O(d^3)`` for the
+dense form: a clique measured in full (the usual case: a 2-way marginal is its own clique) costs
+only its separators' and sub-marginals' cells squared, not ``K_C^2``.
 
-   * the matrix determinant lemma,
-     ``det(D + n T Sigma_U T^T) = det D det(Sigma_U) det(Sigma_U^{-1} + n T^T D^{-1} T)``, gives
-     ``log det(n Sigma_s + D) = log det D + log det N - log det P``. It holds for any
-     (rectangular) ``T``; for ``D = sigma^2 I`` and square ``T`` it equals
-     ``log det(n T^T T + sigma^2 P) - log det P - log det(T^T T) + 2 log|det T|``, and the last
-     two terms cancel, so no ``log det(T^T T)`` correction appears;
-   * Woodbury, ``(D + T (n Sigma_U) T^T)^{-1} = D^{-1} - D^{-1} T (P/n + T^T D^{-1} T)^{-1} T^T D^{-1}``,
-     gives, with ``r = s~ - n mu_s`` and ``b = T^T D^{-1} r``,
-     ``r^T (n Sigma_s + D)^{-1} r = r^T D^{-1} r - n b^T N^{-1} b``.
-
-Every matrix formed has the clique pattern: ``T`` (rows within a marginal), ``P`` and
-``T^T D^{-1} T`` and ``N`` (pairs of features within one clique). ``U`` is ordered clique by
-clique from the leaves to the roots, each clique contributing the features whose scope is not
-in its separator; every feature is then simplicial when eliminated (its neighbours all lie in
-its clique), so the Cholesky factor of ``N`` in this order has the same pattern (no fill-in).
-Here ``N`` is still a dense array factorised densely; the pattern is what a clique-by-clique
-(multifrontal) factorisation will exploit.
-
-Numerics: ``P`` grows like ``1 / p_C(x)``, so cells of probability near the float64 floor
-make ``P`` ill-conditioned; and when ``D`` is small against ``n Sigma_s`` the two terms of the
-quadratic form nearly cancel (relative loss about ``max(n Sigma_s) / min(D)``).
+Numerics: every quantity is a probability, a conditional probability or a count, and
+``B``'s entries are bounded by ``n``; no ``1/p`` appears, so near-empty cells are harmless.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,219 +69,242 @@ from synthinfer._jax import jax, jnp
 from synthinfer.errors import ParameterError
 
 if TYPE_CHECKING:
+    from synthinfer.napsu.measurements import Measurement
     from synthinfer.napsu.network import MarkovNetwork
+    from synthinfer.napsu.queries import CanonicalQueries
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
-#: an interaction feature: (scope as ascending column indices, one non-reference code per column)
-Feature = tuple[tuple[int, ...], tuple[int, ...]]
+#: The measured cells, in the order of the observation vector ``y``: one ``(columns, cells)``
+#: pair per measurement (domain column indices in the marginal's order; flat C-order cells).
+Layout = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+
+
+def canonical_layout(queries: CanonicalQueries) -> Layout:
+    """The layout of NAPSU-MQ's canonical queries ``s~`` (one group per marginal, kept cells)."""
+    domain = queries.domain
+    out = []
+    for i, m in enumerate(queries.marginals):
+        cells = queries.query_cell[queries.query_marginal == i]
+        if cells.size:
+            out.append((tuple(domain.index(c) for c in m.columns), tuple(int(c) for c in cells)))
+    return tuple(out)
+
+
+def measurement_layout(measurements: Sequence[Measurement], domain) -> Layout:
+    """The layout of a list of measurements (their values concatenated in order)."""
+    return tuple((tuple(domain.index(c) for c in m.marginal.columns), tuple(int(c) for c in m.cells))
+                 for m in measurements)
 
 
 @dataclass(frozen=True)
-class _Table:
-    """One clique or separator: its features' positions in ``U`` and its local ``A`` matrix."""
+class _Group:
+    """Measured cells of one marginal, in its home clique's coordinates."""
 
-    columns: tuple[int, ...]
-    features: np.ndarray  # int64, positions in U of the table's K - 1 local features
-    local: np.ndarray  # A: (K - 1, K), rows = features, columns = cells (row-major)
+    rows: np.ndarray  # int64: positions of the values in y
+    cells: np.ndarray  # int64: the measured cells of the scope (scope-local flat index)
+    scope: tuple[int, ...]  # clique axes of the marginal's columns, ascending
 
 
-class InteractionStructure:
-    """The fixed linear structure of eq. 6 in the interaction basis of a network.
+@dataclass(frozen=True)
+class _Clique:
+    size: int
+    sep_map: np.ndarray | None  # int64 (K,): separator cell of each clique cell; None at a root
+    sep_size: int
+    full: tuple[_Group, ...]  # measurements of the clique's whole scope
+    blocks: tuple[tuple[tuple[int, ...], np.ndarray, int], ...]  # (scope, one-hot K x K_V, K_V)
+    block_groups: tuple[tuple[int, _Group], ...]  # (block index, group)
+    children: tuple[tuple[int, int], ...]  # (child clique, block index of its separator)
+    active: bool  # holds any information (measurements or children that do)
 
-    Built once per network from its queries and junction tree (no enumeration of the domain;
-    cost ``O(sum_C K_C^2)`` for the local tables).
 
-    Attributes
-    ----------
-    features : tuple of Feature
-        The interaction features ``U``, in elimination order (leaf cliques first).
-    home : ndarray of int64, shape (|U|,)
-        The clique (index into the junction tree) that owns each feature: the clique nearest
-        the root whose columns contain the feature's scope.
-    marginal_features : ndarray of bool, shape (|U|,)
-        Whether each feature's scope lies in one of the user's marginals (the features ``u``
-        of the canonical parametrisation); the others have zero columns in ``T``.
-    transform : ndarray, shape (d, |U|)
-        ``T`` with ``a(x) = T u(x)``.
-    cliques : list of _Table
-        Local ``A`` matrices of every clique.
-    separators : list of (int, _Table)
-        Each non-empty separator with the clique whose parent edge it is.
-    """
+class TreeLikelihoodPlan:
+    """The fixed (data-independent) part of :func:`structured_log_likelihood` for a network and
+    a layout of measured cells: which clique holds each measurement and the 0/1 maps between
+    cliques, separators and measured scopes. Built once (``O(sum_C K_C sum_V K_V)``)."""
 
-    def __init__(self, network: MarkovNetwork) -> None:
+    def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
         jt = network.junction_tree
-        queries = network.queries
-        domain = queries.domain
-        shape = domain.shape
-        ref = [queries.reference[name] for name in domain.names]
+        shape = network.queries.domain.shape
+        self.network = network
+        self.layout = layout
+        self.size = sum(len(cells) for _, cells in layout)
+        n_cliques = len(jt.cliques)
+        cells_of = [math.prod(shape[v] for v in cl) for cl in jt.cliques]
 
-        def local_features(cols: Sequence[int]) -> list[Feature]:
-            out = []
-            for r in range(1, len(cols) + 1):
-                for scope in itertools.combinations(cols, r):
-                    for v in itertools.product(*[_off_reference(shape[i], ref[i]) for i in scope]):
-                        out.append((scope, v))
-            return out
+        # each measurement goes to the smallest clique holding its columns
+        full: list[list[_Group]] = [[] for _ in range(n_cliques)]
+        sub: list[list[_Group]] = [[] for _ in range(n_cliques)]
+        start = 0
+        for cols, cells in layout:
+            rows = np.arange(start, start + len(cells), dtype=np.int64)
+            start += len(cells)
+            holders = [c for c in range(n_cliques) if set(cols) <= set(jt.cliques[c])]
+            if not holders:
+                raise ParameterError(f"a measurement on columns {cols} lies in no clique of the network's junction tree")
+            c = min(holders, key=lambda k: cells_of[k])
+            cl = jt.cliques[c]
+            scope = tuple(sorted(cl.index(v) for v in cols))
+            # measured cells re-indexed from the marginal's column order to the clique's (ascending)
+            local = _reorder_cells(np.asarray(cells, dtype=np.int64), cols, tuple(cl[a] for a in scope), shape)
+            group = _Group(rows, local, scope)
+            (full if len(scope) == len(cl) else sub)[c].append(group)
 
-        # U in elimination order: leaves first; a clique owns the features not in its separator
-        features: list[Feature] = []
-        home: list[int] = []
-        for c in reversed(range(len(jt.cliques))):
-            sep = set(jt.separators[c])
-            for f in local_features(jt.cliques[c]):
-                if not set(f[0]) <= sep:
-                    features.append(f)
-                    home.append(c)
-        index = {f: k for k, f in enumerate(features)}
-        self.features = tuple(features)
-        self.home = np.asarray(home, dtype=np.int64)
-        self.dimension = len(features)
-        scopes = [tuple(sorted(domain.index(c) for c in m.columns)) for m in queries.marginals]
-        self.marginal_features = np.array(
-            [any(set(f[0]) <= set(s) for s in scopes) for f in features], dtype=bool
-        )
+        active = [bool(full[c] or sub[c]) for c in range(n_cliques)]
+        for c in reversed(range(n_cliques)):  # children after parents: propagate upwards
+            p = jt.parent[c]
+            if p >= 0 and active[c]:
+                active[p] = True
 
-        def table(cols: tuple[int, ...]) -> _Table:
-            fs = local_features(cols)
-            cells = math.prod(shape[i] for i in cols)
-            local = np.stack([_local_row(cols, f, shape, ref) for f in fs]) if fs else np.zeros((0, cells))
-            return _Table(cols, np.asarray([index[f] for f in fs], dtype=np.int64), local)
-
-        self.cliques = [table(cl) for cl in jt.cliques]
-        self.separators = [(c, table(sep)) for c, sep in enumerate(jt.separators) if sep]
-        # p_S is the child clique's marginal summed over the columns it does not share
-        self._separator_sums = [
-            (c, tuple(shape[i] for i in jt.cliques[c]),
-             tuple(a for a, v in enumerate(jt.cliques[c]) if v not in jt.separators[c]))
-            for c, _ in self.separators
-        ]
-
-        # per clique, the indicators 1[x_F = v] over its cells of the features it owns (mu_U)
-        self._owned = []
+        self.cliques: list[_Clique] = []
         for c, cl in enumerate(jt.cliques):
-            own = np.flatnonzero(self.home == c)
-            grid = np.indices([shape[i] for i in cl]).reshape(len(cl), -1)
-            ind = np.ones((grid.shape[1], own.size))
-            for k, f in enumerate(own):
-                scope, v = features[f]
-                for i, vi in zip(scope, v):
-                    ind[:, k] *= grid[cl.index(i)] == vi
-            self._owned.append((own, ind))
+            sep = jt.separators[c]
+            sep_map = _cell_map(cl, sep, shape) if jt.parent[c] >= 0 else None
+            scopes: dict[tuple[int, ...], int] = {}
+            blocks = []
 
-        # T, row by row from each kept query's cell (queries.py: marginal, flat cell)
-        t = np.zeros((queries.dimension, self.dimension))
-        for j, (mi, flat) in enumerate(zip(queries.query_marginal, queries.query_cell)):
-            m = queries.marginals[mi]
-            cols = [domain.index(c) for c in m.columns]
-            cell = np.unravel_index(int(flat), m.shape(domain))
-            on = {i: int(x) for i, x in zip(cols, cell) if x != ref[i]}
-            rest = [i for i in cols if i not in on]
-            for r in range(len(rest) + 1):
-                for extra in itertools.combinations(rest, r):
-                    for w in itertools.product(*[_off_reference(shape[i], ref[i]) for i in extra]):
-                        values = {**on, **dict(zip(extra, w))}
-                        scope = tuple(sorted(values))
-                        t[j, index[(scope, tuple(values[i] for i in scope))]] += (-1.0) ** r
-        self.transform = t
+            def block(scope: tuple[int, ...]) -> int:
+                if scope not in scopes:
+                    cols = tuple(cl[a] for a in scope)
+                    m = _cell_map(cl, cols, shape)
+                    k = math.prod(shape[v] for v in cols)
+                    onehot = np.zeros((m.size, k))
+                    onehot[np.arange(m.size), m] = 1.0
+                    scopes[scope] = len(blocks)
+                    blocks.append((scope, onehot, k))
+                return scopes[scope]
 
-    # ---------------------------------------------------------------------------------------
-    def pattern(self) -> np.ndarray:
-        """Boolean ``|U| x |U|``: whether two features' scopes lie together in one clique."""
-        cols = [set(t.columns) for t in self.cliques]
-        scopes = [set(f[0]) for f in self.features]
-        return np.array([[any(a | b <= c for c in cols) for b in scopes] for a in scopes])
-
-    def mean(self, marginals: Sequence[jax.Array]) -> jax.Array:
-        """``mu_U = E[u(x)]`` from the flat clique marginals."""
-        mu = jnp.zeros(self.dimension)
-        for (own, ind), p in zip(self._owned, marginals):
-            if own.size:
-                mu = mu.at[own].set(p @ ind)
-        return mu
-
-    def precision(self, marginals: Sequence[jax.Array]) -> jax.Array:
-        """``P = Sigma_U^{-1}``: clique terms minus separator terms (module docstring, 2.)."""
-        prec = jnp.zeros((self.dimension, self.dimension))
-        for tab, p in zip(self.cliques, marginals):
-            block = (tab.local / p) @ tab.local.T
-            prec = prec.at[tab.features[:, None], tab.features[None, :]].add(block)
-        for (_, tab), p_s in zip(self.separators, self._separator_marginals(marginals)):
-            block = (tab.local / p_s) @ tab.local.T
-            prec = prec.at[tab.features[:, None], tab.features[None, :]].add(-block)
-        return prec
-
-    def log_det_precision(self, marginals: Sequence[jax.Array]) -> jax.Array:
-        """``log det P = - sum_C sum_x log p_C(x) + sum_S sum_x log p_S(x)`` (module docstring)."""
-        out = -sum(jnp.sum(jnp.log(p)) for p in marginals)
-        return out + sum(jnp.sum(jnp.log(p)) for p in self._separator_marginals(marginals))
-
-    def _separator_marginals(self, marginals: Sequence[jax.Array]) -> list[jax.Array]:
-        """``p_S`` of each non-empty separator, summed from its (child) clique's marginal."""
-        return [marginals[c].reshape(k).sum(axis=drop).ravel() for c, k, drop in self._separator_sums]
+            block_groups = tuple((block(g.scope), g) for g in sub[c])
+            children = tuple(
+                (k, block(tuple(cl.index(v) for v in jt.separators[k])))
+                for k in range(n_cliques) if jt.parent[k] == c and active[k]
+            )
+            self.cliques.append(_Clique(
+                size=cells_of[c], sep_map=sep_map, sep_size=math.prod(shape[v] for v in sep) if sep else 1,
+                full=tuple(full[c]), blocks=tuple(blocks), block_groups=block_groups, children=children,
+                active=active[c],
+            ))
+        self._parent = jt.parent
 
 
-def _off_reference(k: int, r: int) -> list[int]:
-    return [v for v in range(k) if v != r]
-
-
-def _local_row(cols: tuple[int, ...], f: Feature, shape, ref) -> np.ndarray:
-    """Row of ``A`` for feature ``f`` over the cells of ``cols`` (a Kronecker product)."""
-    scope, v = f
-    row = np.ones(1)
-    for i in cols:
-        e = np.zeros(shape[i])
-        if i in scope:
-            e[v[scope.index(i)]] += 1.0
-            e[ref[i]] -= 1.0
-        else:
-            e[ref[i]] = 1.0
-        row = np.kron(row, e)
-    return row
-
-
-def structure(network: MarkovNetwork) -> InteractionStructure:
-    """The network's :class:`InteractionStructure`, built once and kept with its programs."""
-    return network.programs.get(("interaction_structure",), lambda: InteractionStructure(network))
+def plan(network: MarkovNetwork, layout: Layout) -> TreeLikelihoodPlan:
+    """The network's :class:`TreeLikelihoodPlan` for ``layout``, built once and kept with its programs."""
+    return network.programs.get(("tree_likelihood_plan", layout), lambda: TreeLikelihoodPlan(network, layout))
 
 
 def structured_log_likelihood(
-    theta: jax.Array, s_tilde: jax.Array, D: jax.Array, n: jax.Array, network: MarkovNetwork
+    theta: jax.Array, y: jax.Array, D: jax.Array, n: jax.Array, tree_plan: TreeLikelihoodPlan
 ) -> jax.Array:
-    """``log N(s~ | n T mu_U, n T Sigma_U T^T + diag(D))``, NAPSU-MQ eq. 6, without ``Sigma``.
+    """``log N(y | n mu_y(theta), n Sigma_y(theta) + diag(D))``, NAPSU-MQ eq. 6, without ``Sigma``.
 
-    Equal to :func:`synthinfer.napsu.likelihood.log_likelihood` with ``D = sigma_DP^2``; the
-    derivation is in the module docstring. Pure JAX in ``theta``, ``s_tilde``, ``D`` and ``n``
-    (usable under ``jit``, ``grad`` and ``vmap``; close over ``network``).
+    Equal to :func:`synthinfer.napsu.likelihood.log_likelihood` for the canonical queries
+    (:func:`canonical_layout`) with ``D = sigma_DP^2``; the derivation is in the module
+    docstring. Pure JAX in ``theta``, ``y``, ``D`` and ``n`` (usable under ``jit``, ``grad`` and
+    ``vmap``; close over the plan).
 
     Parameters
     ----------
     theta : array, shape (d,)
-    s_tilde : array, shape (d,)
-        Noisy canonical query answers.
-    D : scalar or array of shape (d,)
-        Noise variance of each query (a scalar for ``sigma_DP^2 I``); must be positive.
+    y : array, shape (m,)
+        Noisy counts of the measured cells, in the plan's layout order.
+    D : scalar or array of shape (m,)
+        Noise variance of each value (a scalar for ``sigma_DP^2 I``); must be positive.
     n : scalar
         Number of rows.
-    network : MarkovNetwork
+    tree_plan : TreeLikelihoodPlan
     """
-    st = structure(network)
-    d = network.dimension
-    s_tilde = jnp.asarray(s_tilde, dtype=jnp.float64)
-    if s_tilde.shape != (d,):
-        raise ParameterError(f"s_tilde must have shape ({d},) (one answer per canonical query), got {s_tilde.shape}")
+    m = tree_plan.size
+    y = jnp.asarray(y, dtype=jnp.float64)
+    if y.shape != (m,):
+        raise ParameterError(f"y must have shape ({m},) (one value per measured cell), got {y.shape}")
     D = jnp.asarray(D, dtype=jnp.float64)
-    if D.shape not in ((), (d,)):
-        raise ParameterError(f"D (noise variances) must be a scalar or have shape ({d},), got {D.shape}")
-    D = jnp.broadcast_to(D, (d,))
-    marg = [m.ravel() for m in network.clique_marginals(theta)]
-    t = st.transform
-    r = s_tilde - n * (t @ st.mean(marg))
-    d_inv = 1.0 / D
-    tdt = t.T @ (d_inv[:, None] * t)
-    chol = jnp.linalg.cholesky(st.precision(marg) + n * tdt)
-    y = jax.scipy.linalg.solve_triangular(chol, t.T @ (d_inv * r), lower=True)
-    quad = jnp.dot(r, d_inv * r) - n * jnp.dot(y, y)
-    logdet = jnp.sum(jnp.log(D)) + 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) - st.log_det_precision(marg)
-    return -0.5 * quad - 0.5 * logdet - 0.5 * d * _LOG_2PI
+    if D.shape not in ((), (m,)):
+        raise ParameterError(f"D (noise variances) must be a scalar or have shape ({m},), got {D.shape}")
+    D = jnp.broadcast_to(D, (m,))
+    w = 1.0 / D
+    marginals = [t.ravel() for t in tree_plan.network.clique_marginals(theta)]
+    cliques = tree_plan.cliques
+    messages: list[tuple[jax.Array, jax.Array] | None] = [None] * len(cliques)
+    total = -0.5 * jnp.sum(jnp.log(D)) - 0.5 * m * _LOG_2PI
+    for c in reversed(range(len(cliques))):
+        cq = cliques[c]
+        if not cq.active:
+            continue
+        p = marginals[c]
+        K = cq.size
+        # -- information collected at this clique: measurements and children's messages
+        delta = jnp.zeros(K)
+        h = jnp.zeros(K)
+        for g in cq.full:
+            # the scope's cells are in the clique's axis order: scope cell = clique cell
+            r = y[g.rows] - n * p[g.cells]
+            total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
+            delta = delta.at[g.cells].add(w[g.rows])
+            h = h.at[g.cells].add(w[g.rows] * r)
+        W = [jnp.zeros((k, k)) for _, _, k in cq.blocks]
+        eta = [jnp.zeros(k) for _, _, k in cq.blocks]
+        for b, g in cq.block_groups:
+            onehot = cq.blocks[b][1]
+            r = y[g.rows] - n * (p @ onehot)[g.cells]
+            total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
+            W[b] = W[b] + jnp.diag(jnp.zeros(cq.blocks[b][2]).at[g.cells].set(w[g.rows]))
+            eta[b] = eta[b] + jnp.zeros(cq.blocks[b][2]).at[g.cells].set(w[g.rows] * r)
+        for k, b in cq.children:
+            j_s, h_s = messages[k]
+            W[b] = W[b] + j_s
+            eta[b] = eta[b] + h_s
+        # -- the conditional of this clique given its separator: zeta_C ~ N(Q zeta_S, B)
+        if cq.sep_map is None:
+            L = p[:, None]
+            Q = L
+        else:
+            sep_onehot = jax.nn.one_hot(cq.sep_map, cq.sep_size, dtype=p.dtype)
+            L = p[:, None] * sep_onehot
+            Q = L / (sep_onehot.T @ p)[None, :]
+        if cq.blocks:
+            G = jnp.concatenate([b[1] for b in cq.blocks], axis=1)
+            Wm = jax.scipy.linalg.block_diag(*W)
+            h = h + G @ jnp.concatenate(eta)
+            GtB = n * (G.T * p[None, :] - (G.T @ L) @ Q.T)  # G^T B
+            U = jnp.concatenate([-n * delta[:, None] * L, G], axis=1)
+            Vt = jnp.concatenate([Q.T, Wm @ GtB], axis=0)
+        else:
+            G = None
+            U = -n * delta[:, None] * L
+            Vt = Q.T
+        d0 = 1.0 + n * delta * p
+        Ud = U / d0[:, None]
+        S = jnp.eye(U.shape[1]) + Vt @ Ud
+        lu = jax.scipy.linalg.lu_factor(S)
+        logdet = jnp.sum(jnp.log(d0)) + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu[0]))))
+
+        def solve(Y):  # (I + JB)^{-1} Y by Woodbury
+            Yd = Y / d0[:, None]
+            return Yd - Ud @ jax.scipy.linalg.lu_solve(lu, Vt @ Yd)
+
+        if cq.sep_map is None:
+            x_h = solve(h[:, None])[:, 0]
+        else:
+            JQ = delta[:, None] * Q
+            if G is not None:
+                JQ = JQ + G @ (Wm @ (G.T @ Q))
+            X = solve(jnp.concatenate([JQ, h[:, None]], axis=1))
+            x_h = X[:, -1]
+            j_s = Q.T @ X[:, :-1]
+            messages[c] = (0.5 * (j_s + j_s.T), Q.T @ x_h)
+        bh = n * (p * h - L @ (Q.T @ h))  # B h
+        total = total + 0.5 * jnp.dot(bh, x_h) - 0.5 * logdet
+    return total
+
+
+def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:
+    """Each cell of ``clique`` (row-major) -> its row-major cell in the sub-table on ``columns``."""
+    grid = np.indices([shape[v] for v in clique]).reshape(len(clique), -1)
+    return np.ravel_multi_index(tuple(grid[clique.index(v)] for v in columns), [shape[v] for v in columns])
+
+
+def _reorder_cells(cells: np.ndarray, cols: tuple[int, ...], sorted_cols: tuple[int, ...], shape) -> np.ndarray:
+    """Flat cells of a table on ``cols`` re-indexed to the same table with axes ``sorted_cols``."""
+    idx = np.unravel_index(cells, [shape[v] for v in cols])
+    by_col = dict(zip(cols, idx))
+    return np.ravel_multi_index(tuple(by_col[v] for v in sorted_cols), [shape[v] for v in sorted_cols])

@@ -5,9 +5,11 @@ licence are in ``datasets/data/ATTRIBUTION.md`` (kept next to the files, as thei
 """
 
 from synthinfer.datasets.loaders import (
+    ADULT_COLUMNS,
     ADULT_PAPER_COLUMNS,
     ADULT_PAPER_MARGINALS,
     Dataset,
+    adult_domain,
     adult_paper_domain,
     load_adult,
     load_boston,
@@ -19,9 +21,11 @@ from synthinfer.datasets.loaders import (
 from synthinfer.datasets.toy import make_toy_logistic, make_triangle_square
 
 __all__ = [
+    "ADULT_COLUMNS",
     "ADULT_PAPER_COLUMNS",
     "ADULT_PAPER_MARGINALS",
     "Dataset",
+    "adult_domain",
     "adult_paper_domain",
     "load_adult",
     "load_boston",

@@ -86,7 +86,7 @@ def laplace_gap(
     x = np.asarray(laplace.mean, dtype=np.float64)
     d = x.shape[0]
     steps = radius * np.asarray(laplace.chol, dtype=np.float64).T
-    f = evaluate_in_batches(program, np.concatenate([x[None], x + steps, x - steps]), args, batch_size(d))
+    f = evaluate_in_batches(program, np.concatenate([x[None], x + steps, x - steps]), args, batch_size(network))
     base, plus, minus = f[0], f[1:d + 1], f[d + 1:]
     expected = radius**2 / 2.0
     gap_plus = np.abs(plus - base - expected)
@@ -123,7 +123,7 @@ def laplace_approximation(
     held: dict[str, np.ndarray] = {}
 
     def accept(x: np.ndarray) -> bool:
-        h = hessian(grads, x, args)
+        h = hessian(grads, x, args, batch=batch_size(network))
         try:
             lh = np.linalg.cholesky(h)
         except np.linalg.LinAlgError:

@@ -102,10 +102,6 @@ def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
 # --------------------------------------------------------------------------------------
 # Objectives of a network, made once and held in its program cache
 # --------------------------------------------------------------------------------------
-def _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov):
-    return -log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd)
-
-
 def _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov) -> np.ndarray:
     """Gauss-Newton (Fisher) curvature of the negative log posterior:
     ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
@@ -125,13 +121,19 @@ def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
 
 
 def _posterior_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
+    from synthinfer.napsu.structured import canonical_layout, plan, structured_log_likelihood
+
     mean_and_cov = net.mean_and_cov
+    tree_plan = plan(net, canonical_layout(net.queries))
 
     # Closures, not functools.partial: JAX caches a jitted function's signature, weakly keyed on
     # the function, and a partial's signature holds its bound values. Bound to the network, that
     # entry would hold the network, whose program cache holds the function: never freed.
+    # Eq. 6 by message passing (synthinfer.napsu.structured): the same value as
+    # log_likelihood's dense form at a cost about linear in the clique tables' cells.
     def loss(theta, s_tilde, sigma_dp, n, prior_sd):
-        return _neg_log_posterior(theta, s_tilde, sigma_dp, n, prior_sd, mean_and_cov=mean_and_cov)
+        ll = structured_log_likelihood(theta, s_tilde, sigma_dp**2, n, tree_plan)
+        return -(log_prior(theta, prior_sd) + ll)
 
     def curvature(theta, s_tilde, sigma_dp, n, prior_sd):
         return _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, mean_and_cov=mean_and_cov)
@@ -165,14 +167,16 @@ def objective(network: MarkovNetwork, name: str) -> tuple[Callable, Callable]:
 def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
     """``jax.jit(jax.value_and_grad(loss))`` of the named objective, one compiled program per
     network: everything a fit evaluates (L-BFGS iterations, the Hessian by differences of
-    gradients, the diagnostics along its axes) calls it, so an objective compiles once. Small
-    networks (:func:`synthinfer.napsu.network.compiles_quick`) compile it with
-    :func:`synthinfer._jax.quick_compiler_options`."""
-    from synthinfer.napsu.network import compiles_quick
+    gradients, the diagnostics along its axes) calls it, so an objective compiles once.
+
+    Compiled with :func:`synthinfer._jax.quick_compiler_options`: a fit evaluates it a few
+    thousand times, and its time is in a few dense operations per clique that the quick
+    options compile as well (measured on Adult: d = 130, 0.55 against 0.45 ms per call, compile
+    6 against 19 s; d = 1,417, 6 ms either way, compile 5 against 46 s; docs/performance.md).
+    NUTS, which evaluates ~10^6 gradients, compiles its own program with the default options."""
 
     def make():
-        options = quick_compiler_options() if compiles_quick(network.dimension) else None
-        return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=options)
+        return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=quick_compiler_options())
 
     return network.programs.get(("value_and_grad", name), make)
 
@@ -180,27 +184,26 @@ def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
 # --------------------------------------------------------------------------------------
 # Batched programs: one call evaluates the objective at a block of points
 # --------------------------------------------------------------------------------------
-#: Memory a batched program may use for its points' d x d matrices (eq. 6's covariance, its
-#: Cholesky factor and their reverse-mode residuals, counted as :data:`_MATRICES_PER_POINT`
-#: float64 matrices per point); :func:`batch_size` picks the block size from it.
+#: Memory a batched program may use for its points' working arrays (the message-passing
+#: matrices of :mod:`synthinfer.napsu.structured` and their reverse-mode residuals);
+#: :func:`batch_size` picks the block size from it.
 BATCH_MEMORY_BYTES = 1 << 30
-_MATRICES_PER_POINT = 16
-#: Largest block: past a few dozen points a block's matrices leave the CPU caches and the
+#: Largest block: past a few dozen points a block's arrays leave the CPU caches and the
 #: time per point rises (benchmarks/napsu/README.md).
 MAX_BATCH = 32
 
 
-def batch_size(dimension: int, memory_bytes: int = BATCH_MEMORY_BYTES) -> int:
-    """Points per call of a batched program for a model of ``dimension`` parameters: at most
-    :data:`MAX_BATCH`, and few enough that ``_MATRICES_PER_POINT`` float64 ``d x d`` matrices
-    per point fit in ``memory_bytes`` (at least one point)."""
-    per_point = _MATRICES_PER_POINT * 8 * dimension**2
+def batch_size(network: MarkovNetwork, memory_bytes: int = BATCH_MEMORY_BYTES) -> int:
+    """Points per call of a batched program of ``network``: at most :data:`MAX_BATCH`, and few
+    enough that the points' working arrays (``TreeLikelihoodPlan.bytes_per_point``) fit in
+    ``memory_bytes`` (at least one point)."""
+    from synthinfer.napsu.structured import canonical_layout, plan
+
+    per_point = plan(network, canonical_layout(network.queries)).bytes_per_point
     return int(max(1, min(MAX_BATCH, memory_bytes // per_point)))
 
 
 def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
-    from synthinfer.napsu.network import compiles_quick
-
     def make():
         loss = objective(network, name)[0]
         fn = jax.grad(loss) if kind == "gradients" else loss
@@ -209,11 +212,8 @@ def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
         def batched(points, *args):
             return jax.vmap(lambda x: fn(x, *args))(points)
 
-        # A value program runs a few times per fit, and compiling it with the default options
-        # takes far longer than the run it speeds up; a gradient program keeps them above
-        # SMALL_MODEL_DIMENSION, like value_and_grad (measurements in benchmarks/napsu/README.md).
-        quick = kind == "values" or compiles_quick(network.dimension)
-        return jax.jit(batched, compiler_options=quick_compiler_options() if quick else None)
+        # A batched program runs a few times per fit: quick options, as value_and_grad.
+        return jax.jit(batched, compiler_options=quick_compiler_options())
 
     return network.programs.get((kind, name), make)
 

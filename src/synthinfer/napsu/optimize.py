@@ -173,17 +173,18 @@ def hessian(grads: Callable, x: np.ndarray, args: tuple, step: float = 1e-5, *, 
     ``H[i] = (g(x + h e_i) - g(x - h e_i)) / 2h`` for all ``i``, symmetrised ``(H + H^T) / 2``.
     The ``2 d`` gradients are independent, so ``grads`` (``points (k, d), *args -> (k, d)``,
     e.g. :func:`synthinfer.napsu.likelihood.gradients`) evaluates them in blocks of at most
-    ``batch`` points (default ``batch_size(d)``, bounding memory): a few compiled calls instead
+    ``batch`` points (default :data:`~synthinfer.napsu.likelihood.MAX_BATCH`; a network's
+    :func:`~synthinfer.napsu.likelihood.batch_size` bounds memory): a few compiled calls instead
     of ``2 d`` on accelerators. Exact third-order autodiff (``jax.hessian``) of the noise-aware
     likelihood compiles for minutes on Adult-size networks, and forward-over-reverse products
     cost more per direction than two gradients on CPU. Truncation error O(h^2), rounding
     O(1e-16 |g| / h); a test compares it with ``jax.hessian`` on a small network.
     """
-    from synthinfer.napsu.likelihood import batch_size, evaluate_in_batches
+    from synthinfer.napsu.likelihood import MAX_BATCH, evaluate_in_batches
 
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[0]
-    batch = batch_size(d) if batch is None else batch
+    batch = MAX_BATCH if batch is None else batch
     shifts = step * np.eye(d)
     g = evaluate_in_batches(grads, np.concatenate([x + shifts, x - shifts]), args, batch)
     h = (g[:d] - g[d:]) / (2.0 * step)

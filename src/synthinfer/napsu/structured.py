@@ -184,7 +184,10 @@ class TreeLikelihoodPlan:
                 full=tuple(full[c]), blocks=tuple(blocks), block_groups=block_groups, children=children,
                 active=active[c],
             ))
-        self._parent = jt.parent
+        #: float64 working memory of one evaluation with its gradient, roughly: the
+        #: ``K x (t + r)`` matrices of each clique (a dozen, with reverse-mode residuals)
+        self.bytes_per_point = 8 * 12 * sum(
+            cq.size * (cq.sep_size + sum(b[2] for b in cq.blocks) + 2) for cq in self.cliques if cq.active)
 
 
 def plan(network: MarkovNetwork, layout: Layout) -> TreeLikelihoodPlan:

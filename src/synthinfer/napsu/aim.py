@@ -84,10 +84,10 @@ ROUNDS_PER_COLUMN = 16
 #: and the largest table. The noise-aware likelihood's cost grows with the tables: its
 #: clique-sparse factorisation works on one dense front per clique, ``~ K_C^3 / 3`` flops for a
 #: clique of ``K_C`` cells, so the largest clique dominates. The reference point is the
-#: 15-column Adult model MST builds around the paper's 10 marginals: 1,538 table cells, 1,412
+#: 15-column Adult model MST builds around the paper's 10 marginals: ~1,500 table cells, ~1,400
 #: parameters and one 656-cell clique (native-country x education-num). A 1,000-cell clique cap
 #: admits that clique while keeping every front within ~3e8 flops; a 4,000-cell total leaves
-#: room for about two and a half such models. On that table AIM then stops at 700-850
+#: room for about two and a half such models. On that table AIM then stops at 700-900
 #: parameters (canonical queries) at epsilon 1-4 with the all-2-way workload. (The paper's cap,
 #: 80 MB of float64 tables, i.e. 10^7 cells, is sized for a point estimate.)
 DEFAULT_MAX_MODEL_CELLS = 4_000

@@ -21,7 +21,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from synthinfer.errors import ConvergenceWarning, ParameterError
 from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.network import MarkovNetwork
+
+if TYPE_CHECKING:
+    from synthinfer.napsu.structured import Layout
 
 __all__ = [
     "BackendResult", "InferenceBackend", "InferenceSettings", "PosteriorProblem", "backend_names", "get_backend",
@@ -38,16 +41,37 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PosteriorProblem:
-    """The noisy measurements whose posterior a backend represents: canonical-query counts
-    ``s~`` of ``n`` rows with Gaussian noise of standard deviation ``sigma`` (the mechanism's
-    sigma_DP, or a stand-in for the non-noise-aware ablation), under the N(0, prior_sd^2 I)
-    prior of the network's parameters."""
+    """The noisy measurements whose posterior a backend represents: counts of ``n`` rows with
+    Gaussian noise of standard deviation ``sigma`` (the mechanism's sigma_DP, or a stand-in
+    for the non-noise-aware ablation), under the N(0, prior_sd^2 I) prior of the network's
+    parameters.
+
+    ``layout=None``: the counts are the canonical queries ``s~`` and ``sigma`` a scalar.
+    Otherwise they are any measured cells of the marginals (AIM's rounds) in the order of
+    ``layout`` (:mod:`synthinfer.napsu.structured`), with one ``sigma`` per value; only
+    backends with ``takes_measurements = True`` accept those, and ``canonical`` holds the
+    inverse-variance combination of each canonical cell's direct measurements
+    (:func:`synthinfer.napsu.structured.canonical_information`) for those that need ``s~``."""
 
     network: MarkovNetwork
     noisy_counts: np.ndarray
-    sigma: float
+    sigma: float | np.ndarray
     n: int
     prior_sd: float
+    layout: Layout | None = None
+
+    @property
+    def canonical(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(s~, sigma)`` per canonical query: the problem's own when ``layout`` is None."""
+        if self.layout is None:
+            return np.asarray(self.noisy_counts), np.broadcast_to(np.asarray(self.sigma, float), np.shape(self.noisy_counts))
+        from synthinfer.napsu.structured import canonical_information
+
+        info = canonical_information(self.network.queries, self.layout)
+        precision = info @ (1.0 / np.asarray(self.sigma, dtype=np.float64) ** 2)
+        if np.any(precision <= 0):
+            raise ParameterError("every canonical query needs a direct measurement of its cell")
+        return (info @ (np.asarray(self.noisy_counts) * (1.0 / np.asarray(self.sigma) ** 2))) / precision, precision**-0.5
 
 
 @dataclass(frozen=True)
@@ -75,7 +99,9 @@ class BackendResult:
 
 
 class InferenceBackend(Protocol):
-    """What :class:`~synthinfer.napsu.NapsuMQ` needs of an inference backend."""
+    """What :class:`~synthinfer.napsu.NapsuMQ` needs of an inference backend. A backend may
+    also set ``takes_measurements = True`` when it accepts problems with a ``layout`` (AIM's
+    measurements); without it, NapsuMQ refuses such a fit before spending any budget."""
 
     #: the ``inference=`` value that selects it
     name: str
@@ -128,6 +154,7 @@ def _laplace_fit(problem: PosteriorProblem, settings: InferenceSettings, rng: np
     return laplace_approximation(
         problem.network, problem.noisy_counts, problem.sigma, problem.n, prior_sd=problem.prior_sd,
         max_iter=settings.laplace_max_iter, max_restarts=settings.laplace_max_restarts, rng=rng,
+        layout=problem.layout,
     )
 
 
@@ -137,6 +164,7 @@ class LaplaceBackend:
 
     name = "laplace"
     noise_aware = True
+    takes_measurements = True
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.laplace import laplace_gap
@@ -144,7 +172,8 @@ class LaplaceBackend:
         progress("Laplace approximation")
         lap = _laplace_fit(problem, settings, rng)
         info = lap.info()
-        gap = laplace_gap(problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd)
+        gap = laplace_gap(problem.network, problem.noisy_counts, problem.sigma, problem.n, lap,
+                          prior_sd=problem.prior_sd, layout=problem.layout)
         info["max_log_density_gap"] = float(gap.max())
         info["axes_gap_over_1_nat"] = int((gap > 1.0).sum())
         if gap.max() > 1.0:
@@ -219,13 +248,14 @@ class MLEBackend:
 
     name = "mle"
     noise_aware = False
+    takes_measurements = True  # through each canonical cell's combined measurements
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.mle import maximum_likelihood_pgm
 
         progress("maximum likelihood (PGM objective)")
         t0 = time.perf_counter()
-        res = maximum_likelihood_pgm(problem.network, problem.noisy_counts, problem.n, rng=rng)
+        res = maximum_likelihood_pgm(problem.network, problem.canonical[0], problem.n, rng=rng)
         seconds = time.perf_counter() - t0
         info = {"converged": res.converged, "loss": res.loss, "iterations": res.n_iterations,
                 "gradient_evaluations": res.n_grad_evals, "restarts": res.n_restarts}

@@ -37,10 +37,11 @@ from synthinfer.errors import (
     UnknownColumnError,
 )
 from synthinfer.generate.base import Generator
-from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, get_backend
+from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backend_names, get_backend
 from synthinfer.napsu.likelihood import PRIOR_SD
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
+from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
@@ -71,10 +72,18 @@ class NapsuMQ(Generator):
         (default; NUTS preconditioned by the Laplace fit), ``"laplace"`` (Gaussian at the
         MAP), ``"mle"`` (the non-noise-aware PGM point estimate of Supplement D; a baseline
         for comparisons, not for valid inference), or any registered backend's name.
-    select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals)
-        or ``"mst"`` (add enough to span all columns).
+    select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals),
+        ``"mst"`` (add enough to span all columns), or ``"aim"``: AIM (McKenna et al. 2022,
+        :mod:`synthinfer.napsu.aim`) measures the 1-way marginals and ``marginals`` and then
+        chooses and measures marginals of ``workload`` over rounds with the whole budget; the
+        posterior conditions on every measurement at its own noise level.
     mst_budget_fraction : share of (epsilon, delta) spent on the MST selection when
-        ``select_extra`` is on; the measurement gets the rest.
+        ``select_extra`` is an int or ``"mst"``; the measurement gets the rest.
+    workload : with ``select_extra="aim"``, the marginals the synthetic data should answer
+        well (default: every 2-way marginal); ``marginals`` are always added.
+    max_model_cells : with ``select_extra="aim"``, the cap on the junction tree's total clique
+        cells (default :data:`synthinfer.napsu.aim.DEFAULT_MAX_MODEL_CELLS`): the posterior's
+        cost grows with it.
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
         800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
@@ -100,7 +109,9 @@ class NapsuMQ(Generator):
     Attributes (after ``fit``)
     --------------------------
     marginals_ : the fixed plus selected marginals; queries_ : the CanonicalQueries;
-    network_ : the MarkovNetwork; noisy_counts_ : ``s~``; sigma_dp_ : the noise std;
+    network_ : the MarkovNetwork; noisy_counts_ : ``s~`` (with AIM: every measured value);
+    sigma_dp_ : the noise std (with AIM: ``None``, each measurement has its own);
+    measurements_ : with AIM, the Measurements in order (else ``None``); aim_ : AIM's record;
     n_ : number of rows; posterior_ : ArviZ InferenceData (variable ``theta``);
     diagnostics_ : dict (Laplace info, R-hat, ESS, divergences, gradient evaluations, timings);
     ledger_ : the PrivacyLedger charged (it may be shared with other mechanisms); spent_ : the
@@ -119,8 +130,10 @@ class NapsuMQ(Generator):
         delta: float = 1e-9,
         inference: str = "nuts",
         *,
-        select_extra: int | Literal["mst"] = 0,
+        select_extra: int | Literal["mst", "aim"] = 0,
         mst_budget_fraction: float = 0.1,
+        workload: Sequence[Sequence[str] | str | Marginal] | None = None,
+        max_model_cells: int | None = None,
         n_chains: int = 4,
         num_warmup: int = 800,
         num_samples: int = 2000,
@@ -138,6 +151,8 @@ class NapsuMQ(Generator):
         self.inference = inference
         self.select_extra = select_extra
         self.mst_budget_fraction = mst_budget_fraction
+        self.workload = workload
+        self.max_model_cells = max_model_cells
         self.n_chains = n_chains
         self.num_warmup = num_warmup
         self.num_samples = num_samples
@@ -161,6 +176,8 @@ class NapsuMQ(Generator):
             "inference": self.inference,
             "select_extra": self.select_extra,
             "mst_budget_fraction": self.mst_budget_fraction,
+            "workload": None if self.workload is None else [list(m.columns) for m in as_marginals(self.workload)],
+            "max_model_cells": self.max_model_cells,
             "n_chains": self.n_chains,
             "num_warmup": self.num_warmup,
             "num_samples": self.num_samples,
@@ -173,10 +190,25 @@ class NapsuMQ(Generator):
         }
 
     def _check_settings(self) -> None:
-        get_backend(self.inference)  # ParameterError naming the registered backends
-        if not (self.select_extra == "mst" or (isinstance(self.select_extra, (int, np.integer)) and self.select_extra >= 0)):
-            raise ParameterError(f"select_extra must be a non-negative int or 'mst', got {self.select_extra!r}")
-        if self.select_extra and not (_is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
+        backend = get_backend(self.inference)  # ParameterError naming the registered backends
+        if not (self.select_extra in ("mst", "aim")
+                or (isinstance(self.select_extra, (int, np.integer)) and not isinstance(self.select_extra, bool)
+                    and self.select_extra >= 0)):
+            raise ParameterError(f"select_extra must be a non-negative int, 'mst' or 'aim', got {self.select_extra!r}")
+        if self.select_extra == "aim":
+            if not getattr(backend, "takes_measurements", False):
+                takes = [b for b in backend_names() if getattr(get_backend(b), "takes_measurements", False)]
+                raise ParameterError(
+                    f"inference={self.inference!r} cannot yet use AIM's measurements at several noise levels; "
+                    f"use one of {takes}")
+            if self.max_model_cells is not None and not (
+                    isinstance(self.max_model_cells, (int, np.integer)) and not isinstance(self.max_model_cells, bool)
+                    and self.max_model_cells > 0):
+                raise ParameterError(f"max_model_cells must be a positive integer, got {self.max_model_cells!r}")
+        elif self.workload is not None or self.max_model_cells is not None:
+            raise ParameterError("workload and max_model_cells apply to select_extra='aim' only")
+        if self.select_extra and self.select_extra != "aim" and not (
+                _is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
             raise ParameterError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
         # Checked here, before any budget is spent: a bad value would otherwise fail after the
         # noisy measurement has been charged.
@@ -246,7 +278,19 @@ class NapsuMQ(Generator):
         # -- query selection (own budget share) ------------------------------------------
         selected: list[Marginal] = []
         meas_budget = budget
-        if self.select_extra:
+        aim = None
+        if self.select_extra == "aim":
+            from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, select_aim
+
+            stage("selecting and measuring marginals (AIM)")
+            t0 = time.perf_counter()
+            aim = select_aim(codes, domain, self.workload, required=fixed, budget=budget, ledger=ledger, seed=rng,
+                             max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS)
+            timings["selection_and_measurement"] = time.perf_counter() - t0
+            # the measured scopes not inside another (AIM's 1-ways are, in its 2-ways) or a fixed one
+            selected = [m for m in aim.marginals
+                        if not any(set(m.columns) < set(o.columns) for o in aim.marginals) and not _contained(m, fixed)]
+        elif self.select_extra:
             from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
 
             k = n_spanning_edges(domain, fixed) if self.select_extra == "mst" else int(self.select_extra)
@@ -264,31 +308,53 @@ class NapsuMQ(Generator):
                 "independently of everything else; add marginals with them or use select_extra='mst'",
                 SynthinferWarning, stacklevel=3)  # past fit's float64 wrapper
 
-        # -- the Gaussian mechanism and the canonical queries ---------------------------------
-        # Every cell of the full marginals is measured (same L2 sensitivity sqrt(2 n_s) as the
-        # canonical subset, Theorem 3.5); the canonical queries are then a subset of the noisy
-        # vector, with the same distribution as measuring them alone. Measuring all cells first
-        # lets the reference categories be chosen from noisy counts (post-processing).
-        stage("measuring marginals")
-        t0 = time.perf_counter()
-        queryset = QuerySet(domain, marginals)
-        counts = queryset.count(codes)
-        noisy_all, sigma = gaussian_mechanism(
-            counts,
-            sensitivity=queryset.l2_sensitivity,
-            epsilon=meas_budget.epsilon,
-            delta=meas_budget.delta,
-            ledger=ledger,
-            seed=rng,
-            name="napsu-mq: marginal queries",
-        )
-        del counts, codes
-        if reference is None:
-            reference = most_frequent_reference(queryset, noisy_all)
-        network = network_for(domain, marginals, reference)
+        if aim is not None:
+            # AIM has measured everything; the model's marginals hold every measured scope
+            t0 = time.perf_counter()
+            if reference is None:
+                reference = _most_frequent_from_measurements(aim.measurements, domain)
+            network = network_for(domain, marginals, reference)
+            self.measurements_ = tuple(aim.measurements)
+            self.aim_ = aim
+            timings_aim = {  # public facts of AIM's run, kept with the diagnostics
+                "rounds": len(aim.rounds), "measurements": len(aim.measurements), "rho": aim.rho,
+                "model_cells": aim.model_cells, "max_model_cells": aim.max_model_cells,
+                "chosen": [list(r.marginal.columns) for r in aim.rounds],
+                "sigma": [math.sqrt(m.variance) for m in aim.measurements],
+            }
+            self.layout_ = measurement_layout(aim.measurements, domain)
+            noisy = np.concatenate([m.values for m in aim.measurements])
+            sigma = None
+            del codes
+            timings["network"] = time.perf_counter() - t0
+        else:
+            # -- the Gaussian mechanism and the canonical queries -----------------------------
+            # Every cell of the full marginals is measured (same L2 sensitivity sqrt(2 n_s) as the
+            # canonical subset, Theorem 3.5); the canonical queries are then a subset of the noisy
+            # vector, with the same distribution as measuring them alone. Measuring all cells first
+            # lets the reference categories be chosen from noisy counts (post-processing).
+            stage("measuring marginals")
+            t0 = time.perf_counter()
+            queryset = QuerySet(domain, marginals)
+            counts = queryset.count(codes)
+            noisy_all, sigma = gaussian_mechanism(
+                counts,
+                sensitivity=queryset.l2_sensitivity,
+                epsilon=meas_budget.epsilon,
+                delta=meas_budget.delta,
+                ledger=ledger,
+                seed=rng,
+                name="napsu-mq: marginal queries",
+            )
+            del counts, codes
+            if reference is None:
+                reference = most_frequent_reference(queryset, noisy_all)
+            network = network_for(domain, marginals, reference)
+            noisy = noisy_all[network.queries.kept]
+            self.measurements_ = self.aim_ = self.layout_ = None
+            timings_aim = None
+            timings["network_and_measurement"] = time.perf_counter() - t0
         queries = network.queries
-        noisy = noisy_all[queries.kept]
-        timings["network_and_measurement"] = time.perf_counter() - t0
 
         self.marginals_ = marginals
         self.selected_marginals_ = tuple(selected)
@@ -296,12 +362,14 @@ class NapsuMQ(Generator):
         self.network_ = network
         self.queries_ = queries
         self.noisy_counts_ = noisy
-        self.sigma_dp_ = float(sigma)
+        self.sigma_dp_ = None if sigma is None else float(sigma)
         self.n_ = n
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
         with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
             self._infer(rng, stage, timings)
+        if timings_aim is not None:
+            self.diagnostics_["aim"] = timings_aim
         fit_charges = ledger.charges[charges_before:]
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.privacy_ = self._privacy_record()
@@ -310,8 +378,14 @@ class NapsuMQ(Generator):
 
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
         backend = get_backend(self.inference)
-        sigma_inf = self.sigma_dp_ if self.noise_aware else NON_NOISE_AWARE_SIGMA
-        problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd))
+        if not self.noise_aware:
+            sigma_inf = NON_NOISE_AWARE_SIGMA
+        elif self.measurements_ is not None:
+            sigma_inf = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
+        else:
+            sigma_inf = self.sigma_dp_
+        problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd),
+                                   layout=self.layout_)
         settings = InferenceSettings(
             n_chains=int(self.n_chains), num_warmup=int(self.num_warmup), num_samples=int(self.num_samples),
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
@@ -323,7 +397,8 @@ class NapsuMQ(Generator):
         self.posterior_ = res.posterior
         timings.update(res.timings)
         self.diagnostics_ = {"inference": self.inference, "noise_aware": bool(self.noise_aware and backend.noise_aware),
-                             "sigma_inference": sigma_inf, **res.diagnostics, "timings": timings}
+                             "sigma_inference": sigma_inf if np.ndim(sigma_inf) == 0 else "per measurement",
+                             **res.diagnostics, "timings": timings}
 
     def _compile_sampler(self) -> None:
         """Start compiling generate()'s sampler for ``PRECOMPILED_M`` datasets of ``n_`` rows on a
@@ -333,7 +408,10 @@ class NapsuMQ(Generator):
     def _privacy_record(self) -> dict[str, Any]:
         rec = self.ledger_.to_dict()
         rec.update({
-            "mechanism": "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on canonical marginal queries",
+            "mechanism": "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on canonical marginal queries"
+            if self.measurements_ is None else
+            "NAPSU-MQ (Räisä et al. 2023) on AIM's measurements (McKenna et al. 2022): zCDP Gaussian and "
+            "exponential mechanisms over rounds",
             "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta)},
             "l2_sensitivity": float(self.queries_.l2_sensitivity),
             "sigma_dp": self.sigma_dp_,
@@ -425,9 +503,12 @@ class NapsuMQ(Generator):
         d = self.diagnostics_
         lines = [
             f"NAPSU-MQ fit: n = {self.n_}, {len(self.marginals_)} marginals "
-            f"({len(self.selected_marginals_)} selected by MST), {self.queries_.dimension} canonical queries",
-            f"privacy: epsilon = {self.spent_[0]:.4g}, delta = {self.spent_[1]:.3g} spent; "
-            f"sigma_DP = {self.sigma_dp_:.4g}",
+            f"({len(self.selected_marginals_)} selected by {'AIM' if 'aim' in d else 'MST'}), "
+            f"{self.queries_.dimension} canonical queries",
+            f"privacy: epsilon = {self.spent_[0]:.4g}, delta = {self.spent_[1]:.3g} spent; " + (
+                f"sigma_DP = {self.sigma_dp_:.4g}" if "aim" not in d else
+                f"AIM: {d['aim']['rounds']} rounds, {d['aim']['measurements']} measurements, sigma "
+                f"{min(d['aim']['sigma']):.4g}-{max(d['aim']['sigma']):.4g}"),
             f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)"),
         ]
         if "laplace" in d:
@@ -464,6 +545,26 @@ class NapsuMQ(Generator):
     def __repr__(self) -> str:
         ms = ", ".join(str(m) for m in as_marginals(self.marginals))
         return f"NapsuMQ(marginals=[{ms}], epsilon={self.epsilon}, delta={self.delta}, inference={self.inference!r})"
+
+
+def _contained(m: Marginal, others: Sequence[Marginal]) -> bool:
+    return any(set(m.columns) <= set(o.columns) for o in others)
+
+
+def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, int]:
+    """Each column's most frequent category from the noisy full measurements (AIM measures
+    every column's 1-way marginal): post-processing, no privacy cost. A column's counts come
+    from the first full measurement holding it, summed over its other columns."""
+    out: dict[str, int] = {}
+    for m in measurements:
+        table_size = m.marginal.size(domain)
+        if m.cells.size != table_size:
+            continue
+        table = m.values.reshape(m.marginal.shape(domain))
+        for axis, name in enumerate(m.marginal.columns):
+            if name not in out:
+                out[name] = int(np.argmax(table.sum(axis=tuple(a for a in range(table.ndim) if a != axis))))
+    return out
 
 
 def _is_number(v: Any) -> bool:

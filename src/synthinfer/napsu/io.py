@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from synthinfer.files import atomic_write
-from synthinfer.data import Domain, as_marginals
+from synthinfer.data import Domain, Marginal, as_marginals
 from synthinfer.errors import ReleaseError
 from synthinfer.napsu.diagnostics import to_inference_data
+from synthinfer.napsu.measurements import Measurement
 from synthinfer.napsu.network import network_for
+from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import PrivacyLedger
 
 if TYPE_CHECKING:
@@ -38,6 +40,10 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         "n": gen.n_,
         "reference": gen.queries_.reference,
         "sigma_dp": gen.sigma_dp_,
+        # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
+        "measurements": None if gen.measurements_ is None else [
+            {"columns": list(m.marginal.columns), "cells": m.cells.tolist(), "variance": m.variance}
+            for m in gen.measurements_],
         "seed_fixed": gen.seed_fixed_,
         "ledger": {k: gen.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
         "spent": list(gen.spent_),
@@ -86,7 +92,15 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     obj.network_ = net
     obj.queries_ = net.queries
     obj.noisy_counts_ = arrays["noisy_counts"]
-    obj.sigma_dp_ = float(meta["sigma_dp"])
+    obj.sigma_dp_ = None if meta["sigma_dp"] is None else float(meta["sigma_dp"])
+    obj.aim_ = None  # AIM's full record stays with the fit; its public facts are in diagnostics_
+    obj.measurements_ = obj.layout_ = None
+    if meta.get("measurements"):
+        values = np.split(obj.noisy_counts_, np.cumsum([len(m["cells"]) for m in meta["measurements"]])[:-1])
+        obj.measurements_ = tuple(
+            Measurement(Marginal(tuple(m["columns"])), v, m["variance"], cells=np.asarray(m["cells"], dtype=np.int64))
+            for m, v in zip(meta["measurements"], values))
+        obj.layout_ = measurement_layout(obj.measurements_, domain)
     obj.n_ = int(meta["n"])
     obj.seed_fixed_ = bool(meta["seed_fixed"])
     obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])

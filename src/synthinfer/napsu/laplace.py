@@ -21,6 +21,7 @@ from synthinfer.napsu.likelihood import (
 from synthinfer.napsu.optimize import OptimResult, hessian, lbfgs_minimize
 
 if TYPE_CHECKING:
+    from synthinfer.napsu.structured import Layout
     from synthinfer.napsu.network import MarkovNetwork
 
 
@@ -62,12 +63,13 @@ class LaplaceResult:
 def laplace_gap(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
-    sigma_dp: float,
+    sigma_dp: float | np.ndarray,
     n: int,
     laplace: LaplaceResult,
     *,
     prior_sd: float = PRIOR_SD,
     radius: float = 2.0,
+    layout: Layout | None = None,
 ) -> np.ndarray:
     """How far the posterior is from its Laplace approximation, per whitened axis.
 
@@ -81,7 +83,7 @@ def laplace_gap(
     log-posterior values, evaluated in blocks by the network's batched value program
     (:func:`synthinfer.napsu.likelihood.values`: no gradients).
     """
-    program = values(network, "neg_log_posterior")
+    program = values(network, "neg_log_posterior", layout)
     args = posterior_args(s_tilde, sigma_dp, n, prior_sd)
     x = np.asarray(laplace.mean, dtype=np.float64)
     d = x.shape[0]
@@ -98,7 +100,7 @@ def laplace_gap(
 def laplace_approximation(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
-    sigma_dp: float,
+    sigma_dp: float | np.ndarray,
     n: int,
     *,
     prior_sd: float = PRIOR_SD,
@@ -106,6 +108,7 @@ def laplace_approximation(
     tol: float = 1e-5,
     max_restarts: int = 5,
     rng: np.random.Generator,
+    layout: Layout | None = None,
 ) -> LaplaceResult:
     """Laplace approximation of ``p(theta | s~)`` (Gelman et al. 2014; NAPSU-MQ Supplement E).
 
@@ -113,13 +116,17 @@ def laplace_approximation(
     (the uniform distribution); the covariance is the inverse Hessian of the negative log
     posterior at ``theta*``. An optimum whose Hessian is not positive definite counts as a
     failed attempt and is restarted like a diverged one.
+
+    ``s_tilde`` are the canonical queries' noisy counts, or any measured values in the order
+    of ``layout`` (:mod:`synthinfer.napsu.structured`), with ``sigma_dp`` their noise standard
+    deviation (a scalar or one per value).
     """
     t0 = time.perf_counter()
-    vg = value_and_grad(network, "neg_log_posterior")
-    grads = gradients(network, "neg_log_posterior")
-    curvature = objective(network, "neg_log_posterior")[1]
+    vg = value_and_grad(network, "neg_log_posterior", layout)
+    grads = gradients(network, "neg_log_posterior", layout=layout)
+    curvature = objective(network, "neg_log_posterior", layout)[1]
     args = posterior_args(s_tilde, sigma_dp, n, prior_sd)
-    d = int(np.asarray(s_tilde).shape[0])
+    d = network.dimension
     held: dict[str, np.ndarray] = {}
 
     def accept(x: np.ndarray) -> bool:

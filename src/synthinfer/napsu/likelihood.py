@@ -6,7 +6,10 @@ Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``s
     s~ | theta ~ N(n mu(theta), n Sigma(theta) + sigma_DP^2 I)    (normal approximation, eq. 6)
 
 ``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
-network's ``mean_and_cov``. The functions are pure JAX; the objectives a backend optimises or
+network's ``mean_and_cov``. :func:`log_likelihood` is the dense form; the objectives evaluate
+the same likelihood by message passing (:mod:`synthinfer.napsu.structured`), which also takes
+any other measurements of the marginals' cells with one noise variance per value (AIM's). The
+functions are pure JAX; the objectives a backend optimises or
 samples are made once per network (:func:`objective`, :func:`value_and_grad`, and the batched
 :func:`gradients` and :func:`values` of the Laplace fit) and held in the
 network's program cache, so a network compiles each of them once whatever the data or epsilon
@@ -22,9 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synthinfer._jax import jax, jnp, quick_compiler_options
+from synthinfer.errors import ParameterError
 
 if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
+    from synthinfer.napsu.structured import Layout
 
 MeanAndCov = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 Mean = Callable[[jax.Array], jax.Array]
@@ -85,13 +90,16 @@ def pgm_loss(theta: jax.Array, s_tilde: jax.Array, n: jax.Array, mean: Mean) -> 
 
 
 def posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[np.ndarray, ...]:
-    """The data arguments ``(s~, sigma_DP, n, prior_sd)`` of the noise-aware objective, as
-    float64 NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would
-    compile a conversion program first)."""
-    return (
-        np.asarray(s_tilde, dtype=np.float64), np.asarray(float(sigma_dp)),
-        np.asarray(float(n)), np.asarray(float(prior_sd)),
-    )
+    """The data arguments ``(y, D, n, prior_sd)`` of the noise-aware objective, as float64
+    NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would compile a
+    conversion program first): the noisy values ``y`` (``s~``), their noise *variances* ``D``
+    (one per value: ``sigma_dp`` is the noise standard deviation, a scalar or one per value), ``n``
+    and the prior's standard deviation."""
+    y = np.asarray(s_tilde, dtype=np.float64)
+    sd = np.asarray(sigma_dp, dtype=np.float64)
+    if sd.shape not in ((), y.shape):
+        raise ParameterError(f"sigma_dp must be a scalar or have one entry per value {y.shape}, got {sd.shape}")
+    return y, np.broadcast_to(sd**2, y.shape).copy(), np.asarray(float(n)), np.asarray(float(prior_sd))
 
 
 def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
@@ -102,15 +110,17 @@ def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
 # --------------------------------------------------------------------------------------
 # Objectives of a network, made once and held in its program cache
 # --------------------------------------------------------------------------------------
-def _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, *, mean_and_cov) -> np.ndarray:
-    """Gauss-Newton (Fisher) curvature of the negative log posterior:
+def _gauss_newton_posterior(theta, D_eff, n, prior_sd, *, mean_and_cov) -> np.ndarray:
+    """Gauss-Newton (Fisher) curvature of the negative log posterior on the canonical queries:
     ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
-    ``C = n Sigma + sigma_DP^2 I``. Used only to precondition the optimiser; NumPy around the
+    ``C = n Sigma + diag(D_eff)``, ``D_eff`` the queries' noise variances (for other
+    measurements, their inverse-variance combination: :func:`synthinfer.napsu.structured.
+    canonical_information`). Used only to precondition the optimiser; NumPy around the
     network's compiled ``mean_and_cov`` (no program of its own to compile)."""
     _, sig = mean_and_cov(jnp.asarray(theta))
     j = float(n) * np.asarray(sig, dtype=np.float64)
     d = j.shape[0]
-    c = j + float(sigma_dp) ** 2 * np.eye(d)
+    c = j + np.diag(D_eff)
     return j @ np.linalg.solve(c, j) + np.eye(d) / float(prior_sd) ** 2
 
 
@@ -120,28 +130,35 @@ def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
     return 2.0 * j.T @ j
 
 
-def _posterior_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
-    from synthinfer.napsu.structured import canonical_layout, plan, structured_log_likelihood
+def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Callable, Callable]:
+    from synthinfer.napsu.structured import canonical_information, canonical_layout, plan, structured_log_likelihood
 
     mean_and_cov = net.mean_and_cov
-    tree_plan = plan(net, canonical_layout(net.queries))
+    canonical = layout is None
+    tree_plan = plan(net, canonical_layout(net.queries) if canonical else layout)
+    info = None if canonical else canonical_information(net.queries, layout)
 
     # Closures, not functools.partial: JAX caches a jitted function's signature, weakly keyed on
     # the function, and a partial's signature holds its bound values. Bound to the network, that
     # entry would hold the network, whose program cache holds the function: never freed.
     # Eq. 6 by message passing (synthinfer.napsu.structured): the same value as
     # log_likelihood's dense form at a cost about linear in the clique tables' cells.
-    def loss(theta, s_tilde, sigma_dp, n, prior_sd):
-        ll = structured_log_likelihood(theta, s_tilde, sigma_dp**2, n, tree_plan)
-        return -(log_prior(theta, prior_sd) + ll)
+    def loss(theta, y, D, n, prior_sd):
+        return -(log_prior(theta, prior_sd) + structured_log_likelihood(theta, y, D, n, tree_plan))
 
-    def curvature(theta, s_tilde, sigma_dp, n, prior_sd):
-        return _gauss_newton_posterior(theta, s_tilde, sigma_dp, n, prior_sd, mean_and_cov=mean_and_cov)
+    def curvature(theta, y, D, n, prior_sd):
+        D = np.asarray(D, dtype=np.float64)
+        if not canonical:  # queries measured only through sub-marginals: weak, not zero, information
+            precision = info @ (1.0 / D)
+            D = 1.0 / np.maximum(precision, 1e-6 / D.max())
+        return _gauss_newton_posterior(theta, D, n, prior_sd, mean_and_cov=mean_and_cov)
 
     return loss, curvature
 
 
-def _pgm_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
+def _pgm_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Callable, Callable]:
+    if layout is not None:
+        raise ParameterError("PGM's objective takes the canonical queries (combine other measurements first)")
     mean = net.mean
 
     def loss(theta, s_tilde, n):  # a closure, as in _posterior_objectives
@@ -158,13 +175,14 @@ def _pgm_objectives(net: MarkovNetwork) -> tuple[Callable, Callable]:
 _OBJECTIVES = {"neg_log_posterior": _posterior_objectives, "pgm": _pgm_objectives}
 
 
-def objective(network: MarkovNetwork, name: str) -> tuple[Callable, Callable]:
+def objective(network: MarkovNetwork, name: str, layout: Layout | None = None) -> tuple[Callable, Callable]:
     """``(loss, curvature)`` of the named objective of ``network`` (``"neg_log_posterior"`` or
-    ``"pgm"``), one pair per network."""
-    return network.programs.get(("objective", name), lambda: _OBJECTIVES[name](network))
+    ``"pgm"``), one pair per network and layout of the measured values
+    (:mod:`synthinfer.napsu.structured`; ``None``: the canonical queries ``s~``)."""
+    return network.programs.get(("objective", name, layout), lambda: _OBJECTIVES[name](network, layout))
 
 
-def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
+def value_and_grad(network: MarkovNetwork, name: str, layout: Layout | None = None) -> Callable:
     """``jax.jit(jax.value_and_grad(loss))`` of the named objective, one compiled program per
     network: everything a fit evaluates (L-BFGS iterations, the Hessian by differences of
     gradients, the diagnostics along its axes) calls it, so an objective compiles once.
@@ -176,9 +194,9 @@ def value_and_grad(network: MarkovNetwork, name: str) -> Callable:
     NUTS, which evaluates ~10^6 gradients, compiles its own program with the default options."""
 
     def make():
-        return jax.jit(jax.value_and_grad(objective(network, name)[0]), compiler_options=quick_compiler_options())
+        return jax.jit(jax.value_and_grad(objective(network, name, layout)[0]), compiler_options=quick_compiler_options())
 
-    return network.programs.get(("value_and_grad", name), make)
+    return network.programs.get(("value_and_grad", name, layout), make)
 
 
 # --------------------------------------------------------------------------------------
@@ -203,9 +221,9 @@ def batch_size(network: MarkovNetwork, memory_bytes: int = BATCH_MEMORY_BYTES) -
     return int(max(1, min(MAX_BATCH, memory_bytes // per_point)))
 
 
-def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
+def _batched(network: MarkovNetwork, name: str, kind: str, layout: Layout | None) -> Callable:
     def make():
-        loss = objective(network, name)[0]
+        loss = objective(network, name, layout)[0]
         fn = jax.grad(loss) if kind == "gradients" else loss
 
         # A closure, as in _posterior_objectives: the points are mapped, the data arguments shared.
@@ -215,10 +233,10 @@ def _batched(network: MarkovNetwork, name: str, kind: str) -> Callable:
         # A batched program runs a few times per fit: quick options, as value_and_grad.
         return jax.jit(batched, compiler_options=quick_compiler_options())
 
-    return network.programs.get((kind, name), make)
+    return network.programs.get((kind, name, layout), make)
 
 
-def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None) -> Callable:
+def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None, layout: Layout | None = None) -> Callable:
     """``points (k, d), *args -> (k, d)``: the gradient of the named objective at each of ``k``
     points, for the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
     whose ``2 d`` gradients are independent.
@@ -234,8 +252,8 @@ def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None)
     if batched is None:
         batched = jax.default_backend() != "cpu"
     if batched:
-        return _batched(network, name, "gradients")
-    vg = value_and_grad(network, name)
+        return _batched(network, name, "gradients", layout)
+    vg = value_and_grad(network, name, layout)
 
     def loop(points, *args):
         return np.stack([np.asarray(vg(jnp.asarray(x), *args)[1]) for x in points])
@@ -243,11 +261,11 @@ def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None)
     return loop
 
 
-def values(network: MarkovNetwork, name: str) -> Callable:
+def values(network: MarkovNetwork, name: str, layout: Layout | None = None) -> Callable:
     """``points (k, d), *args -> (k,)``: the named objective at each of ``k`` points in one
     compiled program (``jax.vmap``, no gradient), one program per network and block size. For
     checks that need only values, such as :func:`synthinfer.napsu.laplace.laplace_gap`."""
-    return _batched(network, name, "values")
+    return _batched(network, name, "values", layout)
 
 
 def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:

@@ -97,6 +97,33 @@ def measurement_layout(measurements: Sequence[Measurement], domain) -> Layout:
                  for m in measurements)
 
 
+def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarray:
+    """0/1 matrix (canonical queries x measured values): ``A[j, k] = 1`` when value ``k``
+    measures query ``j``'s cell directly (same column set, same cell).
+
+    With it, ``1 / D_eff = A (1 / D)`` and ``s_eff = D_eff A (y / D)`` combine the direct
+    measurements of each canonical cell by inverse-variance weighting (post-processing of the
+    measurements): a per-query summary where one is needed (the Gauss-Newton preconditioner,
+    PGM's point estimate), while the likelihood itself uses every measured value.
+    """
+    domain = queries.domain
+    where = {}
+    for j, (i, cell) in enumerate(zip(queries.query_marginal, queries.query_cell)):
+        cols = tuple(domain.index(c) for c in queries.marginals[i].columns)
+        idx = np.unravel_index(int(cell), [domain.shape[c] for c in cols])
+        where[tuple(sorted(zip(cols, (int(v) for v in idx))))] = j
+    out = np.zeros((queries.dimension, sum(len(c) for _, c in layout)))
+    k = 0
+    for cols, cells in layout:
+        shape = [domain.shape[c] for c in cols]
+        for cell in cells:
+            key = tuple(sorted(zip(cols, (int(v) for v in np.unravel_index(cell, shape)))))
+            if key in where:
+                out[where[key], k] = 1.0
+            k += 1
+    return out
+
+
 @dataclass(frozen=True)
 class _Group:
     """Measured cells of one marginal, in its home clique's coordinates."""

@@ -22,7 +22,7 @@ from synthinfer._system import usable_cores
 from synthinfer.mcmc import import_arviz
 from synthinfer.napsu.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.napsu.laplace import LaplaceResult
-from synthinfer.napsu.likelihood import PRIOR_SD, log_posterior, posterior_args
+from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
 from synthinfer.napsu.network import compiles_quick
 from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
@@ -66,7 +66,7 @@ def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
     return slow, end, warm, np.arange(total) == num_warmup - 1
 
 
-def _nuts_chain(key_data, z_init, data, *, mean_and_cov, num_warmup, num_samples, max_tree_depth, target_accept,
+def _nuts_chain(key_data, z_init, data, *, neg_log_posterior, num_warmup, num_samples, max_tree_depth, target_accept,
                 jump_moves):
     """Stan window adaptation and NUTS for one chain on the reparametrised posterior ``theta(u)``.
 
@@ -83,11 +83,11 @@ def _nuts_chain(key_data, z_init, data, *, mean_and_cov, num_warmup, num_samples
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
-    (s_tilde, sigma_dp, n, prior_sd), map_arrays, jump_arrays = data
+    args, map_arrays, jump_arrays = data  # args: likelihood.posterior_args
 
     def logdensity(u):
         theta, log_jac = to_theta(u, map_arrays)
-        return log_posterior(theta, s_tilde, sigma_dp, n, mean_and_cov, prior_sd) + log_jac
+        return log_jac - neg_log_posterior(theta, *args)
 
     mm_init, mm_update, mm_final = mass_matrix_adaptation(True)  # diagonal
     da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
@@ -138,10 +138,10 @@ def _nuts_jit(network: MarkovNetwork) -> Callable:
     whose bound values show in the signature JAX caches (see
     :func:`synthinfer.napsu.likelihood._posterior_objectives`): either would keep the network
     and its programs alive for good."""
-    mean_and_cov = network.mean_and_cov
+    loss = objective(network, "neg_log_posterior")[0]  # eq. 6 by message passing, plus the prior
 
     def chain(key_data, z_init, data, *, num_warmup, num_samples, max_tree_depth, target_accept, jump_moves):
-        return _nuts_chain(key_data, z_init, data, mean_and_cov=mean_and_cov, num_warmup=num_warmup,
+        return _nuts_chain(key_data, z_init, data, neg_log_posterior=loss, num_warmup=num_warmup,
                            num_samples=num_samples, max_tree_depth=max_tree_depth, target_accept=target_accept,
                            jump_moves=jump_moves)
 

@@ -83,8 +83,8 @@ def test_gap_equals_the_one_point_computation(problem):
     steps = 2.0 * lap.chol.T
     want = np.maximum(np.abs(np.array([f(theta + e) for e in steps]) - f(theta) - 2.0),
                       np.abs(np.array([f(theta - e) for e in steps]) - f(theta) - 2.0))
-    s_tilde, sigma, n, prior_sd = args
-    got = laplace_gap(net, s_tilde, float(sigma), int(n), lap, prior_sd=float(prior_sd))
+    s_tilde, variances, n, prior_sd = args  # posterior_args: one noise variance per value
+    got = laplace_gap(net, s_tilde, float(np.sqrt(variances[0])), int(n), lap, prior_sd=float(prior_sd))
     assert got.shape == (d,)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
 

@@ -37,8 +37,8 @@ deviation in ``u`` (``sqrt((H_SS^-1)_jj) / T'(phi*_j)`` with ``H`` the Laplace p
 profile is a conditional density (the other coordinates at ``u*``), so ``q`` ignores how the
 near-empty cells empty together; PSIS measures what that costs.
 
-Costs: ``2 d + 1`` values for the screen, ~20-40 per profiled coordinate, ``S`` for the draws,
-all batched; no gradient.
+Costs: at most ``2 d + 1`` log-posterior values for the screen, 20-40 per profiled coordinate
+and ``S`` for the draws, all batched; no gradient.
 
 Resampling. The released posterior is a set of equally weighted draws (``generate`` picks
 draws uniformly), so the ``n_chains * num_samples`` draws are a systematic resample of the
@@ -136,9 +136,10 @@ class AxisDensity:
         lp = lp - lp.max()
         inside = np.flatnonzero(lp > -depth)
         lo, hi = max(inside[0] - 1, 0), min(inside[-1] + 1, x.size - 1)
+        # the end points may lie far below: floored, the proposal only gets heavier there
         x, lp = x[lo:hi + 1], np.maximum(lp[lo:hi + 1], -depth - 20.0)
         if x.size < 2:
-            raise ParameterError("a profile needs at least two finite points")
+            raise ParameterError("log_density must have at least two finite values")
         span = x[-1] - x[0]
         ends = np.diff(lp)[[0, -1]] / np.diff(x)[[0, -1]]
         return cls(x, lp, max(ends[0] / 2.0, 1.0 / span), max(-ends[1] / 2.0, 1.0 / span))
@@ -155,6 +156,7 @@ class AxisDensity:
                                [self.level[-1] - math.log(self.right_rate)]])
 
     def log_pdf(self, y: np.ndarray) -> np.ndarray:
+        """The normalised log density at each ``y``."""
         x, lv, b = self.x, self.level, self._slopes
         k = np.clip(np.searchsorted(x, y) - 1, 0, x.size - 2)
         out = lv[k] + b[k] * (y - x[k])
@@ -163,6 +165,7 @@ class AxisDensity:
         return out - logsumexp(self._log_masses)
 
     def sample(self, rng: np.random.Generator, num: int) -> np.ndarray:
+        """``num`` draws: a piece (tail or segment) by its mass, then the inverse CDF within it."""
         lm = self._log_masses
         p = np.exp(lm - logsumexp(lm))
         piece = rng.choice(p.size, size=num, p=p / p.sum())
@@ -338,6 +341,7 @@ class ImportanceResult:
     k_hat: float
     k_hat_threshold: float
     ess: float  # PSIS effective sample size 1 / sum(w~_s^2) of the smoothed, normalised weights
+    ess_per_parameter: np.ndarray  # (d,) effective sample size of each parameter's mean (_parameter_ess)
     num_proposals: int
     df: float
     scale: float
@@ -352,9 +356,14 @@ class ImportanceResult:
         """PSIS's criterion: ``k_hat <= min(1 - 1/log10 S, 0.7)``."""
         return self.k_hat <= self.k_hat_threshold
 
+    @property
+    def ess_min(self) -> float:
+        return float(np.min(self.ess_per_parameter))
+
     def info(self) -> dict[str, Any]:
+        """JSON-ready diagnostics (no per-parameter arrays)."""
         return {
-            "k_hat": self.k_hat, "k_hat_threshold": self.k_hat_threshold, "ess": self.ess,
+            "k_hat": self.k_hat, "k_hat_threshold": self.k_hat_threshold, "ess": self.ess, "ess_min": self.ess_min,
             "num_proposals": self.num_proposals, "proposal_df": self.df, "proposal_scale": self.scale,
             "one_sided_parameters": self.n_one_sided, "profiled_parameters": self.n_profiled,
             "log_density_evaluations": self.log_density_evaluations, "zero_weight_draws": self.zero_weight_draws,
@@ -369,6 +378,20 @@ def _psis(log_weights: np.ndarray) -> tuple[np.ndarray, float, float, float]:
     ps = pareto_smooth(log_weights - np.max(log_weights), warn=False)
     k = ps.k_hat if math.isfinite(ps.k_hat) else math.inf
     return ps.log_weights, k, ps.threshold, float(1.0 / np.sum(np.exp(2.0 * ps.log_weights)))
+
+
+def _parameter_ess(theta: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
+    """Effective sample size of the self-normalised estimate of each parameter's mean.
+
+    With normalised weights ``w~_s`` the estimate ``sum_s w~_s theta_s`` has asymptotic
+    variance ``sum_s w~_s^2 (theta_s - m)^2`` (delta method), against ``v / ESS`` for ``ESS``
+    independent posterior draws of variance ``v = sum_s w~_s (theta_s - m)^2``; so ``ESS_i =
+    v_i / sum_s w~_s^2 (theta_si - m_i)^2`` (Vehtari et al. 2024, Section 3.4: the global ``1 /
+    sum w~^2`` can overstate it for a parameter whose far tail carries the large weights).
+    """
+    w = np.exp(log_weights)
+    dev2 = (theta - w @ theta) ** 2
+    return (w @ dev2) / np.maximum((w**2) @ dev2, np.finfo(float).tiny)
 
 
 def _check_settings(**settings: Any) -> None:
@@ -410,9 +433,10 @@ def importance_sample(
     Draws ``num_proposals`` points of ``u``, weights them by ``log p(theta(u) | s~) +
     log |d theta / d u| - log q(u)``, Pareto-smooths the weights (ArviZ's ``psislw`` through
     :func:`synthinfer.weights.diagnostics.pareto_smooth`) and resamples ``n_chains *
-    num_samples`` equally weighted draws (:func:`systematic_resample`). When the PSIS ESS is
-    below ``min_ess`` while k-hat is acceptable, more draws are added (the same proposal: the
-    pooled sample is one importance sample) up to ``MAX_PROPOSALS_FACTOR * num_proposals``.
+    num_samples`` equally weighted draws (:func:`systematic_resample`). When the smallest
+    effective sample size of a parameter's mean (:func:`_parameter_ess`) is below ``min_ess``
+    while k-hat is acceptable, more draws are added (the same proposal: the pooled sample is
+    one importance sample), up to ``MAX_PROPOSALS_FACTOR * num_proposals`` in all.
     The map's settings (``one_sided_threshold``, ``dropped_cell_jacobian``) are NUTS's
     (:func:`synthinfer.napsu.nuts.nuts_sample`). The caller decides what a k-hat above the
     threshold means (:attr:`ImportanceResult.reliable`).
@@ -434,15 +458,19 @@ def importance_sample(
 
     theta, log_w = draw(int(num_proposals))
     smoothed, k, threshold, ess = _psis(log_w)
+    ess_i = _parameter_ess(theta, smoothed)
     cap = MAX_PROPOSALS_FACTOR * int(num_proposals)
-    if k <= threshold and ess < min_ess and theta.shape[0] < cap:
-        extra = min(cap, math.ceil(1.1 * theta.shape[0] * min_ess / max(ess, 1.0))) - theta.shape[0]
+    if k <= threshold and ess_i.min() < min_ess and theta.shape[0] < cap:
+        # ESS grows in proportion to the draws: one batch sized to reach min_ess, 10% to spare
+        extra = min(cap, math.ceil(1.1 * theta.shape[0] * min_ess / max(ess_i.min(), 1.0))) - theta.shape[0]
         more_theta, more_w = draw(extra)
         theta, log_w = np.concatenate([theta, more_theta]), np.concatenate([log_w, more_w])
         smoothed, k, threshold, ess = _psis(log_w)
+        ess_i = _parameter_ess(theta, smoothed)
     pick = systematic_resample(smoothed, n_chains * num_samples, rng)
     return ImportanceResult(
         draws=theta[pick].reshape(n_chains, num_samples, -1), k_hat=k, k_hat_threshold=threshold, ess=ess,
+        ess_per_parameter=ess_i,
         num_proposals=int(theta.shape[0]), df=float(df), scale=float(scale), n_one_sided=umap.n_one_sided,
         n_profiled=len(proposal.axes), log_density_evaluations=target.evaluations,
         zero_weight_draws=int(np.sum(~np.isfinite(log_w))), seconds=time.perf_counter() - t0,
@@ -507,9 +535,10 @@ class ImportanceBackend:
                    f"with {res.num_proposals} proposal draws")
         if res.reliable:
             info |= {"sampler": "importance", "reason": f"PSIS accepted the proposal: {verdict}"}
-            if res.ess < need:
-                warnings.warn(f"importance sampling: PSIS ESS {res.ess:.0f} < {need:.0f} with {res.num_proposals} "
-                              "proposal draws; estimates carry more Monte Carlo error than NUTS's policy allows",
+            if res.ess_min < need:
+                warnings.warn(f"importance sampling: the smallest ESS of a parameter's mean is {res.ess_min:.0f} < "
+                              f"{need:.0f} with {res.num_proposals} proposal draws; estimates carry more Monte Carlo "
+                              "error than NUTS's policy allows (a larger num_proposals lowers it)",
                               ConvergenceWarning, stacklevel=5)
             posterior = to_inference_data(res.draws, attrs={"inference": self.name})
             return BackendResult(posterior, {"laplace": lap.info(), "importance": info},

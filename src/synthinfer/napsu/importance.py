@@ -7,9 +7,9 @@ proposal draws, ``S`` of them evaluated in batches by the network's value progra
 (:func:`synthinfer.napsu.likelihood.values`), and Pareto-smoothed importance sampling (PSIS;
 Vehtari, Simpson, Gelman, Yao & Gabry 2024, "Pareto smoothed importance sampling", JMLR
 25(72)) says from the same draws whether the result can be trusted: the estimated shape
-``k-hat`` of the generalised Pareto tail of the weights. Above ``min(1 - 1/log10 S, 0.7)``
-(their Section 3.2) the weights' variance is effectively infinite and no number of draws
-makes the estimate reliable.
+``k-hat`` of the generalised Pareto tail of the weights. Above ``min(1 - 1/log10 S, 0.7)`` the
+Monte Carlo error of the estimates falls too slowly with ``S`` for any practical number of
+draws (Vehtari et al. 2024), and the proposal is refused.
 
 The proposal ``q``. Sampling runs in the coordinates ``u`` of NUTS's map
 (:func:`synthinfer.napsu.reparam.one_sided_map`): the Laplace fit whitens every parameter
@@ -37,15 +37,22 @@ deviation in ``u`` (``sqrt((H_SS^-1)_jj) / T'(phi*_j)`` with ``H`` the Laplace p
 profile is a conditional density (the other coordinates at ``u*``), so ``q`` ignores how the
 near-empty cells empty together; PSIS measures what that costs.
 
+What it cannot do. Where many near-empty cells can empty together, the product of
+conditional profiles misses their joint plateaus: on the paper's Adult model (d = 130) at
+epsilon = 1, 44 one-sided cells, k-hat is ~1.5 and the proposal is refused; at epsilon = 4
+(32 one-sided cells) k-hat is ~0.44 and the means agree with NUTS's within Monte Carlo error
+(``benchmarks/napsu/importance_vs_nuts.py``).
+
 Costs: at most ``2 d + 1`` log-posterior values for the screen, 20-40 per profiled coordinate
 and ``S`` for the draws, all batched; no gradient.
 
 Resampling. The released posterior is a set of equally weighted draws (``generate`` picks
-draws uniformly), so the ``n_chains * num_samples`` draws are a systematic resample of the
-``S`` weighted ones with the smoothed weights (Kitagawa 1996; Douc & Cappé 2005, "Comparison
-of resampling schemes for particle filtering": systematic resampling adds less Monte Carlo
-variance than multinomial), then shuffled so that any subset, a "chain" included, is a random
-one. Each proposal draw appears ``S w_s`` times, rounded up or down.
+draws uniformly), so the ``M = n_chains * num_samples`` draws are a systematic resample of the
+``S`` weighted ones with the smoothed weights (Douc, Cappé & Moulines 2005, "Comparison of
+resampling schemes for particle filtering"): one uniform for all ``M`` points on the weights'
+CDF, so that each proposal draw appears ``M w_s`` times rounded down or up, where multinomial
+resampling would add the noise of ``M`` independent picks. The resample is then shuffled, so
+that any subset of it, a "chain" included, is a random one.
 """
 
 from __future__ import annotations
@@ -80,8 +87,9 @@ __all__ = [
 DEFAULT_DF = 7.0
 #: Spread of the proposal relative to the Laplace fit's (the profiles are stretched alike): a
 #: little wider than the Laplace fit, as a conditional profile is narrower than the marginal
-#: it stands for. Chosen on the near-empty-cell models of tests/test_napsu_importance.py
-#: (df 4/7/20 x scale 1/1.1/1.25): at 1.1, k-hat <= 0.48 and PSIS ESS >= 725 of 4000 on all.
+#: it stands for. Chosen with the near-empty-cell data of tests/test_napsu_importance.py at
+#: n = 1,000-5,000 and epsilon 0.5-1, two noise draws each (df 4/7/20 x scale 1/1.1/1.25): at
+#: df 7 and scale 1.1, k-hat <= 0.48 and PSIS ESS >= 725 of 4000 on all six.
 DEFAULT_SCALE = 1.1
 #: Proposal draws ``S`` (log-posterior values): enough for a stable k-hat (its tail fit uses
 #: ``3 sqrt(S)`` ~ 190 weights) and a PSIS ESS above NUTS's 400 at the efficiencies measured

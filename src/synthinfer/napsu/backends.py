@@ -12,6 +12,8 @@ Built in:
   from Gaussian along the approximation's axes (:func:`synthinfer.napsu.laplace.laplace_gap`);
 * ``"nuts"``: NUTS preconditioned by the Laplace fit (Section 5.2), with the one-sided map and
   plateau jumps of near-empty cells;
+* ``"importance"``: Pareto-smoothed importance sampling from a proposal built on the Laplace
+  fit (:mod:`synthinfer.napsu.importance`), falling back to NUTS when PSIS refuses it;
 * ``"mle"``: the non-noise-aware PGM point estimate (Supplement D), a baseline only.
 """
 
@@ -28,6 +30,7 @@ import numpy as np
 from synthinfer.errors import ConvergenceWarning, ParameterError
 from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.napsu.diagnostics import to_inference_data
+from synthinfer.napsu.importance import ImportanceBackend
 from synthinfer.napsu.network import MarkovNetwork
 
 if TYPE_CHECKING:
@@ -266,3 +269,4 @@ class MLEBackend:
 register_backend(LaplaceBackend())
 register_backend(NUTSBackend())
 register_backend(MLEBackend())
+register_backend(ImportanceBackend())

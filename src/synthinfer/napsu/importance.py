@@ -252,7 +252,7 @@ class _TargetU:
         self.map = _map_program(network)
         self.program = values(network, "neg_log_posterior")
         self.args = args
-        self.size = batch_size(network.dimension)
+        self.size = batch_size(network)
         self.evaluations = 0
 
     def __call__(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -76,7 +76,7 @@ def generate_cmd(
     marginals: list[str] = typer.Option(
         None, "--marginals",
         help='napsu: a marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'),
-    inference: str = typer.Option(None, "--inference", help="napsu: nuts (default), laplace, or mle (non-noise-aware baseline)."),
+    inference: str = typer.Option(None, "--inference", help="napsu: nuts (default), laplace, importance, or mle (non-noise-aware baseline)."),
     select_mst: int = typer.Option(None, "--select-mst", help="napsu: add this many 2-way marginals chosen privately by MST."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),

@@ -70,8 +70,10 @@ class NapsuMQ(Generator):
     epsilon, delta : the total privacy budget of this fit (selection + measurement).
     inference : the inference backend (:mod:`synthinfer.napsu.backends`): ``"nuts"``
         (default; NUTS preconditioned by the Laplace fit), ``"laplace"`` (Gaussian at the
-        MAP), ``"mle"`` (the non-noise-aware PGM point estimate of Supplement D; a baseline
-        for comparisons, not for valid inference), or any registered backend's name.
+        MAP), ``"importance"`` (Pareto-smoothed importance sampling from a Laplace-based
+        proposal, handed to NUTS when PSIS refuses it), ``"mle"`` (the non-noise-aware PGM
+        point estimate of Supplement D; a baseline for comparisons, not for valid inference),
+        or any registered backend's name.
     select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals),
         ``"mst"`` (add enough to span all columns), or ``"aim"``: AIM (McKenna et al. 2022,
         :mod:`synthinfer.napsu.aim`) measures the 1-way marginals and ``marginals`` and then
@@ -515,6 +517,12 @@ class NapsuMQ(Generator):
             la = d["laplace"]
             lines.append(f"  Laplace: converged={la['converged']}, restarts={la['restarts']}, "
                          f"{la['gradient_evaluations']} gradient evaluations, {la['seconds']:.2f} s")
+        if "importance" in d:
+            im = d["importance"]
+            lines.append(f"  importance sampling: Pareto k-hat {im['k_hat']:.2f} (threshold {im['k_hat_threshold']:.2f}), "
+                         f"PSIS ESS {im['ess']:.0f}, smallest ESS of a mean {im['ess_min']:.0f}, "
+                         f"{im['num_proposals']} proposal draws")
+            lines.append(f"  sampler used: {im['sampler']}: {im['reason']}")
         if "nuts" in d:
             nu = d["nuts"]
             rhat = "n/a" if nu["rhat_max"] is None else f"{nu['rhat_max']:.4f}"  # None: one chain, or undefined

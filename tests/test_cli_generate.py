@@ -89,3 +89,23 @@ def test_cli_imports_no_private_module_and_no_command_module_imports_the_app():
                     assert not any(part.startswith("_") for part in module.split(".")), (path.name, module)
                 if path.name.endswith("_cmds.py"):
                     assert module != "synthinfer.cli.app" and module != "synthinfer.cli", (path.name, module)
+
+
+def test_the_fit_bar_shows_draws_per_chain_rate_and_time_left():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn
+
+    from synthinfer.cli.generate_cmds import _show_stage
+    from synthinfer.progress import Progress
+
+    with Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), disable=True) as bar:
+        task = bar.add_task("fitting", total=None)
+        _show_stage(bar, task, "Laplace approximation")
+        assert bar.tasks[0].total is None and bar.tasks[0].description == "inference: Laplace approximation"
+        _show_stage(bar, task, Progress("NUTS", done=5600, total=11200, unit="draws", parts=(2800, 2800, 0, 0),
+                                        part_total=2800, part_name="chains", rate=52.25, eta=108.0))
+        t = bar.tasks[0]
+        assert (t.completed, t.total) == (5600, 11200)
+        assert t.description == "inference: NUTS draws (chains 2,800 2,800 0 0 of 2,800 each, 52.2 draws/s, 1m48s left)"
+        assert str(MofNCompleteColumn().render(t)).strip() == "5600/11200"
+        _show_stage(bar, task, "done")  # a stage without counts empties the bar again
+        assert bar.tasks[0].total is None

@@ -162,7 +162,7 @@ def _generate_release(
             TimeElapsedColumn(), console=console, transient=True,
         ) as bar:
             fit_task = bar.add_task(f"fitting {gen.mechanism}", total=None)
-            fit_extras = {"progress": lambda stage: bar.update(fit_task, description=f"inference: {stage}")} if napsu else {}
+            fit_extras = {"progress": lambda stage: _show_stage(bar, fit_task, stage)} if napsu else {}
             gen.fit(df, dom, **fit_extras)
             bar.update(fit_task, description=f"fitting {gen.mechanism}: done", total=1, completed=1)
             gen_task = bar.add_task("generating datasets", total=m)
@@ -176,6 +176,21 @@ def _generate_release(
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     e, dl = gen.ledger_.spent
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
+
+
+def _show_stage(bar, task, stage: str) -> None:
+    """Show a fit's stage on its bar: a stage that counts its work (a
+    :class:`synthinfer.progress.Progress`, e.g. NUTS's draws) fills the bar, whose column
+    shows done/total, and adds each part's count, the rate and the time left; any other
+    stage empties the bar."""
+    from synthinfer.progress import Progress
+
+    if isinstance(stage, Progress):
+        bar.update(task, description=f"inference: {stage.stage} {stage.unit} ({stage.details})", total=stage.total,
+                   completed=stage.done)
+    else:
+        bar.update(task, description=f"inference: {stage}", completed=0)
+        next(t for t in bar.tasks if t.id == task).total = None  # update() leaves a total as it is
 
 
 def _make_generator(name: str, epsilon: float, delta: float | None, seed: int | None, given: dict[str, Any],

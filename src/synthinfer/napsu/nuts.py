@@ -1,19 +1,18 @@
 """NUTS for NAPSU-MQ's posterior (Hoffman & Gelman 2014; BlackJAX), preconditioned by the Laplace fit.
 
 Sampling runs in whitened coordinates with the one-sided map of near-empty cells
-(:mod:`synthinfer.napsu.reparam`) and plateau jumps (:mod:`synthinfer.napsu.jumps`). Each chain
-is one compiled program, held in the network's program cache per settings, so refits with new
-noisy counts or epsilon do not recompile.
+(:mod:`synthinfer.napsu.reparam`) and plateau jumps (:mod:`synthinfer.napsu.jumps`). One
+compiled program, held in the network's program cache per settings, runs every chain in
+blocks of iterations, so refits with new noisy counts or epsilon do not recompile.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
 from synthinfer.napsu.network import compiles_quick
 from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
+from synthinfer.progress import Progress, ProgressCounter
 
 if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
@@ -46,14 +46,11 @@ class NUTSResult:
     n_jumps_accepted: int = 0  # post-warmup, all chains
 
 
-def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
-    """Per-step flags of one scan over warmup and sampling: ``(slow, window_end, warm, last)``.
-
-    ``slow``/``window_end`` follow Stan's warmup schedule (BlackJAX's ``build_schedule``: a fast
-    window adapting the step size, doubling slow windows that also estimate the mass matrix,
-    a final fast window); ``warm`` marks the warmup steps and ``last`` the final one, after
-    which the averaged step size is fixed for sampling.
-    """
+def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-iteration flags ``(slow, window_end)`` over warmup and sampling: Stan's warmup
+    schedule (BlackJAX's ``build_schedule``: a fast window adapting the step size, doubling
+    slow windows that also estimate the mass matrix, a final fast window), all False after
+    warmup."""
     from blackjax.adaptation.window_adaptation import build_schedule
 
     total = num_warmup + num_samples
@@ -62,71 +59,119 @@ def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, ...]:
         with jax.ensure_compile_time_eval():  # called while tracing: keep it concrete
             sched = np.asarray(build_schedule(num_warmup))
         slow[:num_warmup], end[:num_warmup] = sched[:, 0] == 1, sched[:, 1].astype(bool)
-    warm = np.arange(total) < num_warmup
-    return slow, end, warm, np.arange(total) == num_warmup - 1
+    return slow, end
 
 
-def _nuts_chain(key_data, z_init, data, *, neg_log_posterior, num_warmup, num_samples, max_tree_depth, target_accept,
-                jump_moves):
-    """Stan window adaptation and NUTS for one chain on the reparametrised posterior ``theta(u)``.
+class _ChainState(NamedTuple):
+    """Everything one chain carries from one call of its program to the next."""
 
-    One ``lax.scan`` runs warmup and sampling with a single NUTS kernel whose step size and
-    inverse mass matrix are carried values; during warmup they are updated after each step
-    by BlackJAX's dual averaging and Welford mass-matrix estimators on Stan's schedule (the
-    algorithm of ``blackjax.window_adaptation``), after it they stay fixed. Why not
-    ``window_adaptation`` followed by a sampling scan: that traces and compiles the NUTS
-    tree-building loops twice, and compiling them is most of a small model's wait.
-    ``key_data`` is the raw data of the chain's PRNG key (:func:`synthinfer.privacy.jax_key_data`:
-    making keys with ``jax.random.key``/``split`` would compile two more programs first).
-    """
-    import blackjax.mcmc.nuts as nuts
-    from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
-    from blackjax.adaptation.step_size import dual_averaging_adaptation
+    nuts: Any  # BlackJAX's HMCState: position, log density, its gradient
+    step_size_adaptation: Any  # dual averaging state
+    mass_adaptation: Any  # Welford state and the current inverse mass matrix
+    step_size: jax.Array
+    inverse_mass_matrix: jax.Array
+    draws: jax.Array  # (num_samples, d): theta after each post-warmup iteration
+    diverging: jax.Array  # (num_samples,)
+    grads_warmup: jax.Array  # gradient evaluations so far, warmup
+    grads: jax.Array  # and sampling
+    jumps_accepted: jax.Array  # post-warmup plateau jumps accepted
 
-    args, map_arrays, jump_arrays = data  # args: likelihood.posterior_args
+
+def _log_density(data, neg_log_posterior) -> Callable[[jax.Array], jax.Array]:
+    """The log posterior density of the sampler's coordinates ``u``: of ``theta(u)`` (the
+    one-sided map) plus the map's log Jacobian."""
+    args, map_arrays, _ = data  # args: likelihood.posterior_args
 
     def logdensity(u):
         theta, log_jac = to_theta(u, map_arrays)
         return log_jac - neg_log_posterior(theta, *args)
 
-    mm_init, mm_update, mm_final = mass_matrix_adaptation(True)  # diagonal
+    return logdensity
+
+
+def _chain_start(z_init, data, *, neg_log_posterior, num_samples, target_accept) -> _ChainState:
+    """A chain's state before its first iteration: at ``z_init``, step size 1, unit mass matrix."""
+    import blackjax.mcmc.nuts as nuts
+    from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    d = z_init.shape[0]
+    mm0 = mass_matrix_adaptation(True)[0](d)
+    zero = jnp.zeros((), jnp.int64)
+    return _ChainState(nuts.init(z_init, _log_density(data, neg_log_posterior)), dual_averaging_adaptation(target_accept)[0](1.0),
+                       mm0, jnp.asarray(1.0, z_init.dtype), mm0.inverse_mass_matrix,
+                       jnp.zeros((num_samples, d), z_init.dtype), jnp.zeros(num_samples, bool), zero, zero, zero)
+
+
+def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior, num_warmup, num_samples, max_tree_depth,
+                target_accept, jump_moves):
+    """Iterations ``start, ..., stop - 1`` of one chain: Stan window adaptation, then NUTS, on
+    the reparametrised posterior ``theta(u)``; returns the chain's :class:`_ChainState` after them.
+
+    At ``start == 0`` the chain starts at ``z_init`` (:func:`_chain_start`; ``state`` is then
+    only a placeholder of the right shapes). Iterations ``0 .. num_warmup - 1`` are warmup:
+    one NUTS kernel whose step size and inverse mass matrix are carried values, updated after
+    each step by BlackJAX's dual averaging and Welford mass-matrix estimators on Stan's
+    schedule (the algorithm of ``blackjax.window_adaptation``); after them both stay fixed and
+    ``theta`` is stored after each iteration. Why not ``window_adaptation`` followed by a
+    sampling loop: that traces and compiles the NUTS tree-building loops twice, and compiling
+    them is most of a small model's wait. Why a range of iterations per call rather than the
+    whole chain: see :func:`nuts_sample`. Iteration ``i`` draws its randomness from
+    ``fold_in(key, i)``, so a chain's draws do not depend on how its iterations are split into
+    calls. ``key_data`` is the raw data of the chain's PRNG key
+    (:func:`synthinfer.privacy.jax_key_data`: making keys with ``jax.random.key``/``split``
+    outside would compile two more programs first).
+    """
+    import blackjax.mcmc.nuts as nuts
+    from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    _, map_arrays, jump_arrays = data
+    logdensity = _log_density(data, neg_log_posterior)
+    _, mm_update, mm_final = mass_matrix_adaptation(True)  # diagonal
     da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
     kernel = nuts.build_kernel()
-    mm0 = mm_init(z_init.shape[0])
-    carry0 = (nuts.init(z_init, logdensity), da_init(1.0), mm0, jnp.asarray(1.0, z_init.dtype),
-              mm0.inverse_mass_matrix)
+    slow_at, end_at = (jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
+    key = jax.random.wrap_key_data(key_data)
+
+    def first():
+        return _chain_start(z_init, data, neg_log_posterior=neg_log_posterior, num_samples=num_samples,
+                            target_accept=target_accept)
 
     def pick(flag, a, b):
         return jax.tree.map(lambda x, y: jnp.where(flag, x, y), a, b)
 
-    def step(carry, xs):
-        st, ss, mm, eps, imm = carry
-        k, slow, end, warm, last = xs
-        k_nuts, k_jump = jax.random.split(k)
-        st, info = kernel(k_nuts, st, logdensity, eps, imm, max_num_doublings=max_tree_depth)
+    def step(i, c: _ChainState) -> _ChainState:
+        k_nuts, k_jump = jax.random.split(jax.random.fold_in(key, i))
+        warm, last = i < num_warmup, i == num_warmup - 1
+        st, info = kernel(k_nuts, c.nuts, logdensity, c.step_size, c.inverse_mass_matrix,
+                          max_num_doublings=max_tree_depth)
         accepted = jnp.asarray(0, jnp.int32)
         if jump_moves:  # plateau jumps (synthinfer.napsu.jumps); a new gradient only if one was accepted
             u, logp, accepted = jump_sweep(k_jump, st.position, st.logdensity, logdensity, *jump_arrays)
             st = jax.lax.cond(accepted > 0, lambda: nuts.init(u, logdensity), lambda: st)
+        grads = info.num_integration_steps + (accepted > 0)
         # warmup: dual averaging every step, Welford in slow windows, new mass matrix and a
         # restarted dual averaging at each slow window's end (Stan's schedule)
-        ss_w = da_update(ss, info.acceptance_rate)
-        mm_w = pick(slow, mm_update(mm, st.position), mm)
-        mm_w, ss_w = jax.lax.cond(end, lambda m, a: (mm_final(m), da_init(da_final(a))), lambda m, a: (m, a),
-                                  mm_w, ss_w)
-        eps_w = jnp.where(last, jnp.exp(ss_w.log_step_size_avg), jnp.exp(ss_w.log_step_size))
-        carry_w = (st, ss_w, mm_w, eps_w, mm_w.inverse_mass_matrix)
-        out = (to_theta(st.position, map_arrays)[0], info.num_integration_steps, info.is_divergent, accepted)
-        return pick(warm, carry_w, (st, ss, mm, eps, imm)), out
+        ss = da_update(c.step_size_adaptation, info.acceptance_rate)
+        mm = pick(slow_at[i], mm_update(c.mass_adaptation, st.position), c.mass_adaptation)
+        mm, ss = jax.lax.cond(end_at[i], lambda m, a: (mm_final(m), da_init(da_final(a))), lambda m, a: (m, a), mm, ss)
+        eps = jnp.where(last, jnp.exp(ss.log_step_size_avg), jnp.exp(ss.log_step_size))
+        adapted = pick(warm, (ss, mm, eps, mm.inverse_mass_matrix),
+                       (c.step_size_adaptation, c.mass_adaptation, c.step_size, c.inverse_mass_matrix))
+        j = jnp.clip(i - num_warmup, 0, num_samples - 1)
+        theta = to_theta(st.position, map_arrays)[0]
+        return _ChainState(
+            st, *adapted,
+            draws=c.draws.at[j].set(jnp.where(warm, c.draws[j], theta)),
+            diverging=c.diverging.at[j].set(jnp.where(warm, c.diverging[j], info.is_divergent)),
+            grads_warmup=c.grads_warmup + jnp.where(warm, grads, 0),
+            grads=c.grads + jnp.where(warm, 0, grads),
+            jumps_accepted=c.jumps_accepted + jnp.where(warm, 0, accepted),
+        )
 
-    flags = tuple(jnp.asarray(f) for f in _stan_schedule(num_warmup, num_samples))
-    keys = jax.random.split(jax.random.wrap_key_data(key_data), num_warmup + num_samples)
-    (_, _, _, eps, _), (theta, steps, div, jumps) = jax.lax.scan(step, carry0, (keys, *flags))
-    # a gradient is recomputed after each iteration with an accepted jump
-    return (theta[num_warmup:], steps[num_warmup:].sum() + (jumps[num_warmup:] > 0).sum(), div[num_warmup:], eps,
-            steps[:num_warmup].sum() + (jumps[:num_warmup] > 0).sum(), jumps[num_warmup:].sum())
-
-
+    state = jax.lax.cond(start == 0, first, lambda: state)
+    return jax.lax.fori_loop(start, stop, step, state)
 
 
 _NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
@@ -137,28 +182,30 @@ def _nuts_jit(network: MarkovNetwork) -> Callable:
     bound by a closure: not a static argument, which JAX's caches keep alive, nor a partial,
     whose bound values show in the signature JAX caches (see
     :func:`synthinfer.napsu.likelihood._posterior_objectives`): either would keep the network
-    and its programs alive for good."""
-    loss = objective(network, "neg_log_posterior")[0]  # eq. 6 by message passing, plus the prior
+    and its programs alive for good. The chain's state is donated: each call updates it in
+    place instead of copying the draws."""
+    neg_log_posterior = objective(network, "neg_log_posterior")[0]  # eq. 6 by message passing, plus the prior
 
-    def chain(key_data, z_init, data, *, num_warmup, num_samples, max_tree_depth, target_accept, jump_moves):
-        return _nuts_chain(key_data, z_init, data, neg_log_posterior=loss, num_warmup=num_warmup,
-                           num_samples=num_samples, max_tree_depth=max_tree_depth, target_accept=target_accept,
-                           jump_moves=jump_moves)
+    def chain(state, key_data, z_init, data, start, stop, *, num_warmup, num_samples, max_tree_depth, target_accept,
+              jump_moves):
+        return _nuts_chain(state, key_data, z_init, data, start, stop, neg_log_posterior=neg_log_posterior,
+                           num_warmup=num_warmup, num_samples=num_samples, max_tree_depth=max_tree_depth,
+                           target_accept=target_accept, jump_moves=jump_moves)
 
-    return network.programs.get("nuts", lambda: jax.jit(chain, static_argnames=_NUTS_STATIC))
+    return network.programs.get("nuts", lambda: jax.jit(chain, static_argnames=_NUTS_STATIC, donate_argnums=0))
 
 
 def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: int = 2000,
                  max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
 
-    The program depends only on the network and the shapes (every datum is a traced
-    argument), so it can be compiled while the Laplace approximation, which :func:`nuts_sample`
-    needs first, runs: on two cores the two overlap. Returns a future of the compiled
-    program; :func:`nuts_sample` reuses it (one compilation per network and settings).
-    ``jump_moves=False`` compiles the program without plateau jumps, for data with no
-    one-sided cell (:func:`synthinfer.napsu.reparam.one_sided_cells`, known before the
-    Laplace fit): a smaller program, which on small models is most of the wait.
+    The program depends only on the network and the shapes (every datum, and the range of
+    iterations a call runs, is a traced argument), so it can be compiled while the Laplace
+    approximation, which :func:`nuts_sample` needs first, runs: on two cores the two overlap.
+    Returns a future of the compiled program; :func:`nuts_sample` reuses it (one compilation
+    per network and settings). ``jump_moves=False`` compiles the program without plateau
+    jumps, for data with no one-sided cell (:func:`synthinfer.napsu.reparam.one_sided_cells`,
+    known before the Laplace fit): a smaller program, which on small models is most of the wait.
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
                     target_accept=float(target_accept), jump_moves=bool(jump_moves))
@@ -170,10 +217,30 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
                 OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
                 PlateauJumps.none(d).arrays())
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
-        return _nuts_jit(network).lower(jax_key_data_spec(), jax.ShapeDtypeStruct((d,), np.float64), shapes,
-                                             **settings)
+        z = jax.ShapeDtypeStruct((d,), np.float64)
+        index = jax.ShapeDtypeStruct((), np.int32)
+        state = jax.eval_shape(lambda z0, data: _chain_start(z0, data, neg_log_posterior=objective(network, "neg_log_posterior")[0],
+                                                             num_samples=settings["num_samples"],
+                                                             target_accept=settings["target_accept"]), z, shapes)
+        return _nuts_jit(network).lower(state, jax_key_data_spec(), z, shapes, index, index, **settings)
 
     return network.programs.compile_ahead(("nuts", tuple(sorted(settings.items()))), lower, quick=compiles_quick(d))
+
+
+#: Seconds a call of the NUTS program should last (see :func:`nuts_sample`): long enough that
+#: the per-call overhead (a fraction of a millisecond) is lost in the noise, short enough to
+#: bound the memory XLA holds during a call and to report progress a few times a second.
+BLOCK_SECONDS = 0.25
+#: Iterations of a chain's first call, before its speed is known.
+FIRST_BLOCK = 4
+
+
+def _next_block(size: int, seconds: float) -> int:
+    """Iterations of a chain's next call after ``size`` took ``seconds``: aimed at
+    :data:`BLOCK_SECONDS`, growing at most 8-fold a call (early warmup iterations cost far more
+    than later ones, so one fast block is weak evidence) and shrinking freely."""
+    target = size * BLOCK_SECONDS / max(seconds, 1e-6)
+    return int(max(1, min(8 * size, target)))
 
 
 @uses_float64
@@ -194,7 +261,7 @@ def nuts_sample(
     dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
     jump_moves: bool = True,
     max_workers: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
@@ -217,12 +284,22 @@ def nuts_sample(
     Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position
     ``u*``.
 
-    Each chain is one compiled program (cached per network and settings: refits with new
+    One compiled program runs every chain (cached per network and settings: refits with new
     noisy statistics or epsilon do not recompile); chains run side by side in
     ``max_workers`` threads (default: one per core the process may use). That beats ``vmap``-ing them: a
     vmapped NUTS step lasts as long as the longest of the chains' trees, and batching gives
     no speed-up per gradient on CPU.
-    ``progress(message)`` is called as chains finish.
+
+    Each call of the program runs a block of a chain's iterations sized to last about
+    :data:`BLOCK_SECONDS`, and the chain's state goes from one call to the next (donated, so
+    updated in place). Why blocks: while one call of an XLA:CPU program runs side by side
+    with another, the memory it holds grows with its running time and is only given back when
+    it returns (a whole 4 x (800 + 2000) chain on a 5-column, 6-marginal model held gigabytes
+    after an hour; ``benchmarks/napsu/nuts_memory.py``); blocks bound that to a fraction of a
+    second's worth. They also let the chains report their draws: ``progress`` receives a
+    :class:`synthinfer.progress.Progress` (a ``str`` with the numbers: draws done of all chains,
+    warmup included, per chain, the rate and the time left) at the start and then at most
+    every half second.
     """
     d = int(np.asarray(s_tilde).shape[0])
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(laplace.mean))[0])
@@ -242,31 +319,37 @@ def nuts_sample(
         # XLA compiles (which releases the GIL) rather than after the chains
         import_arviz()
     program = program.result()
-    done, lock = [0], threading.Lock()
+    total = num_warmup + num_samples
+    counter = ProgressCounter("NUTS", n_chains, total, "draws", progress, part_name="chains")
+    # the first call's placeholder state: the program's result has the state's shapes
+    placeholder = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)
 
-    def run(c: int):
+    def run(c: int) -> _ChainState:
+        state, start, size = placeholder, 0, FIRST_BLOCK
         with float64():  # a thread of its own: synthinfer's float64 context is per thread
-            out = jax.block_until_ready(program(keys[c], z0[c], data))
-        with lock:
-            done[0] += 1
-            if progress is not None:
-                progress(f"NUTS: {done[0]}/{n_chains} chains done")
-        return out
+            while start < total:
+                stop = min(total, start + size)
+                t = time.perf_counter()
+                state = jax.block_until_ready(program(state, keys[c], z0[c], data, np.int32(start), np.int32(stop)))
+                size = _next_block(stop - start, time.perf_counter() - t)
+                counter.add(c, stop - start)
+                start = stop
+        return state
 
+    counter.start()
     workers = max(1, min(n_chains, max_workers or usable_cores()))
     with ThreadPoolExecutor(workers) as pool:
         outs = list(pool.map(run, range(n_chains)))
     seconds = time.perf_counter() - t0
-    warm = int(sum(int(o[4]) for o in outs))
+    warm = int(sum(int(o.grads_warmup) for o in outs))
     return NUTSResult(
-        draws=np.stack([np.asarray(o[0]) for o in outs]),
-        diverging=np.stack([np.asarray(o[2], dtype=bool) for o in outs]),
-        n_grad_evals=warm + int(sum(int(o[1]) for o in outs)),
+        draws=np.stack([np.asarray(o.draws) for o in outs]),
+        diverging=np.stack([np.asarray(o.diverging, dtype=bool) for o in outs]),
+        n_grad_evals=warm + int(sum(int(o.grads) for o in outs)),
         n_grad_evals_warmup=warm,
-        step_size=np.array([float(o[3]) for o in outs]),
+        step_size=np.array([float(o.step_size) for o in outs]),
         seconds=seconds,
         n_one_sided=umap.n_one_sided,
         n_jump_cells=jumps.count,
-        n_jumps_accepted=int(sum(int(o[5]) for o in outs)),
+        n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)),
     )
-

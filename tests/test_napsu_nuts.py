@@ -1,0 +1,177 @@
+"""NAPSU-MQ's NUTS run in blocks of iterations: the same chains however they are split, one
+compiled program, nothing kept between runs, and progress with draws, rate and time left."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from synthinfer._jax import jax
+from synthinfer.data import Domain, Marginal
+from synthinfer.napsu import nuts
+from synthinfer.napsu.laplace import laplace_approximation
+from synthinfer.napsu.network import network_for
+from synthinfer.progress import Progress, ProgressCounter, format_seconds
+
+pytestmark = pytest.mark.usefixtures("float64")
+
+# the toy domain and marginal of test_napsu_mq (the cached network is shared between files)
+DOMAIN = Domain({"x1": [0, 1], "x2": [0, 1], "y": [0, 1]})
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Noisy counts of the toy network with a near-empty cell (so the program has plateau
+    jumps), and their Laplace fit."""
+    net = network_for(DOMAIN, [Marginal(("x1", "x2", "y"))])
+    n, sigma = 500, 5.0
+    counts = np.array([120.0, 12.0, 90.0, 60.0, 80.0, 40.0, 70.0])
+    s_tilde = counts + np.random.default_rng(0).normal(0.0, sigma, counts.shape)
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(1))
+    return net, s_tilde, sigma, n, lap
+
+
+def _sample(problem, seed=7, **kw):
+    net, s_tilde, sigma, n, lap = problem
+    kw = {"n_chains": 2, "num_warmup": 60, "num_samples": 80, **kw}
+    return nuts.nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(seed), **kw)
+
+
+def _block_sizes(monkeypatch, sizes):
+    """Make every chain's calls run blocks of these sizes in turn (then 1s); returns the list
+    of (start-of-call) sizes used."""
+    used: list[int] = []
+    seq = iter(sizes)
+    lock = threading.Lock()
+
+    def fixed(size, seconds):
+        with lock:
+            used.append(size)
+            return next(seq, 1)
+
+    monkeypatch.setattr(nuts, "_next_block", fixed)
+    return used
+
+
+def test_a_chain_is_the_same_however_its_iterations_are_split_into_calls(problem, monkeypatch):
+    monkeypatch.setattr(nuts, "FIRST_BLOCK", 10**9)  # one call per chain
+    whole = _sample(problem)
+    monkeypatch.setattr(nuts, "FIRST_BLOCK", 3)
+    used = _block_sizes(monkeypatch, [1, 7, 50, 2, 61, 13] * 4)
+    split = _sample(problem)
+    assert len(used) > 2 * 6  # both chains ran many calls, across the end of warmup
+    np.testing.assert_array_equal(split.draws, whole.draws)
+    np.testing.assert_array_equal(split.diverging, whole.diverging)
+    np.testing.assert_array_equal(split.step_size, whole.step_size)
+    assert (split.n_grad_evals, split.n_grad_evals_warmup, split.n_jumps_accepted) == (
+        whole.n_grad_evals, whole.n_grad_evals_warmup, whole.n_jumps_accepted)
+    assert split.n_jump_cells > 0  # the program under test had plateau jumps
+    assert split.draws.shape == (2, 80, problem[0].dimension) and np.all(np.isfinite(split.draws))
+    assert 0 < split.n_grad_evals_warmup < split.n_grad_evals
+
+
+def test_blocks_aim_at_a_fraction_of_a_second():
+    assert nuts._next_block(10, nuts.BLOCK_SECONDS) == 10  # on target: keep the size
+    assert nuts._next_block(10, nuts.BLOCK_SECONDS * 4) == 2  # too slow: shrink freely
+    assert nuts._next_block(10, 1e-9) == 80  # fast: grow at most 8-fold a call
+    assert nuts._next_block(1, 100.0) == 1  # never below one iteration
+    assert nuts.BLOCK_SECONDS <= 0.5  # a call holds what XLA keeps during it for a fraction of a second
+
+
+def test_one_compiled_program_runs_every_block_and_every_refit(problem, monkeypatch):
+    _sample(problem)  # compiled (or taken from the network's cache) here
+    compiles: list[str] = []
+
+    def listener(event, duration, **kw):
+        if "backend_compile" in event:
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        monkeypatch.setattr(nuts, "FIRST_BLOCK", 1)
+        _block_sizes(monkeypatch, [2, 5, 9, 40])
+        _sample(problem, seed=3)
+        monkeypatch.setattr(nuts, "FIRST_BLOCK", 10**9)
+        _sample(problem, seed=4)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []
+
+
+def test_nothing_is_kept_between_runs(problem):
+    import gc
+
+    _sample(problem)
+    gc.collect()
+    before = len(jax.live_arrays())
+    for seed in range(3):
+        _sample(problem, seed=seed)
+    gc.collect()
+    assert len(jax.live_arrays()) <= before
+
+
+def test_progress_reports_draws_per_chain_rate_and_time_left(problem):
+    reports: list[str] = []
+    res = _sample(problem, progress=reports.append, n_chains=3)
+    assert all(isinstance(r, Progress) and r.stage == "NUTS" for r in reports)
+    first, last = reports[0], reports[-1]
+    total = 3 * (60 + 80)  # warmup draws count
+    assert (first.done, first.total, first.parts, first.rate, first.eta) == (0, total, (0, 0, 0), None, None)
+    assert (last.done, last.parts, last.part_total) == (total, (140, 140, 140), 140)
+    assert last.rate > 0 and last.eta == 0 and last.fraction == 1.0
+    assert all(sum(r.parts) == r.done for r in reports)
+    assert [r.done for r in reports] == sorted(r.done for r in reports)
+    assert str(last).startswith(f"NUTS: {total:,}/{total:,} draws, chains 140 140 140 of 140 each, ")
+    assert res.draws.shape[0] == 3
+
+
+def test_progress_counter_throttles_and_measures_the_recent_rate():
+    now = [0.0]
+    seen: list[Progress] = []
+    counter = ProgressCounter("NUTS", 2, 100, "draws", seen.append, part_name="chains", min_interval=0.5,
+                              window=10.0, clock=lambda: now[0])
+    counter.start()
+    for _ in range(8):  # 16 draws a second for 1 s, added every 1/8 s
+        now[0] += 0.125
+        counter.add(0, 2)
+    assert [r.done for r in seen] == [0, 8, 16]  # the start, then one report per 0.5 s
+    assert seen[-1].rate == pytest.approx(16.0)
+    for k in range(30):  # then one draw a second: the rate follows within the 10 s window
+        now[0] += 1.0
+        counter.add(k % 2, 1)
+    last = seen[-1]
+    assert last.done == 46 and last.parts == (31, 15)
+    assert last.rate == pytest.approx(1.0) and last.eta == pytest.approx(154.0) and last.elapsed == pytest.approx(31.0)
+    now[0] += 0.01  # the last draw is always reported, however soon after the one before
+    counter.add(0, 69)
+    assert seen[-1] is last  # not yet
+    counter.add(1, 85)
+    assert seen[-1].done == 200 and seen[-1].eta == 0 and seen[-1].parts == (100, 100)
+
+
+def test_progress_counter_is_safe_to_share_between_threads():
+    seen: list[Progress] = []
+    counter = ProgressCounter("NUTS", 4, 500, "draws", seen.append, min_interval=0.0)
+    counter.start()
+    threads = [threading.Thread(target=lambda c=c: [counter.add(c, 1) for _ in range(500)]) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen[-1].done == 2000 and seen[-1].parts == (500,) * 4
+    assert [r.done for r in seen] == sorted(r.done for r in seen)  # a late, older report is dropped
+
+
+def test_progress_is_a_string_that_keeps_its_numbers():
+    import copy
+    import pickle
+
+    p = Progress("NUTS", done=5600, total=11200, unit="draws", parts=(2800, 2800, 0, 0), part_total=2800,
+                 part_name="chains", rate=52.25, eta=108.0, elapsed=90.0)
+    assert p == "NUTS: 5,600/11,200 draws, chains 2,800 2,800 0 0 of 2,800 each, 52.2 draws/s, 1m48s left"
+    assert p.details == "chains 2,800 2,800 0 0 of 2,800 each, 52.2 draws/s, 1m48s left"
+    for q in (pickle.loads(pickle.dumps(p)), copy.copy(p)):
+        assert q == p and (q.parts, q.rate, q.eta, q.fraction) == ((2800, 2800, 0, 0), 52.25, 108.0, 0.5)
+    assert [format_seconds(s) for s in (0.4, 59, 61, 3599, 7620)] == ["0s", "59s", "1m01s", "59m59s", "2h07m"]

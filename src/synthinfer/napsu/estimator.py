@@ -318,7 +318,7 @@ class NapsuMQ(Generator):
             network = network_for(domain, marginals, reference)
             self.measurements_ = tuple(aim.measurements)
             self.aim_ = aim
-            timings_aim = {  # public facts of AIM's run, kept with the diagnostics
+            aim_record = {  # public facts of AIM's run, kept with the diagnostics
                 "rounds": len(aim.rounds), "measurements": len(aim.measurements), "rho": aim.rho,
                 "model_cells": aim.model_cells, "max_model_cells": aim.max_model_cells,
                 "chosen": [list(r.marginal.columns) for r in aim.rounds],
@@ -354,7 +354,7 @@ class NapsuMQ(Generator):
             network = network_for(domain, marginals, reference)
             noisy = noisy_all[network.queries.kept]
             self.measurements_ = self.aim_ = self.layout_ = None
-            timings_aim = None
+            aim_record = None
             timings["network_and_measurement"] = time.perf_counter() - t0
         queries = network.queries
 
@@ -370,8 +370,8 @@ class NapsuMQ(Generator):
         self.seed_fixed_ = seed_fixed(self.seed)
         with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
             self._infer(rng, stage, timings)
-        if timings_aim is not None:
-            self.diagnostics_["aim"] = timings_aim
+        if aim_record is not None:
+            self.diagnostics_["aim"] = aim_record
         fit_charges = ledger.charges[charges_before:]
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.privacy_ = self._privacy_record()

@@ -72,6 +72,21 @@ def test_a_chain_is_the_same_however_its_iterations_are_split_into_calls(problem
     assert 0 < split.n_grad_evals_warmup < split.n_grad_evals
 
 
+def test_a_chain_runs_as_calls_of_a_fraction_of_a_second_each(problem, monkeypatch):
+    calls: list[tuple[int, float]] = []
+    next_block = nuts._next_block
+
+    def spy(size, seconds):
+        calls.append((size, seconds))
+        return next_block(size, seconds)
+
+    monkeypatch.setattr(nuts, "_next_block", spy)
+    monkeypatch.setattr(nuts, "BLOCK_SECONDS", 2e-3)  # a few iterations of the toy model
+    _sample(problem, n_chains=1, num_warmup=300, num_samples=300)
+    assert sum(size for size, _ in calls) == 600 and len(calls) >= 10  # not one call for the whole chain
+    assert calls[0][0] == nuts.FIRST_BLOCK
+
+
 def test_blocks_aim_at_a_fraction_of_a_second():
     assert nuts._next_block(10, nuts.BLOCK_SECONDS) == 10  # on target: keep the size
     assert nuts._next_block(10, nuts.BLOCK_SECONDS * 4) == 2  # too slow: shrink freely

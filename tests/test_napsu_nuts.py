@@ -72,6 +72,21 @@ def test_a_chain_is_the_same_however_its_iterations_are_split_into_calls(problem
     assert 0 < split.n_grad_evals_warmup < split.n_grad_evals
 
 
+def test_a_chain_runs_as_calls_of_a_fraction_of_a_second_each(problem, monkeypatch):
+    calls: list[tuple[int, float]] = []
+    next_block = nuts._next_block
+
+    def spy(size, seconds):
+        calls.append((size, seconds))
+        return next_block(size, seconds)
+
+    monkeypatch.setattr(nuts, "_next_block", spy)
+    monkeypatch.setattr(nuts, "BLOCK_SECONDS", 2e-3)  # a few iterations of the toy model
+    _sample(problem, n_chains=1, num_warmup=300, num_samples=300)
+    assert sum(size for size, _ in calls) == 600 and len(calls) >= 10  # not one call for the whole chain
+    assert calls[0][0] == nuts.FIRST_BLOCK
+
+
 def test_blocks_aim_at_a_fraction_of_a_second():
     assert nuts._next_block(10, nuts.BLOCK_SECONDS) == 10  # on target: keep the size
     assert nuts._next_block(10, nuts.BLOCK_SECONDS * 4) == 2  # too slow: shrink freely
@@ -113,9 +128,11 @@ def test_nothing_is_kept_between_runs(problem):
 
 
 def test_progress_reports_draws_per_chain_rate_and_time_left(problem):
-    reports: list[str] = []
-    res = _sample(problem, progress=reports.append, n_chains=3)
-    assert all(isinstance(r, Progress) and r.stage == "NUTS" for r in reports)
+    messages: list[str] = []
+    res = _sample(problem, progress=messages.append, n_chains=3)
+    reports = [r for r in messages if isinstance(r, Progress)]
+    assert set(messages[: len(messages) - len(reports)]) <= {"NUTS: compiling"}  # while the program compiles
+    assert all(r.stage == "NUTS" for r in reports)
     first, last = reports[0], reports[-1]
     total = 3 * (60 + 80)  # warmup draws count
     assert (first.done, first.total, first.parts, first.rate, first.eta) == (0, total, (0, 0, 0), None, None)

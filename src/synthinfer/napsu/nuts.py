@@ -25,7 +25,7 @@ from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
 from synthinfer.napsu.network import compiles_quick
 from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
-from synthinfer.progress import Progress, ProgressCounter
+from synthinfer.progress import ProgressCounter
 
 if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
@@ -96,11 +96,12 @@ def _chain_start(z_init, data, *, neg_log_posterior, num_samples, target_accept)
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     d = z_init.shape[0]
-    mm0 = mass_matrix_adaptation(True)[0](d)
+    mm0 = mass_matrix_adaptation(True)[0](d)  # diagonal
+    da0 = dual_averaging_adaptation(target_accept)[0](1.0)
     zero = jnp.zeros((), jnp.int64)
-    return _ChainState(nuts.init(z_init, _log_density(data, neg_log_posterior)), dual_averaging_adaptation(target_accept)[0](1.0),
-                       mm0, jnp.asarray(1.0, z_init.dtype), mm0.inverse_mass_matrix,
-                       jnp.zeros((num_samples, d), z_init.dtype), jnp.zeros(num_samples, bool), zero, zero, zero)
+    return _ChainState(nuts.init(z_init, _log_density(data, neg_log_posterior)), da0, mm0, jnp.asarray(1.0, z_init.dtype),
+                       mm0.inverse_mass_matrix, jnp.zeros((num_samples, d), z_init.dtype), jnp.zeros(num_samples, bool),
+                       zero, zero, zero)
 
 
 def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior, num_warmup, num_samples, max_tree_depth,
@@ -230,7 +231,7 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
 #: Seconds a call of the NUTS program should last (see :func:`nuts_sample`): long enough that
 #: the per-call overhead (a fraction of a millisecond) is lost in the noise, short enough to
 #: bound the memory XLA holds during a call and to report progress a few times a second.
-BLOCK_SECONDS = 0.25
+BLOCK_SECONDS = 0.5
 #: Iterations of a chain's first call, before its speed is known.
 FIRST_BLOCK = 4
 
@@ -261,7 +262,7 @@ def nuts_sample(
     dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
     jump_moves: bool = True,
     max_workers: int | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
@@ -292,14 +293,15 @@ def nuts_sample(
 
     Each call of the program runs a block of a chain's iterations sized to last about
     :data:`BLOCK_SECONDS`, and the chain's state goes from one call to the next (donated, so
-    updated in place). Why blocks: while one call of an XLA:CPU program runs side by side
-    with another, the memory it holds grows with its running time and is only given back when
-    it returns (a whole 4 x (800 + 2000) chain on a 5-column, 6-marginal model held gigabytes
-    after an hour; ``benchmarks/napsu/nuts_memory.py``); blocks bound that to a fraction of a
-    second's worth. They also let the chains report their draws: ``progress`` receives a
-    :class:`synthinfer.progress.Progress` (a ``str`` with the numbers: draws done of all chains,
-    warmup included, per chain, the rate and the time left) at the start and then at most
-    every half second.
+    updated in place). Why blocks: while calls of an XLA:CPU program run side by side, the
+    heap memory each holds grows with its running time and is given back only when it
+    returns, so one call per chain grew without bound over a long run
+    (``benchmarks/napsu/nuts_memory.py``); blocks bound it to a fraction of a second's worth.
+    They also let the chains report their draws: ``progress`` receives
+    ``"NUTS: compiling"`` while it waits for the program, then a
+    :class:`synthinfer.progress.Progress` (a ``str`` with the numbers: draws done of all
+    chains, warmup included, per chain, the rate and the time left) when sampling starts and
+    at most every half second after.
     """
     d = int(np.asarray(s_tilde).shape[0])
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(laplace.mean))[0])
@@ -315,6 +317,8 @@ def nuts_sample(
     program = compile_nuts(network, num_warmup=num_warmup, num_samples=num_samples,
                            max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves)
     if not program.done():
+        if progress is not None:
+            progress("NUTS: compiling")
         # ArviZ, which holds the posterior next, takes a noticeable time to import: do it while
         # XLA compiles (which releases the GIL) rather than after the chains
         import_arviz()

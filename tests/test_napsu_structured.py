@@ -120,7 +120,8 @@ def _brute_force_likelihood(q, layout):
 
 def _measurements(q, rng):
     """Every model marginal in full at one noise level, one again on a cell subset at another
-    level, and a 1-way sub-marginal of the first marginal: repeated, partial and nested."""
+    level, and a 1-way sub-marginal of the first marginal (and, for a 3-way first marginal, a
+    2-way one holding it): repeated, partial and nested."""
     out = []
     for m in q.marginals:
         size = m.size(DOM)
@@ -129,6 +130,9 @@ def _measurements(q, rng):
     cells = np.flatnonzero(rng.random(first.size(DOM)) < 0.6)
     out.append(Measurement(first, rng.uniform(0, 50, cells.size), 7.0, cells=cells))
     out.append(Measurement(Marginal((first.columns[-1],)), rng.uniform(0, 50, DOM[first.columns[-1]].size), 2.5))
+    if len(first.columns) > 2:  # a 2-way sub-marginal holding that 1-way one: nested blocks of a measured clique
+        sub = Marginal(first.columns[1:])
+        out.append(Measurement(sub, rng.uniform(0, 50, sub.size(DOM)), 4.0))
     return out
 
 

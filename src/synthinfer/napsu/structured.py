@@ -134,21 +134,59 @@ class _Group:
 
 
 @dataclass(frozen=True)
+class _Block:
+    """A strict sub-scope ``V`` of a clique that carries information (a column block of ``G``):
+    no other block's scope contains it, so nested measured sub-marginals and separators share
+    one block (their information is mapped into it)."""
+
+    scope: tuple[int, ...]
+    cell_map: np.ndarray  # int64 (K,): the block's cell of each clique cell
+    size: int  # K_V
+
+
+@dataclass(frozen=True)
+class _Part:
+    """Information on a sub-scope ``U`` of block ``block`` (``U`` = the block's scope, or nested
+    in it): ``proj`` maps each block cell to its cell of ``U`` (``None`` when ``U`` is the block's
+    scope), i.e. the information enters as ``R W_U R^T`` with ``R`` the 0/1 map ``proj``."""
+
+    block: int
+    proj: np.ndarray | None
+    size: int  # K_U
+    cell_map: np.ndarray  # int64 (K,): the U-cell of each clique cell
+
+
+@dataclass(frozen=True)
 class _Clique:
     size: int
     sep_map: np.ndarray | None  # int64 (K,): separator cell of each clique cell; None at a root
     sep_size: int
     full: tuple[_Group, ...]  # measurements of the clique's whole scope
-    blocks: tuple[tuple[tuple[int, ...], np.ndarray, int], ...]  # (scope, one-hot K x K_V, K_V)
-    block_groups: tuple[tuple[int, _Group], ...]  # (block index, group)
-    children: tuple[tuple[int, int], ...]  # (child clique, block index of its separator)
+    blocks: tuple[_Block, ...]
+    groups: tuple[tuple[_Part, _Group], ...]  # measured strict sub-marginals
+    children: tuple[tuple[int, _Part], ...]  # (child clique, its separator as a part)
     active: bool  # holds any information (measurements or children that do)
+    gram_index: np.ndarray | None  # the projected form's scatter indices (see _gram); None: cell form
+
+    @property
+    def rank(self) -> int:
+        """``r``: the columns of ``G`` (cells of the blocks)."""
+        return sum(b.size for b in self.blocks)
+
+    @property
+    def flops(self) -> int:
+        """Rough multiply-adds of one evaluation (forward pass) at this clique."""
+        K, t, r = self.size, self.sep_size, self.rank
+        if self.gram_index is not None:
+            return K * (len(self.blocks) + 1) ** 2 + r**3 + r * r * t
+        return K * (t + r) ** 2 + (t + r) ** 3
 
 
 class TreeLikelihoodPlan:
     """The fixed (data-independent) part of :func:`structured_log_likelihood` for a network and
-    a layout of measured cells: which clique holds each measurement and the 0/1 maps between
-    cliques, separators and measured scopes. Built once (``O(sum_C K_C sum_V K_V)``)."""
+    a layout of measured cells: which clique holds each measurement, the blocks of measured
+    sub-marginals and separators of each clique, and the 0/1 maps between them. Built once
+    (``O(sum_C K_C (number of blocks)^2)``)."""
 
     def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
         jt = network.junction_tree
@@ -187,34 +225,49 @@ class TreeLikelihoodPlan:
         for c, cl in enumerate(jt.cliques):
             sep = jt.separators[c]
             sep_map = _cell_map(cl, sep, shape) if jt.parent[c] >= 0 else None
-            scopes: dict[tuple[int, ...], int] = {}
-            blocks = []
+            kids = [k for k in range(n_cliques) if jt.parent[k] == c and active[k]]
+            kid_scopes = [tuple(sorted(cl.index(v) for v in jt.separators[k])) for k in kids]
+            scopes = [g.scope for g in sub[c]] + kid_scopes
+            # blocks: the maximal scopes (largest first, so a scope joins the largest holding it)
+            maximal: list[tuple[int, ...]] = []
+            for s in sorted(set(scopes), key=lambda s: (-_cells(cl, s, shape), s)):
+                if not any(set(s) <= set(m) for m in maximal):
+                    maximal.append(s)
+            maximal.sort()
+            blocks = tuple(_Block(s, _cell_map(cl, tuple(cl[a] for a in s), shape), _cells(cl, s, shape))
+                           for s in maximal)
 
-            def block(scope: tuple[int, ...]) -> int:
-                if scope not in scopes:
-                    cols = tuple(cl[a] for a in scope)
-                    m = _cell_map(cl, cols, shape)
-                    k = math.prod(shape[v] for v in cols)
-                    onehot = np.zeros((m.size, k))
-                    onehot[np.arange(m.size), m] = 1.0
-                    scopes[scope] = len(blocks)
-                    blocks.append((scope, onehot, k))
-                return scopes[scope]
+            def part(scope: tuple[int, ...]) -> _Part:
+                b = next(i for i, blk in enumerate(blocks) if set(scope) <= set(blk.scope))
+                blk = blocks[b]
+                cell_map = _cell_map(cl, tuple(cl[a] for a in scope), shape)
+                proj = None
+                if scope != blk.scope:  # block cell -> sub-scope cell, read off any clique cell in it
+                    proj = np.zeros(blk.size, dtype=np.int64)
+                    proj[blk.cell_map] = cell_map
+                return _Part(b, proj, _cells(cl, scope, shape), cell_map)
 
-            block_groups = tuple((block(g.scope), g) for g in sub[c])
-            children = tuple(
-                (k, block(tuple(cl.index(v) for v in jt.separators[k])))
-                for k in range(n_cliques) if jt.parent[k] == c and active[k]
-            )
+            groups = tuple((part(g.scope), g) for g in sub[c])
+            children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
+            sep_size = math.prod(shape[v] for v in sep) if sep else 1
+            # no measurement of the whole scope: the projected form (see structured_log_likelihood)
+            gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
             self.cliques.append(_Clique(
-                size=cells_of[c], sep_map=sep_map, sep_size=math.prod(shape[v] for v in sep) if sep else 1,
-                full=tuple(full[c]), blocks=tuple(blocks), block_groups=block_groups, children=children,
-                active=active[c],
+                size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
+                groups=groups, children=children, active=active[c], gram_index=gram_index,
             ))
-        #: float64 working memory of one evaluation with its gradient, roughly: the
-        #: ``K x (t + r)`` matrices of each clique (a dozen, with reverse-mode residuals)
+        #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
+        #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or
+        #: ``r x r`` matrices (projected form)
         self.bytes_per_point = 8 * 12 * sum(
-            cq.size * (cq.sep_size + sum(b[2] for b in cq.blocks) + 2) for cq in self.cliques if cq.active)
+            (cq.rank + cq.sep_size) ** 2 + cq.size * (len(cq.blocks) + 1) ** 2 if cq.gram_index is not None
+            else cq.size * (cq.sep_size + cq.rank + 2) for cq in self.cliques if cq.active)
+
+    @property
+    def flops(self) -> int:
+        """Rough multiply-adds of one evaluation: the sum of the active cliques' :attr:`_Clique.flops`
+        (a gradient costs a small multiple)."""
+        return sum(cq.flops for cq in self.cliques if cq.active)
 
 
 def plan(network: MarkovNetwork, layout: Layout) -> TreeLikelihoodPlan:
@@ -271,18 +324,28 @@ def structured_log_likelihood(
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
             delta = delta.at[g.cells].add(w[g.rows])
             h = h.at[g.cells].add(w[g.rows] * r)
-        W = [jnp.zeros((k, k)) for _, _, k in cq.blocks]
-        eta = [jnp.zeros(k) for _, _, k in cq.blocks]
-        for b, g in cq.block_groups:
-            onehot = cq.blocks[b][1]
-            r = y[g.rows] - n * (p @ onehot)[g.cells]
+        W = [jnp.zeros((b.size, b.size)) for b in cq.blocks]
+        eta = [jnp.zeros(b.size) for b in cq.blocks]
+
+        def add(part: _Part, info: jax.Array, vec: jax.Array) -> None:
+            """Block ``part.block`` gains ``R info R^T`` and ``R vec`` (``R``: the map ``part.proj``)."""
+            b = part.block
+            if part.proj is not None:
+                info, vec = info[part.proj][:, part.proj], vec[part.proj]
+            W[b] = W[b] + info
+            eta[b] = eta[b] + vec
+
+        for part, g in cq.groups:
+            p_u = jax.ops.segment_sum(p, part.cell_map, part.size)  # the sub-marginal's probabilities
+            r = y[g.rows] - n * p_u[g.cells]
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
-            W[b] = W[b] + jnp.diag(jnp.zeros(cq.blocks[b][2]).at[g.cells].set(w[g.rows]))
-            eta[b] = eta[b] + jnp.zeros(cq.blocks[b][2]).at[g.cells].set(w[g.rows] * r)
-        for k, b in cq.children:
-            j_s, h_s = messages[k]
-            W[b] = W[b] + j_s
-            eta[b] = eta[b] + h_s
+            add(part, jnp.diag(jnp.zeros(part.size).at[g.cells].add(w[g.rows])),
+                jnp.zeros(part.size).at[g.cells].add(w[g.rows] * r))
+        for k, part in cq.children:
+            add(part, *messages[k])
+        if cq.gram_index is not None:
+            total, messages[c] = _projected_clique(cq, p, W, eta, n, total)
+            continue
         # -- the conditional of this clique given its separator: zeta_C ~ N(Q zeta_S, B)
         if cq.sep_map is None:
             L = p[:, None]
@@ -292,7 +355,7 @@ def structured_log_likelihood(
             L = p[:, None] * sep_onehot
             Q = L / (sep_onehot.T @ p)[None, :]
         if cq.blocks:
-            G = jnp.concatenate([b[1] for b in cq.blocks], axis=1)
+            G = jnp.concatenate([jax.nn.one_hot(b.cell_map, b.size, dtype=p.dtype) for b in cq.blocks], axis=1)
             Wm = jax.scipy.linalg.block_diag(*W)
             h = h + G @ jnp.concatenate(eta)
             GtB = n * (G.T * p[None, :] - (G.T @ L) @ Q.T)  # G^T B
@@ -325,6 +388,64 @@ def structured_log_likelihood(
         bh = n * (p * h - L @ (Q.T @ h))  # B h
         total = total + 0.5 * jnp.dot(bh, x_h) - 0.5 * logdet
     return total
+
+
+def _gram_index(sep_map: np.ndarray | None, K: int, t: int, blocks: Sequence[_Block]) -> np.ndarray:
+    """Scatter indices of ``E^T diag(c) E`` for ``E = [G_S, G]`` (``K x (t + r)``, one-hot columns
+    of the separator and of each block): clique cell ``x`` adds ``c_x`` at ``(e_i(x), e_j(x))``
+    for every pair of its ``1 + len(blocks)`` columns; flat indices, shape ``((1 + B)^2 K,)``."""
+    cols = [np.zeros(K, dtype=np.int64) if sep_map is None else np.asarray(sep_map, dtype=np.int64)]
+    offset = t
+    for b in blocks:
+        cols.append(offset + b.cell_map)
+        offset += b.size
+    e = np.stack(cols)  # (1 + B, K)
+    return (e[:, None, :] * offset + e[None, :, :]).reshape(-1)
+
+
+def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array,
+                      total: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+    r"""A clique with no measurement of its whole scope, in the ``r`` coordinates of its blocks.
+
+    Here ``J = G W G^T`` and ``h = G eta``, so by the push-through identity
+    ``(I + JB)^{-1} G = G M^{-1}`` with ``M = I_r + W A``, ``A = G^T B G``, and (Sylvester)
+    ``det(I + JB) = det M``:
+
+        log c_C = eta^T A M^{-1} eta / 2 - log det M / 2,
+        J_S = F^T M^{-1} W F,   h_S = F^T M^{-1} eta,   F = G^T Q.
+
+    ``A = n (P_GG - P_GS diag(1/p_S) P_SG)`` and ``F = P_GS diag(1/p_S)`` need only the
+    marginal tables ``P_XY = G_X^T diag(p) G_Y`` of the clique's table on pairs of blocks and the
+    separator, one scatter-add over the clique's cells (:func:`_gram_index`): cost
+    ``O(K B^2 + r^3)`` instead of ``O(K (t + r)^2)`` for the cell form. Triangulation makes such
+    cliques (several measured 2-way marginals closing a cycle), where ``r`` is a fraction of ``K``.
+    """
+    t = cq.sep_size
+    size = t + cq.rank
+    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(jnp.tile(p, (len(cq.blocks) + 1) ** 2))
+    P = P.reshape(size, size)
+    p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
+    F = P[t:, :t] / p_s  # G^T Q
+    A = n * (P[t:, t:] - F @ P[t:, :t].T)
+    e = jnp.concatenate(eta)
+    bounds = np.cumsum([0] + [b.size for b in cq.blocks])
+
+    def times_w(X: jax.Array) -> jax.Array:  # W X block by block (W is block-diagonal)
+        return jnp.concatenate([W[i] @ X[bounds[i]:bounds[i + 1]] for i in range(len(W))], axis=0)
+
+    lu = jax.scipy.linalg.lu_factor(jnp.eye(cq.rank) + times_w(A))
+    logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(lu[0]))))
+    x = jax.scipy.linalg.lu_solve(lu, e)  # M^{-1} eta
+    total = total + 0.5 * jnp.dot(e, A @ x) - 0.5 * logdet
+    if cq.sep_map is None:
+        return total, None
+    j_s = F.T @ jax.scipy.linalg.lu_solve(lu, times_w(F))
+    return total, (0.5 * (j_s + j_s.T), F.T @ x)
+
+
+def _cells(clique: tuple[int, ...], scope: tuple[int, ...], shape) -> int:
+    """Cells of the sub-table of ``clique`` on the clique axes ``scope``."""
+    return math.prod(shape[clique[a]] for a in scope)
 
 
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:

@@ -68,13 +68,9 @@ class PosteriorProblem:
         """``(s~, sigma)`` per canonical query: the problem's own when ``layout`` is None."""
         if self.layout is None:
             return np.asarray(self.noisy_counts), np.broadcast_to(np.asarray(self.sigma, float), np.shape(self.noisy_counts))
-        from synthinfer.napsu.structured import canonical_information
+        from synthinfer.napsu.structured import canonical_summary
 
-        info = canonical_information(self.network.queries, self.layout)
-        precision = info @ (1.0 / np.asarray(self.sigma, dtype=np.float64) ** 2)
-        if np.any(precision <= 0):
-            raise ParameterError("every canonical query needs a direct measurement of its cell")
-        return (info @ (np.asarray(self.noisy_counts) * (1.0 / np.asarray(self.sigma) ** 2))) / precision, precision**-0.5
+        return canonical_summary(self.network.queries, self.layout, self.noisy_counts, self.sigma)
 
 
 @dataclass(frozen=True)
@@ -201,6 +197,7 @@ class NUTSBackend:
 
     name = "nuts"
     noise_aware = True
+    takes_measurements = True
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.nuts import compile_nuts, nuts_sample
@@ -208,15 +205,15 @@ class NUTSBackend:
 
         net = problem.network
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                     max_tree_depth=settings.max_tree_depth,
-                     jump_moves=bool(one_sided_cells(problem.noisy_counts, problem.sigma).any()))
+                     max_tree_depth=settings.max_tree_depth, layout=problem.layout,
+                     jump_moves=bool(one_sided_cells(*problem.canonical).any()))
         progress("Laplace approximation")
         lap = _laplace_fit(problem, settings, rng)
         # after the Laplace fit's compilations, beside the NUTS program's and sampling
         spare_core()
         progress("NUTS")
         res = nuts_sample(
-            net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
+            net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd, layout=problem.layout,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
             max_tree_depth=settings.max_tree_depth, dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian,
             progress=progress, rng=rng,

@@ -77,19 +77,21 @@ def _profile(phi: np.ndarray, s: float, sigma_dp: float, count_at_mode: float, t
     return logp, count
 
 
-def plateau_jumps(umap: OneSidedMap, s_tilde: np.ndarray, sigma_dp: float, n: int, mu_at_mode: np.ndarray,
-                  *, prior_sd: float) -> PlateauJumps:
-    """The jump proposals for the one-sided cells of ``umap`` with a plateau worth visiting."""
+def plateau_jumps(umap: OneSidedMap, s_tilde: np.ndarray, sigma_dp: float | np.ndarray, n: int,
+                  mu_at_mode: np.ndarray, *, prior_sd: float) -> PlateauJumps:
+    """The jump proposals for the one-sided cells of ``umap`` with a plateau worth visiting
+    (``sigma_dp``: a scalar or one noise sd per query)."""
     s = np.asarray(s_tilde, dtype=np.float64)
     d = s.size
+    sd = np.broadcast_to(np.asarray(sigma_dp, dtype=np.float64), s.shape)
     edges = PlateauJumps.none(d).edges  # a fresh array
     chosen = []
     for j in np.flatnonzero(umap.mask):
-        logp, count = _profile(_GRID, s[j], sigma_dp, n * float(mu_at_mode[j]), float(umap.loc[j]),
+        logp, count = _profile(_GRID, s[j], float(sd[j]), n * float(mu_at_mode[j]), float(umap.loc[j]),
                                float(umap.offset[j]), float(umap.kappa[j]), prior_sd)
         p = np.exp(logp - logp.max())
         p /= p.sum()
-        plateau = float(p[count < sigma_dp / 2].sum())
+        plateau = float(p[count < sd[j] / 2].sum())
         if not 1e-4 < plateau < 0.5:
             continue
         tempered = np.exp(0.25 * (logp - logp.max()))

@@ -24,11 +24,13 @@ from synthinfer.napsu.laplace import LaplaceResult
 from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
 from synthinfer.napsu.network import compiles_quick
 from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
+from synthinfer.napsu.structured import canonical_summary
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
 from synthinfer.progress import ProgressCounter
 
 if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
+    from synthinfer.napsu.structured import Layout
 
 
 @dataclass
@@ -178,14 +180,14 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior
 _NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
 
 
-def _nuts_jit(network: MarkovNetwork) -> Callable:
+def _nuts_jit(network: MarkovNetwork, layout: Layout | None) -> Callable:
     """The jitted :func:`_nuts_chain` of one network, held in its program cache. The network is
     bound by a closure: not a static argument, which JAX's caches keep alive, nor a partial,
     whose bound values show in the signature JAX caches (see
     :func:`synthinfer.napsu.likelihood._posterior_objectives`): either would keep the network
     and its programs alive for good. The chain's state is donated: each call updates it in
-    place instead of copying the draws."""
-    neg_log_posterior = objective(network, "neg_log_posterior")[0]  # eq. 6 by message passing, plus the prior
+    place instead of copying the draws. ``layout``: the measured values' (``None``: ``s~``)."""
+    neg_log_posterior = objective(network, "neg_log_posterior", layout)[0]  # eq. 6 by message passing, plus the prior
 
     def chain(state, key_data, z_init, data, start, stop, *, num_warmup, num_samples, max_tree_depth, target_accept,
               jump_moves):
@@ -193,11 +195,13 @@ def _nuts_jit(network: MarkovNetwork) -> Callable:
                            num_warmup=num_warmup, num_samples=num_samples, max_tree_depth=max_tree_depth,
                            target_accept=target_accept, jump_moves=jump_moves)
 
-    return network.programs.get("nuts", lambda: jax.jit(chain, static_argnames=_NUTS_STATIC, donate_argnums=0))
+    return network.programs.get(("nuts", layout),
+                                lambda: jax.jit(chain, static_argnames=_NUTS_STATIC, donate_argnums=0))
 
 
 def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: int = 2000,
-                 max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True) -> Future:
+                 max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True,
+                 layout: Layout | None = None) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
 
     The program depends only on the network and the shapes (every datum, and the range of
@@ -207,6 +211,7 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
     per network and settings). ``jump_moves=False`` compiles the program without plateau
     jumps, for data with no one-sided cell (:func:`synthinfer.napsu.reparam.one_sided_cells`,
     known before the Laplace fit): a smaller program, which on small models is most of the wait.
+    ``layout``: as for :func:`nuts_sample`.
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
                     target_accept=float(target_accept), jump_moves=bool(jump_moves))
@@ -214,18 +219,21 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
 
     def lower():
         # argument shapes and dtypes from the same builders nuts_sample uses, on placeholders
-        data = (posterior_args(np.zeros(d), 1.0, 1, 1.0),
+        m = d if layout is None else sum(len(cells) for _, cells in layout)
+        data = (posterior_args(np.zeros(m), 1.0, 1, 1.0),
                 OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
                 PlateauJumps.none(d).arrays())
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
         z = jax.ShapeDtypeStruct((d,), np.float64)
         index = jax.ShapeDtypeStruct((), np.int32)
-        state = jax.eval_shape(lambda z0, data: _chain_start(z0, data, neg_log_posterior=objective(network, "neg_log_posterior")[0],
+        state = jax.eval_shape(lambda z0, data: _chain_start(z0, data,
+                                                             neg_log_posterior=objective(network, "neg_log_posterior", layout)[0],
                                                              num_samples=settings["num_samples"],
                                                              target_accept=settings["target_accept"]), z, shapes)
-        return _nuts_jit(network).lower(state, jax_key_data_spec(), z, shapes, index, index, **settings)
+        return _nuts_jit(network, layout).lower(state, jax_key_data_spec(), z, shapes, index, index, **settings)
 
-    return network.programs.compile_ahead(("nuts", tuple(sorted(settings.items()))), lower, quick=compiles_quick(d))
+    return network.programs.compile_ahead(("nuts", tuple(sorted(settings.items())), layout), lower,
+                                          quick=compiles_quick(d))
 
 
 #: Seconds a call of the NUTS program should last (see :func:`nuts_sample`): long enough that
@@ -248,10 +256,11 @@ def _next_block(size: int, seconds: float) -> int:
 def nuts_sample(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
-    sigma_dp: float,
+    sigma_dp: float | np.ndarray,
     n: int,
     laplace: LaplaceResult,
     *,
+    layout: Layout | None = None,
     prior_sd: float = PRIOR_SD,
     n_chains: int = 4,
     num_warmup: int = 800,
@@ -285,6 +294,12 @@ def nuts_sample(
     Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position
     ``u*``.
 
+    ``layout=None``: ``s_tilde`` are the canonical queries' noisy counts and ``sigma_dp`` their
+    noise sd. Otherwise they are any measured values in the order of ``layout`` (AIM's
+    measurements; :mod:`synthinfer.napsu.structured`) with one sd each: the density is eq. 6 on
+    them, and the map and the jumps read each canonical query's inverse-variance combination
+    of its direct measurements (:func:`synthinfer.napsu.structured.canonical_summary`).
+
     One compiled program runs every chain (cached per network and settings: refits with new
     noisy statistics or epsilon do not recompile); chains run side by side in
     ``max_workers`` threads (default: one per core the process may use). That beats ``vmap``-ing them: a
@@ -303,19 +318,22 @@ def nuts_sample(
     chains, warmup included, per chain, the rate and the time left) when sampling starts and
     at most every half second after.
     """
-    d = int(np.asarray(s_tilde).shape[0])
+    d = int(network.dimension)
+    # the one-sided map and the jumps read a noisy count and noise sd per canonical query
+    s_map, sigma_map = ((s_tilde, sigma_dp) if layout is None
+                        else canonical_summary(network.queries, layout, s_tilde, sigma_dp))
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(laplace.mean))[0])
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
-    umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, laplace.mean, laplace.cov,
+    umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     jump_moves = bool(jump_moves and umap.mask.any())
-    jumps = plateau_jumps(umap, s_tilde, sigma_dp, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
+    jumps = plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
     data = (posterior_args(s_tilde, sigma_dp, n, prior_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
     t0 = time.perf_counter()
-    program = compile_nuts(network, num_warmup=num_warmup, num_samples=num_samples,
-                           max_tree_depth=max_tree_depth, target_accept=target_accept, jump_moves=jump_moves)
+    program = compile_nuts(network, num_warmup=num_warmup, num_samples=num_samples, max_tree_depth=max_tree_depth,
+                           target_accept=target_accept, jump_moves=jump_moves, layout=layout)
     if not program.done():
         if progress is not None:
             progress("NUTS: compiling")

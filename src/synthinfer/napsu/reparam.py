@@ -165,7 +165,7 @@ def to_theta(u: jax.Array, arrays: tuple[jax.Array, ...]) -> tuple[jax.Array, ja
     return theta, jnp.sum(jnp.where(mask, _log_t_prime(phi, kappa), 0.0))
 
 
-def one_sided_cells(s_tilde: np.ndarray, sigma_dp: float, threshold: float = 5.0) -> np.ndarray:
+def one_sided_cells(s_tilde: np.ndarray, sigma_dp: float | np.ndarray, threshold: float = 5.0) -> np.ndarray:
     """The cells :func:`one_sided_map` flags: ``s~_j < threshold * sqrt(sigma_DP^2 + max(s~_j, 0))``."""
     s = np.asarray(s_tilde, dtype=np.float64)
     return s < threshold * np.sqrt(sigma_dp**2 + np.maximum(s, 0.0))
@@ -173,7 +173,7 @@ def one_sided_cells(s_tilde: np.ndarray, sigma_dp: float, threshold: float = 5.0
 
 def one_sided_map(
     s_tilde: np.ndarray,
-    sigma_dp: float,
+    sigma_dp: float | np.ndarray,
     n: int,
     mu_at_mode: np.ndarray,
     laplace_mean: np.ndarray,
@@ -195,7 +195,7 @@ def one_sided_map(
     parametrisation dropped) turns on the rotation of the unflagged coordinates described in
     the module docstring, for the dropped cells whose Laplace log-count sd exceeds
     ``1 / threshold``. With no cell flagged (or ``threshold = -inf``) this is plain whitening
-    by the Laplace approximation.
+    by the Laplace approximation. ``sigma_dp`` is a scalar or one noise sd per query.
     """
     s = np.asarray(s_tilde, dtype=np.float64)
     flagged = one_sided_cells(s, sigma_dp, threshold)

@@ -124,6 +124,20 @@ def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarr
     return out
 
 
+def canonical_summary(queries: CanonicalQueries, layout: Layout, y: np.ndarray,
+                      sigma: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(s~, sigma)`` per canonical query from measurements in ``layout``: each query's direct
+    measurements combined by inverse-variance weighting (:func:`canonical_information`), the
+    per-query noisy count and noise sd that samplers' reparametrisations read (post-processing).
+    :class:`ParameterError` when a query has no direct measurement."""
+    info = canonical_information(queries, layout)
+    var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, np.shape(y))
+    precision = info @ (1.0 / var)
+    if np.any(precision <= 0):
+        raise ParameterError("every canonical query needs a direct measurement of its cell")
+    return (info @ (np.asarray(y, dtype=np.float64) / var)) / precision, precision**-0.5
+
+
 @dataclass(frozen=True)
 class _Group:
     """Measured cells of one marginal, in its home clique's coordinates."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
 from synthinfer.data import Domain, Marginal, count_codes
-from synthinfer.errors import BudgetExceededError, ParameterError, UnknownColumnError
+from synthinfer.errors import BudgetExceededError, DomainError, ParameterError, UnknownColumnError
 from synthinfer.napsu.aim import (
+    DEFAULT_MAX_CLIQUE_CELLS,
     MARGINAL_L2_SENSITIVITY,
     MEASURE_SHARE,
     QUALITY_SENSITIVITY_PER_WEIGHT,
@@ -217,14 +219,67 @@ def test_bad_input_raises_before_any_budget(codes):
             run(codes, ledger=ledger, seed=0, **kw)
         assert not ledger.charges
 
-    bad(UnknownColumnError, "'zz'", workload=[("a", "zz")])
+    bad(UnknownColumnError, "workload: .*'zz'", workload=[("a", "zz")])
     bad(UnknownColumnError, "'zz'", required=[("zz",)])
     bad(ParameterError, "at least one workload marginal", workload=[])
     bad(ParameterError, "listed twice", workload=[("a", "b"), ("b", "a")])
+    bad(DomainError, r"workload: marginal \('a', 'b', 'a'\) repeats column\(s\) \['a'\]", workload=[("a", "b", "a")])
+    bad(DomainError, "workload: a marginal needs at least one column", workload=[("a", "b"), ()])
     bad(ParameterError, "weights", workload=[("a", "b")], weights=[-1.0])
     bad(ParameterError, "delta > 0", delta=0.0)
     bad(ParameterError, r"rounds=6 is too few: the 7 initial .* use rounds >= 8", rounds=6, required=[("a", "b")])
-    bad(ParameterError, "max_model_cells=16 .* the 17 cells", max_model_cells=16)
-    bad(ParameterError, r"max_clique_cells=11 .* the 12-cell largest clique", max_clique_cells=11,
+    # the caps below the model of the required and 1-way marginals alone: both numbers named
+    bad(ParameterError, r"max_model_cells=16 is below the 17 clique-table cells .* alone .* >= 17$", max_model_cells=16)
+    bad(ParameterError, r"max_model_cells=21 is below the 22 clique-table .* >= 22$", max_model_cells=21,
+        required=[("a", "d")])  # 12 cells of (a, d) + b, c, e, f
+    bad(ParameterError, r"max_clique_cells=11 is below the 12-cell largest clique .* >= 12$", max_clique_cells=11,
         required=[("a", "d")])
     bad(ParameterError, "rounds", rounds=0)
+    for value in (0, -5, 2.5, True, "4000", None):
+        bad(ParameterError, f"max_model_cells must be an integer >= 1, got {value!r}", max_model_cells=value)
+    for value in (0, 2.5):
+        bad(ParameterError, f"max_clique_cells must be an integer >= 1, got {value!r}", max_clique_cells=value)
+
+
+def test_budget_too_small_for_the_rounds_names_the_epsilon_needed(codes):
+    """The first measurements' noise sd sqrt(T / (0.9 rho)) must not exceed n: refused before any
+    spend, naming the smallest epsilon that allows it (rho >= T / (0.9 n^2))."""
+    n, rounds = codes.shape[0], 16 * 6
+    ledger = PrivacyLedger((1.0, 1e-6))
+    with pytest.raises(ParameterError, match=r"^epsilon=0.01 is too small for AIM on 3,000 rows: spread over 96 "
+                       r"rounds \(16 per column\), the first measurements' noise sd would be [\d,]+, more than the "
+                       r"number of rows.* at delta=1e-06 AIM needs epsilon >= ") as info:
+        run(codes, eps=0.01, ledger=ledger, seed=0)
+    assert not ledger.charges
+    sigma_0 = float(re.search(r"noise sd would be ([\d,]+)", str(info.value)).group(1).replace(",", ""))
+    assert sigma_0 == pytest.approx(math.sqrt(rounds / (MEASURE_SHARE * zcdp_rho(0.01, 1e-6))), abs=1)
+    need = float(re.search(r"epsilon >= ([\d.e-]+)$", str(info.value)).group(1))
+    rho_needed = rounds / (MEASURE_SHARE * n**2)
+    assert zcdp_rho(need, 1e-6) >= rho_needed > zcdp_rho(need * 0.99, 1e-6)
+    # just below the named epsilon it is still refused; at it, the check passes and the ledger
+    # (with too little left) is what refuses
+    with pytest.raises(ParameterError, match="too small for AIM"):
+        run(codes, eps=need * 0.99, ledger=ledger, seed=0)
+    with pytest.raises(BudgetExceededError):
+        run(codes, eps=need, ledger=PrivacyLedger((need / 2, 1e-6)), seed=0)
+    # an explicit rounds bound is named as given, and fewer rounds need less
+    with pytest.raises(ParameterError, match=r"spread over rounds=50, .* needs epsilon >= ([\d.e-]+)$") as fewer:
+        run(codes, eps=0.01, ledger=ledger, seed=0, rounds=50)
+    assert float(re.search(r"epsilon >= ([\d.e-]+)$", str(fewer.value)).group(1)) < need
+    assert not ledger.charges
+
+
+def test_required_marginals_larger_than_the_default_clique_cap_are_measured():
+    """The default clique cap rises to the required marginals' largest clique (they are
+    measured whatever their size); an explicit cap below it is refused, naming both numbers."""
+    dom = Domain({"p": list(range(11)), "q": list(range(10)), "r": list(range(10)), "s": [0, 1]})
+    x = np.random.default_rng(4).integers(0, 2, (500, 4))
+    budget = PrivacyBudget(20.0, 1e-6)
+    kw = dict(required=[("p", "q", "r")], rounds=6, estimation_iters=5, seed=0)
+    res = select_aim(x, dom, budget=budget, ledger=PrivacyLedger(budget), **kw)
+    assert res.max_clique_cells == 1100 > DEFAULT_MAX_CLIQUE_CELLS
+    assert res.measurements[len(dom)].marginal == Marginal(("p", "q", "r"))
+    ledger = PrivacyLedger(budget)
+    with pytest.raises(ParameterError, match=r"max_clique_cells=1000 is below the 1100-cell largest clique"):
+        select_aim(x, dom, budget=budget, ledger=ledger, max_clique_cells=1000, **kw)
+    assert not ledger.charges

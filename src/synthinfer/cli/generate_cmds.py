@@ -36,7 +36,10 @@ class BaselineName(str, Enum):
 _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--marginals": ("napsu",),
     "--inference": ("napsu",),
+    "--select": ("napsu",),
     "--select-mst": ("napsu",),
+    "--workload": ("napsu",),
+    "--max-model-cells": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
     "--num-samples": ("napsu",),
@@ -67,7 +70,8 @@ def generate_cmd(
     domain: Path = _DOMAIN,
     generator: GeneratorName = typer.Option(GeneratorName.napsu, "--generator", help="Which generator."),
     out: Path = _OUT,
-    epsilon: float = typer.Option(1.0, "--epsilon", help="Total epsilon (for napsu: MST selection + measurement)."),
+    epsilon: float = typer.Option(1.0, "--epsilon",
+                                  help="Total epsilon (for napsu: selection by MST or AIM + measurement)."),
     delta: float = _DELTA,
     m: int = typer.Option(100, "--m", help="Number of synthetic datasets."),
     n_syn: int = _N_SYN,
@@ -77,7 +81,19 @@ def generate_cmd(
         None, "--marginals",
         help='napsu: a marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'),
     inference: str = typer.Option(None, "--inference", help="napsu: nuts (default), laplace, importance, or mle (non-noise-aware baseline)."),
-    select_mst: int = typer.Option(None, "--select-mst", help="napsu: add this many 2-way marginals chosen privately by MST."),
+    select: str = typer.Option(
+        None, "--select", metavar="mst|aim|N",
+        help="napsu: choose more marginals privately: mst (MST's 2-way marginals spanning all columns), aim "
+             "(AIM: measures marginals of --workload over rounds with the whole budget; needs --inference laplace "
+             "or mle), or N (N 2-way marginals by MST; --select-mst N is an alias). Default: none."),
+    select_mst: int = typer.Option(None, "--select-mst", hidden=True, help="napsu: alias of --select N."),
+    workload: list[str] = typer.Option(
+        None, "--workload",
+        help="napsu, --select aim: a marginal the synthetic data should answer well, columns comma separated; "
+             "repeat the option (default: every 2-way marginal; --marginals are always added)."),
+    max_model_cells: int = typer.Option(
+        None, "--max-model-cells",
+        help="napsu, --select aim: cap on the model's junction-tree cells (default 4000); the fit's cost grows with it."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
     num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
@@ -93,7 +109,8 @@ def generate_cmd(
 ) -> None:
     """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
     specific = {
-        "--marginals": marginals or None, "--inference": inference, "--select-mst": select_mst,
+        "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
+        "--workload": workload or None, "--max-model-cells": max_model_cells,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--epochs": epochs,
         "--label": label,
@@ -146,6 +163,7 @@ def _generate_release(
                 raise ParameterError(f"{flag} must be a positive integer, got {v}")
         if generator == "napsu" and "--marginals" not in given:
             raise ParameterError("--generator napsu needs --marginals (repeat it for each marginal)")
+        selection = _selection(given) if generator == "napsu" else {}
         if generator == "dpcgan" and "--label" not in given:
             raise ParameterError("--generator dpcgan needs --label")
         if generator == "privbayes" and delta not in (None, 0.0):
@@ -153,7 +171,7 @@ def _generate_release(
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
         df = read_table(data)
-        gen = _make_generator(generator, epsilon, delta, seed, given, dom, len(df))
+        gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom, len(df))
         napsu = generator == "napsu"
         # transient: the bars show progress while working, then make way for the summary (or
         # leave an error on its own line)
@@ -193,17 +211,53 @@ def _show_stage(bar, task, stage: str) -> None:
         next(t for t in bar.tasks if t.id == task).total = None  # update() leaves a total as it is
 
 
+def _selection(given: dict[str, Any]) -> dict[str, Any]:
+    """NapsuMQ's selection settings (``select_extra``, ``workload``, ``max_model_cells``) from
+    ``--select`` (or its alias ``--select-mst N``), ``--workload`` and ``--max-model-cells``,
+    checked before any work."""
+    if "--select" in given and "--select-mst" in given:
+        raise ParameterError("--select-mst N is an alias of --select N: give only one of them")
+    select: int | str | None = given.get("--select-mst")
+    if "--select" in given:
+        text = given["--select"].strip().lower()
+        if text in ("mst", "aim"):
+            select = text
+        else:
+            try:
+                select = int(text)
+            except ValueError:
+                raise ParameterError(f"--select: expected mst, aim or a number of 2-way marginals, got "
+                                     f"{given['--select']!r}") from None
+    if isinstance(select, int) and select < 0:
+        flag = "--select" if "--select" in given else "--select-mst"
+        raise ParameterError(f"{flag}: the number of 2-way marginals must be >= 0, got {select}")
+    aim_only = [f for f in ("--workload", "--max-model-cells") if f in given]
+    if aim_only and select != "aim":
+        verb = "apply" if len(aim_only) > 1 else "applies"
+        raise ParameterError(f"{' and '.join(aim_only)} {verb} to --select aim only")
+    if select == "aim" and "--mst-budget-fraction" in given:
+        raise ParameterError("--mst-budget-fraction applies to MST selection (--select mst or N); AIM spends the "
+                             "whole budget over its rounds")
+    if "--max-model-cells" in given and given["--max-model-cells"] < 1:
+        raise ParameterError(f"--max-model-cells must be a positive integer, got {given['--max-model-cells']}")
+    kw: dict[str, Any] = {} if select is None else {"select_extra": select}
+    if "--workload" in given:
+        kw["workload"] = list(given["--workload"])
+    if "--max-model-cells" in given:
+        kw["max_model_cells"] = given["--max-model-cells"]
+    return kw
+
+
 def _make_generator(name: str, epsilon: float, delta: float | None, seed: int | None, given: dict[str, Any],
-                    dom, n_rows: int):
+                    selection: dict[str, Any], dom, n_rows: int):
     """The generator for ``--generator name``, with the options given on the command line
-    (the others keep the generator's own defaults)."""
+    (the others keep the generator's own defaults); ``selection`` from :func:`_selection`."""
     from synthinfer.generate import DPCGAN, DPGAN, NapsuMQ, PrivBayes
 
     if name == "napsu":
-        names = {"--inference": "inference", "--select-mst": "select_extra", "--mst-budget-fraction":
-                 "mst_budget_fraction", "--num-warmup": "num_warmup", "--num-samples": "num_samples",
-                 "--chains": "n_chains"}
-        kw = {names[f]: v for f, v in given.items() if f in names}
+        names = {"--inference": "inference", "--mst-budget-fraction": "mst_budget_fraction",
+                 "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains"}
+        kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)
         if delta is not None:

@@ -49,8 +49,15 @@ once, as ``(epsilon, delta)``, with ``rho`` in the charge's details.
 measured marginals plus it has at most ``(rho_used / rho) max_model_cells`` cells in its
 clique tables, and no clique table over ``max_clique_cells`` (candidates that leave the tree as
 it is are always eligible), so the model grows with the budget spent, up to the caps (defaults:
-:data:`DEFAULT_MAX_MODEL_CELLS`, :data:`DEFAULT_MAX_CLIQUE_CELLS`). Both depend only on what
-was measured, so eligibility is public.
+:data:`DEFAULT_MAX_MODEL_CELLS`, and :data:`DEFAULT_MAX_CLIQUE_CELLS` raised to the largest
+clique of the required marginals, which are measured whatever their size). Both depend only on
+what was measured, so eligibility is public.
+
+**Budget too small.** The first measurements have noise ``sigma_0 = sqrt(T / (alpha rho))``.
+When ``sigma_0`` exceeds ``n`` the first measurements (every column's 1-way marginal) are
+noise, so :func:`select_aim` refuses before spending and names the smallest epsilon (at the
+given delta, rounded up to 3 significant digits) with ``sigma_0 <= n``, i.e.
+``rho >= T / (alpha n^2)``. The row count is public under substitution of one row.
 """
 
 from __future__ import annotations
@@ -69,7 +76,7 @@ from synthinfer.napsu.measurements import Measurement, check_measurements
 from synthinfer.napsu.selection import exponential_mechanism
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng
 from synthinfer.privacy.randomness import SeedLike
-from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_rho
+from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_delta, zcdp_rho
 
 #: L2 sensitivity of one marginal's count vector under substitution of one row.
 MARGINAL_L2_SENSITIVITY = math.sqrt(2.0)
@@ -383,12 +390,16 @@ def _canonical(domain: Domain, m: Marginal) -> Marginal:
 
 
 def _workload(domain: Domain, workload, weights) -> tuple[tuple[Marginal, ...], np.ndarray]:
-    marginals = two_way_workload(domain) if workload is None else as_marginals(workload)
+    try:  # an empty marginal, a repeated or an unknown column: say where it came from
+        marginals = two_way_workload(domain) if workload is None else as_marginals(workload)
+        for m in marginals:
+            domain.check_columns(m.columns)
+    except DomainError as e:
+        raise type(e)(f"workload: {e}") from None
     if not marginals:
         raise ParameterError("workload: AIM needs at least one workload marginal")
     out, seen = [], set()
     for m in marginals:
-        domain.check_columns(m.columns)  # UnknownColumnError naming the column
         key = frozenset(m.columns)
         if key in seen:
             raise ParameterError(f"workload: marginal {m} is listed twice (up to column order)")
@@ -518,6 +529,22 @@ def _check_codes(codes: np.ndarray, domain: Domain) -> np.ndarray:
     return codes
 
 
+def _epsilon_for_rho(rho: float, delta: float) -> float:
+    """The smallest epsilon at which ``rho``-zCDP is ``(epsilon, delta)``-DP (the Canonne, Kamath &
+    Steinke bound, :func:`zcdp_delta`, which falls as epsilon grows), by bisection from the
+    classic conversion ``rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke 2016, Prop. 1.3), a
+    feasible upper end; rounded up to 3 significant digits, so the value shown suffices."""
+    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    while hi - lo > 1e-6 * hi:
+        mid = 0.5 * (lo + hi)
+        if zcdp_delta(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    unit = 10.0 ** (math.floor(math.log10(hi)) - 2)
+    return float(f"{math.ceil(hi / unit) * unit:.3g}")
+
+
 def _int_setting(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -535,7 +562,7 @@ def select_aim(
     ledger: PrivacyLedger,
     seed: SeedLike = None,
     max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
-    max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS,
+    max_clique_cells: int | None = None,
     rounds: int | None = None,
     estimation_iters: int = DEFAULT_ESTIMATION_ITERS,
 ) -> AIMResult:
@@ -564,8 +591,9 @@ def select_aim(
     max_model_cells : int
         Cap on the total cells of the junction tree's clique tables, reached when all of the
         budget is spent (module docstring; :data:`DEFAULT_MAX_MODEL_CELLS`).
-    max_clique_cells : int
-        Cap on the largest clique table (:data:`DEFAULT_MAX_CLIQUE_CELLS`).
+    max_clique_cells : int, optional
+        Cap on the largest clique table (default: :data:`DEFAULT_MAX_CLIQUE_CELLS`, or the
+        largest clique of the required and 1-way marginals' junction tree when that is larger).
     rounds : int, optional
         The rounds bound ``T`` that sets the initial per-round cost ``rho / T`` (default
         ``16 k``); annealing spends faster, so at most ``T`` rounds run.
@@ -576,10 +604,14 @@ def select_aim(
     ------
     UnknownColumnError
         A workload or required marginal names a column ``domain`` lacks.
+    DomainError
+        A workload marginal that repeats a column or has none.
     ParameterError
         An empty workload, bad weights or settings, ``delta = 0``, ``rounds`` too small for the
-        initial measurements and one round, or ``max_model_cells`` or ``max_clique_cells`` below the
-        junction tree of the required and 1-way marginals. All of these are raised before the ledger is touched.
+        initial measurements and one round, ``max_model_cells`` or ``max_clique_cells`` below the
+        junction tree of the required and 1-way marginals, or a budget so small that the first
+        measurements' noise sd exceeds the number of rows (module docstring). All of these are
+        raised before the ledger is touched.
     BudgetExceededError
         The ledger has less than ``budget`` left.
     """
@@ -605,7 +637,8 @@ def select_aim(
     n_cols = len(domain)
     bound = ROUNDS_PER_COLUMN * n_cols if rounds is None else _int_setting("rounds", rounds, 1)
     max_model_cells = _int_setting("max_model_cells", max_model_cells, 1)
-    max_clique_cells = _int_setting("max_clique_cells", max_clique_cells, 1)
+    if max_clique_cells is not None:
+        max_clique_cells = _int_setting("max_clique_cells", max_clique_cells, 1)
     estimation_iters = _int_setting("estimation_iters", estimation_iters, 0)
     if budget.delta <= 0:
         raise ParameterError("AIM uses the Gaussian mechanism and needs delta > 0")
@@ -617,11 +650,28 @@ def select_aim(
             f"{MEASURE_SHARE * len(initial):g} rounds' worth of rho/rounds, and one selection round needs 1 "
             f"more; use rounds >= {math.ceil(MEASURE_SHARE * len(initial) + 1)}")
     initial_tree = JunctionTree.build(domain, [m.columns for m in initial])
-    if max_model_cells < initial_tree.table_cells or max_clique_cells < _largest_clique(initial_tree):
+    initial_cells, initial_clique = initial_tree.table_cells, _largest_clique(initial_tree)
+    if max_model_cells < initial_cells:
         raise ParameterError(
-            f"max_model_cells={max_model_cells} and max_clique_cells={max_clique_cells} must be at least the "
-            f"{initial_tree.table_cells} cells and the {_largest_clique(initial_tree)}-cell largest clique of "
-            "the junction tree of the required marginals and the 1-way marginals")
+            f"max_model_cells={max_model_cells} is below the {initial_cells} clique-table cells that the required "
+            f"marginals and the 1-way marginals alone need (their junction tree); use max_model_cells >= "
+            f"{initial_cells}")
+    if max_clique_cells is None:
+        max_clique_cells = max(DEFAULT_MAX_CLIQUE_CELLS, initial_clique)
+    elif max_clique_cells < initial_clique:
+        raise ParameterError(
+            f"max_clique_cells={max_clique_cells} is below the {initial_clique}-cell largest clique of the junction "
+            f"tree of the required marginals and the 1-way marginals; use max_clique_cells >= {initial_clique}")
+    n = int(codes.shape[0])  # public under substitution
+    rho = zcdp_rho(budget.epsilon, budget.delta)
+    sigma_0 = _round_settings(rho / bound)[0]
+    if sigma_0 > n:
+        need = _epsilon_for_rho(bound / (MEASURE_SHARE * n * n), budget.delta)
+        spread = f"rounds={bound}" if rounds is not None else f"{bound} rounds ({ROUNDS_PER_COLUMN} per column)"
+        raise ParameterError(
+            f"epsilon={budget.epsilon:g} is too small for AIM on {n:,} rows: spread over {spread}, the first "
+            f"measurements' noise sd would be {sigma_0:,.0f}, more than the number of rows, so their counts would be "
+            f"noise; at delta={budget.delta:g} AIM needs epsilon >= {need:g}")
     rng = make_rng(seed)
     candidates = candidate_weights(work, w)
     cand = list(candidates)
@@ -630,7 +680,6 @@ def select_aim(
 
     # -- the budget: checked, converted, charged once -------------------------------------------
     ledger.check(_CHARGE_NAME, budget.epsilon, budget.delta, mechanism="aim")
-    rho = zcdp_rho(budget.epsilon, budget.delta)
     sigma, eps_em = _round_settings(rho / bound)
     ledger.spend(
         _CHARGE_NAME, budget.epsilon, budget.delta, mechanism="aim",
@@ -642,7 +691,6 @@ def select_aim(
     )
 
     # -- initial measurements --------------------------------------------------------------------
-    n = int(codes.shape[0])  # public under substitution
     truth = {m: count_codes(codes, domain, m.columns) for m in cand}
     measurements: list[Measurement] = []
     rho_used = 0.0

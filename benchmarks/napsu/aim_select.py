@@ -37,7 +37,7 @@ from synthinfer.data import Column, Domain, binned_column, count_codes
 from synthinfer.datasets import ADULT_PAPER_MARGINALS
 from synthinfer.datasets.loaders import _ADULT_CATEGORIES, _read
 from synthinfer.files import atomic_write_text
-from synthinfer.napsu.aim import DEFAULT_MAX_CLIQUE_CELLS, DEFAULT_MAX_MODEL_CELLS, select_aim
+from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, select_aim
 from synthinfer.napsu.queries import CanonicalQueries
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 
@@ -103,7 +103,6 @@ def main() -> dict:
         "workload": "all 2-way marginals",
         "required": [list(m) for m in ADULT_PAPER_MARGINALS],
         "max_model_cells": DEFAULT_MAX_MODEL_CELLS,
-        "max_clique_cells": DEFAULT_MAX_CLIQUE_CELLS,
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
@@ -123,6 +122,7 @@ def main() -> dict:
             "wall_s": wall,
             "process_cpu_s": cpu,
             "loadavg_at_start": load,
+            "max_clique_cells": res.max_clique_cells,
             "rounds": [{"round": r.round, "marginal": list(r.marginal.columns), "sigma": r.sigma,
                         "epsilon": r.epsilon, "annealed": r.annealed, "eligible_candidates": r.candidates,
                         "model_cells": r.model_cells} for r in res.rounds],

@@ -94,8 +94,6 @@ def test_select_options_become_napsu_settings(files, monkeypatch, extra, expecte
 
 
 @pytest.mark.parametrize("extra, message", [
-    # inference that cannot take AIM's measurements: NapsuMQ's own error
-    (["--select", "aim", "--inference", "importance"], r"inference='importance' cannot yet use AIM's"),
     # options that belong to AIM, or to MST
     (["--select", "mst", "--workload", "a,b"], r"--workload applies to --select aim only"),
     (["--max-model-cells", "100"], r"--max-model-cells applies to --select aim only"),

@@ -73,7 +73,7 @@ def sparse() -> NapsuMQ:
 
 def _importance(g: NapsuMQ, **kw):
     net = g.network_
-    return importance_sample(net, g.noisy_counts_, g.sigma_dp_, g.n_, g.laplace_,
+    return importance_sample(net, g.noisy_counts_, kw.pop("sigma_dp", g.sigma_dp_), g.n_, g.laplace_,
                              dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian,
                              rng=np.random.default_rng(kw.pop("seed", 3)), **kw)
 
@@ -184,6 +184,19 @@ def test_near_empty_cells_posterior_agrees_with_nuts(sparse):
     assert imp.ess_min > 400
     ref, ess = _nuts(sparse, 1500)
     _assert_agree(imp, ref, ess)
+
+
+def test_measurements_in_a_layout_give_the_same_draws_as_the_canonical_queries(sparse):
+    """The same values passed as measurements (the canonical layout, one sd per value) define
+    the same target and proposal: the same draws and k-hat."""
+    from synthinfer.napsu.structured import canonical_layout
+
+    plain = _importance(sparse, num_proposals=400, num_samples=50)
+    as_measured = _importance(sparse, num_proposals=400, num_samples=50, layout=canonical_layout(sparse.queries_),
+                              sigma_dp=np.full(sparse.noisy_counts_.size, sparse.sigma_dp_))
+    np.testing.assert_allclose(as_measured.draws, plain.draws, rtol=0, atol=1e-8)
+    assert as_measured.k_hat == pytest.approx(plain.k_hat, abs=1e-10)
+    assert as_measured.n_profiled == plain.n_profiled
 
 
 def test_a_symmetric_proposal_fails_on_near_empty_cells(sparse):

@@ -194,24 +194,24 @@ def build_model(name: str, clique_cap: int, seed: int = 0) -> dict:
 def describe(model: dict) -> dict:
     """The model's size: d, the junction tree's cliques (columns, cells) and total cells, and the
     message-passing plan's work: per clique with information, its cells ``K``, its separator's
-    cells ``t`` and the cells ``r`` of the sub-marginals it holds (measured ones and children's
-    separators), whose ``(t + r) x (t + r)`` Woodbury factorisation costs about
-    ``K (t + r)^2 + (t + r)^3`` flops (:mod:`synthinfer.napsu.structured`)."""
+    cells ``t`` and the rank ``r`` of its blocks (the sub-marginals it holds: measured ones and
+    children's separators), with the plan's own flop estimate per evaluation
+    (:attr:`synthinfer.napsu.structured.TreeLikelihoodPlan.flops`)."""
     from synthinfer.napsu.structured import canonical_layout, plan
 
     net = model["network"]
     jt = net.junction_tree
     names = net.queries.domain.names
     cells = [math.prod(jt.shape(i)) for i in range(len(jt.cliques))]
-    work = [(cq.size, cq.sep_size, sum(b[2] for b in cq.blocks))
-            for cq in plan(net, canonical_layout(net.queries)).cliques if cq.active]
+    pl = plan(net, canonical_layout(net.queries))
+    work = [(cq.size, cq.sep_size, cq.rank) for cq in pl.cliques if cq.active]
     return {"d": int(net.dimension), "n": model["n"], "sigma_dp": model["sigma"], "columns": len(names),
             "marginals": [list(m.columns) for m in model["marginals"]],
             "selected": [list(m.columns) for m in model["selected"]], "clique_cap": model["clique_cap"],
             "measured_cells": int(model["queryset"].dimension), "n_cliques": len(jt.cliques),
             "clique_cells": cells, "largest_clique_cells": max(cells), "junction_tree_cells": int(jt.table_cells),
             "cliques": [[names[v] for v in c] for c in jt.cliques], "tree_width": jt.width,
-            "plan_cliques_K_t_r": work, "plan_flops": int(sum(k * (t + r) ** 2 + (t + r) ** 3 for k, t, r in work)),
+            "plan_cliques_K_t_r": work, "plan_flops": int(pl.flops),
             "selection_s": model["selection_s"], "network_s": model["network_s"], "privacy_spent": model["spent"],
             "noisy_sha1": hashlib.sha1(np.ascontiguousarray(model["noisy_all"], dtype=np.float64)).hexdigest()}
 

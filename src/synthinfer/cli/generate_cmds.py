@@ -84,8 +84,7 @@ def generate_cmd(
     select: str = typer.Option(
         None, "--select", metavar="mst|aim|N",
         help="napsu: choose more marginals privately: mst (MST's 2-way marginals spanning all columns), aim "
-             "(AIM: measures marginals of --workload over rounds with the whole budget; --inference nuts, laplace "
-             "or mle), or N (N 2-way marginals by MST; --select-mst N is an alias). Default: none."),
+             "(AIM: measures marginals of --workload over rounds with the whole budget), or N (N 2-way marginals by MST; --select-mst N is an alias). Default: none."),
     select_mst: int = typer.Option(None, "--select-mst", hidden=True, help="napsu: alias of --select N."),
     workload: list[str] = typer.Option(
         None, "--workload",

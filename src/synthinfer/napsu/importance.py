@@ -70,6 +70,7 @@ from synthinfer._jax import jax, jnp, quick_compiler_options, uses_float64
 from synthinfer.errors import ConvergenceWarning, ParameterError
 from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, posterior_args, values
 from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, one_sided_map, to_theta
+from synthinfer.napsu.structured import canonical_summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from synthinfer.napsu.backends import BackendResult, InferenceSettings, PosteriorProblem
     from synthinfer.napsu.laplace import LaplaceResult
     from synthinfer.napsu.network import MarkovNetwork
+    from synthinfer.napsu.structured import Layout
 
 __all__ = [
     "AxisDensity", "DEFAULT_DF", "DEFAULT_NUM_PROPOSALS", "DEFAULT_SCALE", "ImportanceBackend", "ImportanceResult",
@@ -247,10 +249,10 @@ class _TargetU:
     whole blocks of :func:`synthinfer.napsu.likelihood.batch_size` points, so that both
     programs compile for one block shape whatever the number of points."""
 
-    def __init__(self, network: MarkovNetwork, umap: OneSidedMap, args: tuple):
+    def __init__(self, network: MarkovNetwork, umap: OneSidedMap, args: tuple, layout: Layout | None = None):
         self.arrays = umap.arrays()
         self.map = _map_program(network)
-        self.program = values(network, "neg_log_posterior")
+        self.program = values(network, "neg_log_posterior", layout)
         self.args = args
         self.size = batch_size(network)
         self.evaluations = 0
@@ -420,10 +422,11 @@ def _check_settings(**settings: Any) -> None:
 def importance_sample(
     network: MarkovNetwork,
     s_tilde: np.ndarray,
-    sigma_dp: float,
+    sigma_dp: float | np.ndarray,
     n: int,
     laplace: LaplaceResult,
     *,
+    layout: Layout | None = None,
     prior_sd: float = PRIOR_SD,
     n_chains: int = 4,
     num_samples: int = 2000,
@@ -446,7 +449,10 @@ def importance_sample(
     while k-hat is acceptable, more draws are added (the same proposal: the pooled sample is
     one importance sample), up to ``MAX_PROPOSALS_FACTOR * num_proposals`` in all.
     The map's settings (``one_sided_threshold``, ``dropped_cell_jacobian``) are NUTS's
-    (:func:`synthinfer.napsu.nuts.nuts_sample`). The caller decides what a k-hat above the
+    (:func:`synthinfer.napsu.nuts.nuts_sample`), and so is ``layout``: with one, ``s_tilde`` and
+    ``sigma_dp`` are the measured values and their noise sds in its order (AIM's measurements),
+    the target is eq. 6 on every measured value, and the map reads each canonical query's
+    inverse-variance combination of them. The caller decides what a k-hat above the
     threshold means (:attr:`ImportanceResult.reliable`).
     """
     _check_settings(df=df, scale=scale, num_proposals=num_proposals, n_chains=n_chains, num_samples=num_samples)
@@ -454,9 +460,11 @@ def importance_sample(
     mean = np.asarray(laplace.mean, dtype=np.float64)
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(mean))[0])
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(mean)))
-    umap = one_sided_map(s_tilde, sigma_dp, n, mu_mode, mean, laplace.cov, prior_sd=prior_sd,
+    s_map, sigma_map = ((s_tilde, sigma_dp) if layout is None
+                        else canonical_summary(network.queries, layout, s_tilde, sigma_dp))
+    umap = one_sided_map(s_map, sigma_map, n, mu_mode, mean, laplace.cov, prior_sd=prior_sd,
                          threshold=one_sided_threshold, dropped_jacobian=jd)
-    target = _TargetU(network, umap, posterior_args(s_tilde, sigma_dp, n, prior_sd))
+    target = _TargetU(network, umap, posterior_args(s_tilde, sigma_dp, n, prior_sd), layout)
     proposal = build_proposal(target, umap, laplace, df=df, scale=scale, profile=profile)
 
     def draw(num: int) -> tuple[np.ndarray, np.ndarray]:
@@ -511,6 +519,7 @@ class ImportanceBackend:
     """
 
     noise_aware = True
+    takes_measurements = True  # eq. 6 on every measured value; the map on their combinations
 
     def __init__(self, *, name: str = "importance", df: float = DEFAULT_DF, scale: float = DEFAULT_SCALE,
                  num_proposals: int = DEFAULT_NUM_PROPOSALS, profile: bool = True, fallback: str | None = "nuts"):
@@ -533,8 +542,8 @@ class ImportanceBackend:
         progress("importance sampling")
         need = ESS_BULK_PER_CHAIN * settings.n_chains
         res = importance_sample(
-            problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
-            n_chains=settings.n_chains, num_samples=settings.num_samples, num_proposals=self.num_proposals,
+            problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, layout=problem.layout,
+            prior_sd=problem.prior_sd, n_chains=settings.n_chains, num_samples=settings.num_samples, num_proposals=self.num_proposals,
             min_ess=need, df=self.df, scale=self.scale, profile=self.profile,
             dropped_cell_jacobian=problem.network.dropped_cell_log_prob_jacobian, rng=rng,
         )

@@ -84,7 +84,10 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=100)
     ap.add_argument("--num-warmup", type=int, default=800)
     ap.add_argument("--num-samples", type=int, default=2000)
-    ap.add_argument("--inference", default="nuts", choices=["nuts", "laplace"])
+    ap.add_argument("--inference", default="nuts",
+                    help="a registered NAPSU-MQ inference backend (nuts, laplace, importance, or one --plugin adds)")
+    ap.add_argument("--plugin", help="a Python file to run first, e.g. one that registers a variant backend "
+                                     "(benchmarks/napsu/variants/profile_draws.py)")
     ap.add_argument("--out", default="benchmarks/napsu/results/adult_coverage.json")
     ap.add_argument("--marginals", default="paper", choices=["paper", "mst"],
                     help="paper: the authors' 10 fixed marginals; mst: FORCED plus private MST selection")
@@ -92,6 +95,10 @@ def main() -> None:
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
+    if a.plugin:
+        import runpy
+
+        runpy.run_path(a.plugin)
     if a.combine:
         combine(a.combine.split(","), a.out)
         return

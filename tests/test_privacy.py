@@ -168,15 +168,24 @@ def test_noise_multiplier_reaches_target_epsilon_within_one_percent(epsilon):
     assert dpsgd_epsilon(0.98 * sigma, q, steps, delta) > epsilon
 
 
-def test_substitution_accounting_is_at_least_add_remove():
+def test_accounting_uses_substitution_neighbours():
+    """The epsilon is dp_accounting's PLD value for REPLACE_ONE (substitution) neighbours, here
+    computed on a finer grid, and well above the add/remove value (about 1.53)."""
     import dp_accounting
+    from dp_accounting import NeighboringRelation
     from dp_accounting.pld import PLDAccountant
 
     q, steps, sigma, delta = 0.02, 300, 1.2, 1e-5
-    acc = PLDAccountant(value_discretization_interval=1e-3)  # add/remove neighbours
-    acc.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
-    assert dpsgd_epsilon(sigma, q, steps, delta) >= acc.get_epsilon(delta)
+    event = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
+                                              steps)
+    expected = {}
+    for relation in (NeighboringRelation.REPLACE_ONE, NeighboringRelation.ADD_OR_REMOVE_ONE):
+        acc = PLDAccountant(neighboring_relation=relation, value_discretization_interval=1e-4)
+        expected[relation] = acc.compose(event).get_epsilon(delta)
+    eps = dpsgd_epsilon(sigma, q, steps, delta)
+    assert eps == pytest.approx(expected[NeighboringRelation.REPLACE_ONE], rel=1e-3)
+    assert eps == pytest.approx(2.4553, abs=1e-3)
+    assert eps > 1.5 * expected[NeighboringRelation.ADD_OR_REMOVE_ONE]
 
 
 def test_accounting_rejects_bad_parameters():
@@ -195,3 +204,14 @@ def test_ledger_check_spends_nothing_and_names_the_part():
     with pytest.raises(BudgetExceededError, match="selection .exponential. asks for epsilon=0.5"):
         led.check("selection", 0.5, mechanism="exponential")
     assert led.spent == (0.6, 0.0) and len(led.charges) == 1
+
+
+def test_ledger_refuses_delta_overspend_when_epsilon_fits():
+    ledger = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    ledger.spend("a", 0.1, 8e-7, mechanism="gaussian")
+    with pytest.raises(BudgetExceededError, match="delta=3e-07"):
+        ledger.spend("b", 0.1, 3e-7, mechanism="gaussian")  # epsilon 0.2 of 1 fits, delta 1.1e-6 does not
+    assert not ledger.can_spend(0.0, 3e-7) and ledger.can_spend(0.9, 2e-7)
+    assert len(ledger.charges) == 1
+    with pytest.raises(BudgetExceededError):
+        PrivacyLedger(PrivacyBudget(1.0)).check("pure", 0.5, 1e-12, mechanism="gaussian")  # a pure-DP total

@@ -215,3 +215,40 @@ def test_ledger_refuses_delta_overspend_when_epsilon_fits():
     assert len(ledger.charges) == 1
     with pytest.raises(BudgetExceededError):
         PrivacyLedger(PrivacyBudget(1.0)).check("pure", 0.5, 1e-12, mechanism="gaussian")  # a pure-DP total
+
+
+def test_check_budget_refuses_delta_from_one_over_n_and_absurd_epsilon():
+    from synthinfer.errors import ParameterError
+    from synthinfer.privacy import MAX_EPSILON, check_budget, default_delta
+
+    assert check_budget(1.0, 0.999e-3, 1000) == PrivacyBudget(1.0, 0.999e-3)
+    with pytest.raises(ParameterError, match=r"delta=0\.001 is not below 1/n=0\.001 \(n=1,000 .*allow_large_delta=True"):
+        check_budget(1.0, 1e-3, 1000)
+    assert check_budget(1.0, 0.5, 1000, allow_large_delta=True).delta == 0.5
+    assert check_budget(MAX_EPSILON, 0.0, 10).epsilon == 100.0
+    with pytest.raises(ParameterError, match=r"epsilon=100\.5 is above 100.*allow_large_epsilon=True"):
+        check_budget(100.5, 0.0, 10)
+    assert check_budget(1e300, 0.0, 10, allow_large_epsilon=True).epsilon == 1e300
+    for eps, delta in ((math.inf, 0.0), (math.nan, 0.0), (1.0, math.nan), (1.0, math.inf), (1.0, -1e-9)):
+        with pytest.raises(PrivacyError):
+            check_budget(eps, delta, 10, allow_large_delta=True, allow_large_epsilon=True)
+    with pytest.raises(ParameterError, match="n"):
+        check_budget(1.0, 0.0, 0)
+    assert default_delta(1000) == pytest.approx(1e-6) and default_delta(1) == 1.0
+
+
+def test_ledger_overrides_are_explicit_and_recorded():
+    from synthinfer.errors import ParameterError
+
+    ledger = PrivacyLedger((1.0, 0.5))
+    with pytest.raises(ParameterError, match="delta"):
+        ledger.check_budget(100)
+    with pytest.raises(ParameterError, match="epsilon"):  # the mechanism's own share is checked too
+        PrivacyLedger((1.0, 1e-6)).check_budget(100, PrivacyBudget(200.0))
+    assert ledger.charges == () and ledger.to_dict()["unsafe_overrides"] == []
+    study = PrivacyLedger((1.0, 0.5), allow_large_delta=True)
+    study.check_budget(100)
+    assert study.to_dict()["unsafe_overrides"] == ["allow_large_delta"]
+    assert PrivacyLedger.from_dict(study.to_dict()).allow_large_delta
+    with pytest.raises(ParameterError, match="allow_large_epsilon"):
+        PrivacyLedger((1.0, 0.0), allow_large_epsilon=1)

@@ -186,7 +186,7 @@ def _generate_release(
         dom = Domain.from_json(domain)
         df = read_table(data)
         if delta is None and generator != "privbayes":
-            delta = default_delta(max(len(df), 1))  # an empty table is refused by the generator
+            delta = default_delta(max(len(df), 2))  # a table of < 2 rows is refused by the generator
         ledger = PrivacyLedger(PrivacyBudget(epsilon, delta or 0.0), allow_large_delta=unsafe[0],
                                allow_large_epsilon=unsafe[1])
         if len(df):

@@ -156,7 +156,8 @@ class DPGAN(Generator):
         keys = ["epsilon", "clip_norm", "batch_size", "epochs", "learning_rate",
                 "generator_optimizer", "generator_learning_rate", "hidden_dim", "latent_dim"]
         out = {k: getattr(self, k) for k in keys}
-        out["delta"] = self.delta_
+        # delta=None stands for the fit's default, 1/n^2: a record names the number
+        out["delta"] = self.delta if self.delta is not None else getattr(self, "delta_", None)
         out["seed_fixed"] = seed_fixed(self.seed)
         return out
 

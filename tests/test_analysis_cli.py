@@ -42,7 +42,8 @@ def release(tmp_path_factory):
     ledger = PrivacyLedger((1.0, 1e-6))
     ledger.spend("marginals", 1.0, 1e-6, mechanism="gaussian")
     record = ReleaseRecord(mechanism="toy", settings={"epsilon": 1.0}, ledger=ledger, n=250, seed_fixed=True)
-    path = write_release(tmp_path_factory.mktemp("rel") / "adult", datasets, record=record, weights=weights)
+    path = write_release(tmp_path_factory.mktemp("rel") / "adult", datasets, record=record, weights=weights,
+                         skip_private_data_check=True)
     return path, datasets, weights
 
 

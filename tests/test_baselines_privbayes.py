@@ -108,7 +108,8 @@ def test_noisy_tables_have_l1_sensitivity_two_per_table():
 
 
 def test_exponential_mechanism_finds_strong_dependence_with_large_epsilon():
-    pb = PrivBayes(epsilon=200.0, seed=1, degree=1).fit(_data(2000), DOMAIN)
+    study = PrivacyLedger((200.0, 0.0), allow_large_epsilon=True)  # epsilon > 100: a study, not a release
+    pb = PrivBayes(epsilon=200.0, seed=1, degree=1).fit(_data(2000), DOMAIN, ledger=study)
     parents = dict(pb.network_)
     # c is (mostly) a copy of a: whichever comes second has the other as its parent
     assert parents["c"] == ("a",) or parents["a"] == ("c",)
@@ -132,7 +133,7 @@ def test_generate_shapes_categories_and_reproducibility():
 
 def test_large_epsilon_reproduces_the_joint_distribution():
     df = _data(4000, seed=2)
-    pb = PrivBayes(epsilon=1e4, seed=0, degree=3).fit(df, DOMAIN)
+    pb = PrivBayes(epsilon=1e4, seed=0, degree=3).fit(df, DOMAIN, ledger=PrivacyLedger((1e4, 0.0), allow_large_epsilon=True))
     s = pb.generate(1, 20000, seed=1)[0]
     real = df.value_counts(normalize=True)
     syn = s.astype(str).value_counts(normalize=True)
@@ -158,3 +159,27 @@ def test_errors_for_bad_input():
         PrivBayes().fit(df, {"a": ["a0"]})
     with pytest.raises(ValueError, match="m must"):
         PrivBayes(seed=0).fit(df, DOMAIN).generate(m=0)
+
+
+def test_binary_sensitivity_only_when_every_candidate_is_binary(monkeypatch):
+    """Lemma 4.1 of Zhang et al.: the smaller binary bound holds for a pair with a binary
+    child or a binary parent set; one S bounds all candidates of a step, so a step with any
+    non-binary candidate must use the general bound."""
+    import synthinfer.generate.privbayes as pbm
+
+    domain = Domain({"a": ["a0", "a1"], "b": ["b0", "b1", "b2"], "c": ["c0", "c1", "c2"]})
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({c: rng.choice(domain[c].categories, 300) for c in domain.names})
+    shape = dict(zip(domain.names, domain.shape))
+    used: list[bool] = []
+    real = pbm.mutual_information_sensitivity
+    monkeypatch.setattr(pbm, "mutual_information_sensitivity", lambda n, binary: used.append(binary) or real(n, binary))
+    for seed in range(4):
+        used.clear()
+        pb = PrivBayes(epsilon=1.0, seed=seed, degree=1).fit(df, domain)
+        order = [child for child, _ in pb.network_]
+        expected = []
+        for step in range(1, len(order)):  # degree 1: the candidates are (x, (p,)) for x left, p chosen
+            chosen, left = order[:step], order[step:]
+            expected.append(all(shape[x] == 2 or shape[p] == 2 for x in left for p in chosen))
+        assert used[-len(expected):] == expected and False in expected  # (the ledger's record asks for both first)

@@ -97,3 +97,111 @@ def test_parquet_input_is_read_by_suffix(toy_files):
     (toy_files / "fake.parquet").write_text("a,b\n1,2\n")
     res = _run(["baseline", toy_files / "fake.parquet", "--domain", toy_files / "domain.json", "--epsilon", "1", "--out", toy_files / "r2"])
     assert res.exit_code == 2 and "could not be read as Parquet" in res.output
+
+
+def _one_error(res, *fragments):
+    """Exit status 2 and a single `error:` line that holds every fragment."""
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert res.exit_code == 2, res.output
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.output
+    for f in fragments:
+        assert f in lines[0], res.output
+
+
+@pytest.mark.parametrize("generator", ["napsu", "privbayes", "dpgan", "dpcgan"])
+def test_absurd_epsilon_is_refused_before_any_work(toy_files, generator, monkeypatch):
+    from synthinfer.generate import Generator
+
+    for cls in Generator.__subclasses__() + [c for s in Generator.__subclasses__() for c in s.__subclasses__()]:
+        monkeypatch.setattr(cls, "fit", lambda *a, **k: pytest.fail("fitted with an absurd epsilon"))
+    extra = {"napsu": ["--marginals", "x1,y"], "dpcgan": ["--label", "y"]}.get(generator, [])
+    for eps in ("1e300", "101"):
+        res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", generator,
+                    *extra, "--epsilon", eps, "--out", toy_files / "o"])
+        _one_error(res, "is above 100", "--unsafe-allow-large-epsilon")
+    res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", generator,
+                *extra, "--epsilon", "inf", "--out", toy_files / "o"])
+    _one_error(res, "epsilon")
+    assert not (toy_files / "o").exists()
+
+
+@pytest.mark.parametrize("generator", ["napsu", "dpgan"])
+def test_delta_from_one_over_n_is_refused_with_n_and_one_over_n(toy_files, generator):
+    extra = ["--marginals", "x1,y"] if generator == "napsu" else []
+    res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", generator,
+                *extra, "--delta", "0.005", "--out", toy_files / "o"])
+    _one_error(res, "delta=0.005", "1/n=0.005", "n=200", "--unsafe-allow-large-delta")
+    assert not (toy_files / "o").exists()
+
+
+def test_unsafe_overrides_run_a_study_and_the_manifest_records_them(toy_files):
+    res = _run(["baseline", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--epsilon", "150",
+                "--unsafe-allow-large-epsilon", "--seed", "0", "--out", toy_files / "study"])
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((toy_files / "study" / "manifest.json").read_text())
+    assert manifest["privacy"]["unsafe_overrides"] == ["allow_large_epsilon"]
+    assert manifest["privacy"]["total"]["epsilon"] == 150.0
+
+
+def test_bad_domain_files_are_clean_errors(toy_files):
+    (toy_files / "bin.json").write_bytes(bytes(range(256)) * 4)
+    _one_error(_run(["domain", toy_files / "bin.json"]), "not a text")
+    _one_error(_run(["generate", toy_files / "toy.csv", "--domain", toy_files / "bin.json", "--marginals", "x1,y",
+                     "--out", toy_files / "o"]), "not a text")
+    big = {"columns": [{"name": "x1", "bounds": [0, 1], "bins": 1e9}, {"name": "y", "categories": [0, 1]}]}
+    (toy_files / "big.json").write_text(json.dumps(big))
+    _one_error(_run(["domain", toy_files / "big.json"]), "'x1'", "100,000 bins")
+    # rich must not read bracketed text in the message as markup
+    (toy_files / "nan.json").write_text('{"columns": [{"name": "age", "bounds": [NaN, 90.0], "bins": 3}]}')
+    res = _run(["domain", toy_files / "nan.json"])
+    _one_error(res, "[nan, 90.0]")
+
+
+def test_bracketed_text_in_errors_is_printed_as_it_is(tmp_path):
+    real, synth = make_triangle_square(40, seed=0)
+    real.to_csv(tmp_path / "real.csv", index=False)
+    synth.to_csv(tmp_path / "synth.csv", index=False)
+    (tmp_path / "b.json").write_text(json.dumps({"x1": {"bounds": "wide"}}))
+    res = _run(["weights", tmp_path / "real.csv", tmp_path / "synth.csv", "--bounds", tmp_path / "b.json",
+                "--epsilon", "1", "--out", tmp_path / "w.csv"])
+    _one_error(res, '{"bounds": [lower, upper]}')
+
+
+def test_duplicated_csv_columns_are_refused_by_count_and_generate(toy_files):
+    (toy_files / "dup.csv").write_text("x1,x2,x1,y\n0,1,1,0\n1,0,0,1\n")
+    _one_error(_run(["count", toy_files / "dup.csv", "--domain", toy_files / "domain.json", "--marginal", "x1,y"]),
+               "'x1' appears more than once")
+    _one_error(_run(["generate", toy_files / "dup.csv", "--domain", toy_files / "domain.json", "--generator",
+                     "privbayes", "--out", toy_files / "o"]), "'x1' appears more than once")
+    from synthinfer.data import Domain, count_file
+    from synthinfer.errors import DuplicateColumnError
+
+    with pytest.raises(DuplicateColumnError, match="x1"):
+        count_file(toy_files / "dup.csv", Domain.from_json(toy_files / "domain.json"), ["x1", "y"])
+
+
+def test_edited_manifests_are_clean_errors(toy_files):
+    import hashlib
+    import shutil
+
+    rel = toy_files / "rel"
+    res = _run(["baseline", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--epsilon", "1",
+                "--m", "2", "--seed", "0", "--out", rel])
+    assert res.exit_code == 0, res.output
+    bad_n, not_parquet = toy_files / "bad_n", toy_files / "not_parquet"
+    shutil.copytree(rel, bad_n)
+    shutil.copytree(rel, not_parquet)
+    manifest = json.loads((rel / "manifest.json").read_text())
+    (bad_n / "manifest.json").write_text(json.dumps({**manifest, "n": "abc"}))
+    member = manifest["datasets"][1]
+    (not_parquet / member).write_text("a,b\n1,2\n")
+    manifest["files"][member]["sha256"] = hashlib.sha256(b"a,b\n1,2\n").hexdigest()
+    (not_parquet / "manifest.json").write_text(json.dumps(manifest))
+    _one_error(_run(["analyze", bad_n, "-f", "y ~ x1"]), "'n' must be a positive integer", "'abc'")
+    _one_error(_run(["analyze", not_parquet, "-f", "y ~ x1"]), member, "not a readable Parquet file")
+    from synthinfer.errors import ReleaseError
+    from synthinfer.release import open_release
+
+    for path in (bad_n, not_parquet):
+        with pytest.raises(ReleaseError):
+            open_release(path)

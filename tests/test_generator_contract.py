@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import warnings
 
 import numpy as np
@@ -212,6 +213,38 @@ def test_a_refit_refused_by_the_ledger_leaves_the_generator_unfitted(name):
         gen.generate(1)
 
 
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("total, message", [((1.0, 0.01), "delta=0.01 is not below 1/n=0.00333333 (n=300"),
+                                            ((1e3, 1e-6), "epsilon=1000 is above 100")])
+def test_an_unsafe_budget_is_refused_before_any_spend(name, total, message):
+    make, data, domain, _ = CASES[name]
+    ledger = PrivacyLedger(total)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        make(SEED).fit(data, domain, ledger=ledger)
+    assert ledger.charges == ()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_generators_own_unsafe_budget_is_refused_and_can_be_overridden_for_a_study(name):
+    make, data, domain, _ = CASES[name]
+    gen = make(SEED).set_params(epsilon=150.0)
+    with pytest.raises(ParameterError, match="epsilon=150 is above 100"):
+        gen.fit(data, domain)
+    assert not hasattr(gen, "ledger_")
+    if name in ("napsu", "dpgan", "dpcgan", "callable"):
+        with pytest.raises(ParameterError, match="delta=0.5 is not below 1/n"):
+            make(SEED).set_params(delta=0.5).fit(data, domain)
+    if name == "privbayes":  # a quick fit: the override lets it run and the record names it
+        study = PrivacyLedger((150.0, 0.0), allow_large_epsilon=True)
+        assert gen.fit(data, domain, ledger=study).release_record().ledger.unsafe_overrides == ["allow_large_epsilon"]
+
+
+def test_default_delta_is_one_over_n_squared():
+    gan = DPGAN(epsilon=2.0, seed=SEED, epochs=1, batch_size=50).fit(TOY.data, TOY.domain)
+    assert gan.ledger_.total.delta == pytest.approx(1 / N**2) and gan.release_settings_["delta"] == gan.ledger_.total.delta
+    assert gan.get_params()["delta"] is None
+
+
 @pytest.mark.parametrize("seed", [True, -1])
 def test_a_bool_or_negative_seed_is_refused_before_any_spend(seed):
     # True would silently be seed 1, and generate() would replay the fit's noise stream
@@ -242,7 +275,7 @@ def test_write_release_takes_a_record_only(tmp_path):
     from synthinfer.errors import ReleaseError
 
     with pytest.raises(ReleaseError, match="ReleaseRecord"):
-        write_release(tmp_path / "r", [frame], record={"mechanism": "x"})
+        write_release(tmp_path / "r", [frame], record={"mechanism": "x"}, skip_private_data_check=True)
     assert not (tmp_path / "r").exists()
 
 
@@ -255,7 +288,7 @@ def test_manifest_names_the_columns_released_as_midpoints(tmp_path):
     labels = gen.generate(1)
     as_numbers = [d.assign(age=domain.midpoints("age")[d["age"].cat.codes.to_numpy()]) for d in labels]
     for datasets, expected in ((labels, []), (as_numbers, ["age"])):
-        path = write_release(tmp_path / f"r{len(expected)}", datasets, record=gen.release_record())
+        path = write_release(tmp_path / f"r{len(expected)}", datasets, record=gen.release_record(), private_data=df)
         assert open_release(path).manifest["midpoints"] == expected
 
 

@@ -168,15 +168,24 @@ def test_noise_multiplier_reaches_target_epsilon_within_one_percent(epsilon):
     assert dpsgd_epsilon(0.98 * sigma, q, steps, delta) > epsilon
 
 
-def test_substitution_accounting_is_at_least_add_remove():
+def test_accounting_uses_substitution_neighbours():
+    """The epsilon is dp_accounting's PLD value for REPLACE_ONE (substitution) neighbours, here
+    computed on a finer grid, and well above the add/remove value (about 1.53)."""
     import dp_accounting
+    from dp_accounting import NeighboringRelation
     from dp_accounting.pld import PLDAccountant
 
     q, steps, sigma, delta = 0.02, 300, 1.2, 1e-5
-    acc = PLDAccountant(value_discretization_interval=1e-3)  # add/remove neighbours
-    acc.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
-    assert dpsgd_epsilon(sigma, q, steps, delta) >= acc.get_epsilon(delta)
+    event = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
+                                              steps)
+    expected = {}
+    for relation in (NeighboringRelation.REPLACE_ONE, NeighboringRelation.ADD_OR_REMOVE_ONE):
+        acc = PLDAccountant(neighboring_relation=relation, value_discretization_interval=1e-4)
+        expected[relation] = acc.compose(event).get_epsilon(delta)
+    eps = dpsgd_epsilon(sigma, q, steps, delta)
+    assert eps == pytest.approx(expected[NeighboringRelation.REPLACE_ONE], rel=1e-3)
+    assert eps == pytest.approx(2.4553, abs=1e-3)
+    assert eps > 1.5 * expected[NeighboringRelation.ADD_OR_REMOVE_ONE]
 
 
 def test_accounting_rejects_bad_parameters():
@@ -195,3 +204,51 @@ def test_ledger_check_spends_nothing_and_names_the_part():
     with pytest.raises(BudgetExceededError, match="selection .exponential. asks for epsilon=0.5"):
         led.check("selection", 0.5, mechanism="exponential")
     assert led.spent == (0.6, 0.0) and len(led.charges) == 1
+
+
+def test_ledger_refuses_delta_overspend_when_epsilon_fits():
+    ledger = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    ledger.spend("a", 0.1, 8e-7, mechanism="gaussian")
+    with pytest.raises(BudgetExceededError, match="delta=3e-07"):
+        ledger.spend("b", 0.1, 3e-7, mechanism="gaussian")  # epsilon 0.2 of 1 fits, delta 1.1e-6 does not
+    assert not ledger.can_spend(0.0, 3e-7) and ledger.can_spend(0.9, 2e-7)
+    assert len(ledger.charges) == 1
+    with pytest.raises(BudgetExceededError):
+        PrivacyLedger(PrivacyBudget(1.0)).check("pure", 0.5, 1e-12, mechanism="gaussian")  # a pure-DP total
+
+
+def test_check_budget_refuses_delta_from_one_over_n_and_absurd_epsilon():
+    from synthinfer.errors import ParameterError
+    from synthinfer.privacy import MAX_EPSILON, check_budget, default_delta
+
+    assert check_budget(1.0, 0.999e-3, 1000) == PrivacyBudget(1.0, 0.999e-3)
+    with pytest.raises(ParameterError, match=r"delta=0\.001 is not below 1/n=0\.001 \(n=1,000 .*allow_large_delta=True"):
+        check_budget(1.0, 1e-3, 1000)
+    assert check_budget(1.0, 0.5, 1000, allow_large_delta=True).delta == 0.5
+    assert check_budget(MAX_EPSILON, 0.0, 10).epsilon == 100.0
+    with pytest.raises(ParameterError, match=r"epsilon=100\.5 is above 100.*allow_large_epsilon=True"):
+        check_budget(100.5, 0.0, 10)
+    assert check_budget(1e300, 0.0, 10, allow_large_epsilon=True).epsilon == 1e300
+    for eps, delta in ((math.inf, 0.0), (math.nan, 0.0), (1.0, math.nan), (1.0, math.inf), (1.0, -1e-9)):
+        with pytest.raises(PrivacyError):
+            check_budget(eps, delta, 10, allow_large_delta=True, allow_large_epsilon=True)
+    with pytest.raises(ParameterError, match="n"):
+        check_budget(1.0, 0.0, 0)
+    assert default_delta(1000) == pytest.approx(1e-6) and default_delta(1) == 1.0
+
+
+def test_ledger_overrides_are_explicit_and_recorded():
+    from synthinfer.errors import ParameterError
+
+    ledger = PrivacyLedger((1.0, 0.5))
+    with pytest.raises(ParameterError, match="delta"):
+        ledger.check_budget(100)
+    with pytest.raises(ParameterError, match="epsilon"):  # the mechanism's own share is checked too
+        PrivacyLedger((1.0, 1e-6)).check_budget(100, PrivacyBudget(200.0))
+    assert ledger.charges == () and ledger.to_dict()["unsafe_overrides"] == []
+    study = PrivacyLedger((1.0, 0.5), allow_large_delta=True)
+    study.check_budget(100)
+    assert study.to_dict()["unsafe_overrides"] == ["allow_large_delta"]
+    assert PrivacyLedger.from_dict(study.to_dict()).allow_large_delta
+    with pytest.raises(ParameterError, match="allow_large_epsilon"):
+        PrivacyLedger((1.0, 0.0), allow_large_epsilon=1)

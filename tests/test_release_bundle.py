@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from synthinfer.data import Domain, decode
-from synthinfer.errors import ReleaseError
+from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.release import FORMAT_VERSION, ReleaseRecord, mark_private, open_release, write_release
 
@@ -34,7 +34,7 @@ def _ledger() -> PrivacyLedger:
     return led
 
 
-_WRITE_OPTIONS = ("weights", "overwrite", "zip", "private_data")
+_WRITE_OPTIONS = ("weights", "overwrite", "zip", "private_data", "skip_private_data_check")
 
 
 def _write(path, datasets=None, **kw):
@@ -49,6 +49,8 @@ def _write(path, datasets=None, **kw):
         seed_fixed=True,
     )
     options = {k: kw.pop(k) for k in _WRITE_OPTIONS if k in kw}
+    if "private_data" not in options:  # the fixtures' codes stand for no private table
+        options.setdefault("skip_private_data_check", True)
     fields.update(kw)
     return write_release(path, _codes() if datasets is None else datasets, record=ReleaseRecord(**fields), **options)
 
@@ -191,7 +193,27 @@ def test_refuses_private_rows(tmp_path):
         _write(tmp_path / "b", [private.copy()], private_data=private)
     with pytest.raises(ReleaseError, match="marked as private"):
         _write(tmp_path / "c", [mark_private(private.copy())])
+    shuffled = private.sample(frac=1.0, random_state=0)
+    with pytest.raises(ReleaseError, match="exactly the rows"):
+        _write(tmp_path / "d", [shuffled], private_data=private)
+    with pytest.raises(ReleaseError, match="exactly the rows"):  # the private table with an extra column
+        _write(tmp_path / "e", [private.copy()], private_data=private.assign(extra=1.0))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_private_data_is_required_unless_the_check_is_given_up(tmp_path):
+    private = decode(_codes(1)[0], DOMAIN)
+    with pytest.raises(ParameterError, match="private_data=.*skip_private_data_check=True"):
+        _write(tmp_path / "a", [private.copy()], skip_private_data_check=False)
+    with pytest.raises(ParameterError, match="not both"):
+        _write(tmp_path / "b", skip_private_data_check=True, private_data=private)
+    with pytest.raises(ArgumentTypeError, match="private_data"):
+        _write(tmp_path / "c", private_data=private.to_numpy())
+    with pytest.raises(ParameterError, match="skip_private_data_check"):
+        _write(tmp_path / "d", skip_private_data_check="yes")
+    assert list(tmp_path.iterdir()) == []
+    other = decode(_codes(2)[1], DOMAIN)
+    assert open_release(_write(tmp_path / "ok", [other], private_data=private)).m == 1
 
 
 def test_refuses_seed_values_and_bad_arguments(tmp_path):

@@ -54,3 +54,20 @@ def test_weights_only_for_released_rows_and_budget_checked():
         OutputPerturbedWeights(BOUNDS, epsilon=1.0, lam=0.1).fit(real, synth, ledger=ledger)
     with pytest.raises(PrivacyError, match="max_scale"):
         OutputPerturbedWeights(BOUNDS, epsilon=1.0, lam=0.1, max_scale=1.5).fit(real, synth)
+
+
+def test_gaussian_output_perturbation_has_l2_sensitivity_sqrt_n_release_times_delta2():
+    """||X (beta - beta')||_2 <= sqrt(N_S) Delta_2 (Supplement A.1): the Gaussian noise is
+    calibrated to that sensitivity, in the plan (output_noise_scale) and in the charge."""
+    from synthinfer.privacy import gaussian_sigma
+    from synthinfer.weights.logistic import logreg_l2_sensitivity
+
+    real, synth = make_triangle_square(2000, seed=3)
+    m = OutputPerturbedWeights(BOUNDS, epsilon=1.0, delta=1e-5, lam=0.1, noise="gaussian", n_release=9, seed=0)
+    m.fit(real, synth)
+    sens = math.sqrt(9) * logreg_l2_sensitivity(len(real), 0.1)
+    charge = m.ledger_.charges[-1]
+    assert charge.details["sensitivity_l2"] == pytest.approx(sens, rel=1e-12)
+    assert charge.details["sigma"] == pytest.approx(gaussian_sigma(1.0, 1e-5, sens), rel=1e-12)
+    assert m.noise_scale_ == pytest.approx(charge.details["sigma"], rel=1e-12)
+    assert output_noise_scale(9, 2000, 0.1, 1.0, 1e-5, "gaussian") == pytest.approx(m.noise_scale_, rel=1e-12)

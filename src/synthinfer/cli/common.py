@@ -10,7 +10,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from synthinfer.data.marginals import check_csv_header
 from synthinfer.errors import DomainError, EmptyDataError, ReleaseError, SynthinferError
 
 console = Console()
@@ -22,20 +24,24 @@ def user_errors() -> Iterator[None]:
     """Print bad input as one red line and exit with status 2, never a traceback.
 
     Bad input is a synthinfer error, or a file-system error (a missing, unreadable or
-    unwritable path: ``OSError``) or malformed JSON met while reading the user's files.
+    unwritable path: ``OSError``) or malformed JSON met while reading the user's files. The
+    message is escaped, so that bracketed text in it (``[nan, 90.0]``) is not read as markup.
     """
     try:
         yield
     except (SynthinferError, OSError, json.JSONDecodeError) as e:
-        err_console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
 def read_table(path: Path):
-    """A CSV or Parquet file (by its suffix) as a DataFrame; unreadable content is a DomainError."""
+    """A CSV or Parquet file (by its suffix) as a DataFrame; unreadable content is a DomainError,
+    a column name that appears twice a DuplicateColumnError."""
     import pandas as pd
 
     parquet = path.suffix.lower() in (".parquet", ".pq")
+    if not parquet:
+        check_csv_header(path)  # pandas would rename a repeated column to "name.1" silently
     try:
         return pd.read_parquet(path) if parquet else pd.read_csv(path)
     except pd.errors.EmptyDataError:
@@ -43,6 +49,7 @@ def read_table(path: Path):
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
         kind = "Parquet" if parquet else "CSV (for Parquet, name it .parquet)"
         raise DomainError(f"{path} could not be read as {kind}: {str(e).splitlines()[0]}") from None
+
 
 
 def check_output(path: Path, *, overwrite: bool | None = None, directory: bool = False, option: str = "--out") -> None:

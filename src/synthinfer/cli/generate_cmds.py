@@ -56,8 +56,13 @@ _DOMAIN = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=
 _OUT = typer.Option(..., "--out", help="Release directory to write (a .zip path writes a zip file).")
 _DELTA = typer.Option(
     None, "--delta",
-    help="Total delta (default: 1e-9 for napsu; 1/n - 1e-6 for the GANs, as in Ghalebikesabi et al.; "
-         "PrivBayes is pure epsilon-DP and takes none). Choose it much smaller than 1/n.")
+    help="Total delta, below 1/n for n private rows (default: 1/n^2; PrivBayes is pure epsilon-DP and takes none).")
+_UNSAFE_DELTA = typer.Option(
+    False, "--unsafe-allow-large-delta",
+    help="Studies only, never a release: accept delta >= 1/n (recorded in the release's manifest).")
+_UNSAFE_EPSILON = typer.Option(
+    False, "--unsafe-allow-large-epsilon",
+    help="Studies only, never a release: accept epsilon > 100 (recorded in the release's manifest).")
 _N_SYN = typer.Option(None, "--n-syn", "--n", help="Rows per synthetic dataset (default: the real n).")
 _SEED = typer.Option(None, "--seed", help="Fix the randomness (tests only: a real release must not).")
 _OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing release at --out.")
@@ -105,6 +110,8 @@ def generate_cmd(
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints."),
     epochs: int = _EPOCHS,
     label: str = _LABEL,
+    unsafe_allow_large_delta: bool = _UNSAFE_DELTA,
+    unsafe_allow_large_epsilon: bool = _UNSAFE_EPSILON,
 ) -> None:
     """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
     specific = {
@@ -115,7 +122,8 @@ def generate_cmd(
         "--label": label,
     }
     _generate_release(data, domain, generator.value, out, epsilon=epsilon, delta=delta, m=m, n_syn=n_syn,
-                      seed=seed, overwrite=overwrite, specific=specific)
+                      seed=seed, overwrite=overwrite, specific=specific,
+                      unsafe=(unsafe_allow_large_delta, unsafe_allow_large_epsilon))
 
 
 def baseline_cmd(
@@ -131,6 +139,8 @@ def baseline_cmd(
     overwrite: bool = _OVERWRITE,
     epochs: int = _EPOCHS,
     label: str = _LABEL,
+    unsafe_allow_large_delta: bool = _UNSAFE_DELTA,
+    unsafe_allow_large_epsilon: bool = _UNSAFE_EPSILON,
 ) -> None:
     """Fit a baseline DP generator (PrivBayes, DP-GAN, DP-CGAN) and write its m datasets as a release:
     `synthinfer generate --generator ...` with one dataset by default.
@@ -138,18 +148,23 @@ def baseline_cmd(
     Continuous columns can enter as discretised Domain columns (``bounds`` + ``bins``).
     """
     _generate_release(data, domain, generator.value, out, epsilon=epsilon, delta=delta, m=m, n_syn=n_syn,
-                      seed=seed, overwrite=overwrite, specific={"--epochs": epochs, "--label": label})
+                      seed=seed, overwrite=overwrite, specific={"--epochs": epochs, "--label": label},
+                      unsafe=(unsafe_allow_large_delta, unsafe_allow_large_epsilon))
 
 
 def _generate_release(
     data: Path, domain: Path, generator: str, out: Path, *, epsilon: float, delta: float | None, m: int,
-    n_syn: int | None, seed: int | None, overwrite: bool, specific: dict[str, Any],
+    n_syn: int | None, seed: int | None, overwrite: bool, specific: dict[str, Any], unsafe: tuple[bool, bool],
 ) -> None:
     """The one generation path: check everything cheap first (before any privacy spend), fit,
-    generate, write the release with the generator's own record."""
+    generate, write the release with the generator's own record.
+
+    The budget is checked for the table's rows (:meth:`PrivacyLedger.check_budget`) in the
+    ledger that the fit then charges, so the manifest records any ``--unsafe-*`` override."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from synthinfer.data import Domain
+    from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
     from synthinfer.release import write_release
 
     with user_errors():
@@ -170,7 +185,13 @@ def _generate_release(
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
         df = read_table(data)
-        gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom, len(df))
+        if delta is None and generator != "privbayes":
+            delta = default_delta(max(len(df), 2))  # a table of < 2 rows is refused by the generator
+        ledger = PrivacyLedger(PrivacyBudget(epsilon, delta or 0.0), allow_large_delta=unsafe[0],
+                               allow_large_epsilon=unsafe[1])
+        if len(df):
+            ledger.check_budget(len(df))
+        gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom)
         napsu = generator == "napsu"
         # transient: the bars show progress while working, then make way for the summary (or
         # leave an error on its own line)
@@ -180,7 +201,7 @@ def _generate_release(
         ) as bar:
             fit_task = bar.add_task(f"fitting {gen.mechanism}", total=None)
             fit_extras = {"progress": lambda stage: _show_stage(bar, fit_task, stage)} if napsu else {}
-            gen.fit(df, dom, **fit_extras)
+            gen.fit(df, dom, ledger=ledger, **fit_extras)
             bar.update(fit_task, description=f"fitting {gen.mechanism}: done", total=1, completed=1)
             gen_task = bar.add_task("generating datasets", total=m)
             gen_extras = ({"midpoints": bool(given.get("--midpoints")),
@@ -247,8 +268,8 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def _make_generator(name: str, epsilon: float, delta: float | None, seed: int | None, given: dict[str, Any],
-                    selection: dict[str, Any], dom, n_rows: int):
+def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, given: dict[str, Any],
+                    selection: dict[str, Any], dom):
     """The generator for ``--generator name``, with the options given on the command line
     (the others keep the generator's own defaults); ``selection`` from :func:`_selection`."""
     from synthinfer.generate import DPCGAN, DPGAN, NapsuMQ, PrivBayes
@@ -259,16 +280,9 @@ def _make_generator(name: str, epsilon: float, delta: float | None, seed: int | 
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)
-        if delta is not None:
-            kw["delta"] = delta
-        return NapsuMQ(list(given["--marginals"]), epsilon=epsilon, seed=seed, **kw)
+        return NapsuMQ(list(given["--marginals"]), epsilon=epsilon, delta=delta, seed=seed, **kw)
     if name == "privbayes":
         return PrivBayes(epsilon=epsilon, seed=seed)
-    if delta is None:
-        delta = 1.0 / n_rows - 1e-6
-        if delta <= 0:
-            raise ParameterError(f"the default --delta 1/n - 1e-6 is not positive for n = {n_rows:,}; pass --delta "
-                                 "(much smaller than 1/n)")
     kw = {"epochs": given["--epochs"]} if "--epochs" in given else {}
     if name == "dpgan":
         return DPGAN(epsilon=epsilon, delta=delta, seed=seed, **kw)

@@ -37,6 +37,12 @@ from synthinfer.errors import (
 )
 
 
+#: Most bins one discretised column may have. Every marginal over the column allocates a
+#: count per bin (and a label string each), so a typo such as ``"bins": 1e9`` would allocate
+#: gigabytes; a finer binning than this has no use for the counts of a private table anyway.
+MAX_BINS = 100_000
+
+
 @dataclass(frozen=True)
 class Binning:
     """How a continuous column was discretised into the categories of a Domain column.
@@ -52,6 +58,8 @@ class Binning:
         e = np.asarray(self.edges, dtype=float)
         if e.ndim != 1 or e.size < 2:
             raise DomainError(f"bin edges need at least two values, got {self.edges!r}")
+        if e.size - 1 > MAX_BINS:
+            raise DomainError(f"{e.size - 1:,} bins are more than the {MAX_BINS:,} bins a column may have")
         if not np.all(np.isfinite(e)):
             raise DomainError(f"bin edges must be finite, got {self.edges!r}")
         if not np.all(np.diff(e) > 0):
@@ -60,9 +68,12 @@ class Binning:
 
     @classmethod
     def uniform(cls, lower: float, upper: float, bins: int) -> Binning:
-        """``bins`` equal-width bins over the public bounds ``[lower, upper]``."""
+        """``bins`` equal-width bins over the public bounds ``[lower, upper]`` (at most
+        :data:`MAX_BINS`)."""
         if not (isinstance(bins, (int, np.integer)) and bins >= 1):
             raise DomainError(f"bins must be a positive integer, got {bins!r}")
+        if bins > MAX_BINS:
+            raise DomainError(f"bins={bins:,} is more than the {MAX_BINS:,} bins a column may have")
         if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
             raise DomainError(f"bounds must be finite with lower < upper, got [{lower}, {upper}]")
         return cls(tuple(np.linspace(lower, upper, int(bins) + 1)))
@@ -493,7 +504,9 @@ class Domain:
         text = str(path_or_text)
         try:
             if p.exists():
-                text = p.read_text()
+                text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DomainError(f"the Domain file {p} is not a text (UTF-8 JSON) file") from None
         except OSError:
             pass
         try:
@@ -550,6 +563,9 @@ def _column_from_dict(i: int, c: Any) -> DomainColumn:
         bins = c["bins"]
         if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
             raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
+        if bins > MAX_BINS:
+            raise DomainError(f"Domain column {name!r}: 'bins' is {bins:g}, more than the {MAX_BINS:,} bins a column "
+                              "may have")
         binning = Binning.uniform(bounds[0], bounds[1], int(bins))
     if "categories" in c:
         cats = c["categories"]

@@ -13,6 +13,7 @@ CSV/Parquet files via DuckDB, without loading the file into pandas. Both give id
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -26,6 +27,7 @@ from synthinfer.data.domain import Domain
 from synthinfer.data.encoding import MissingPolicy, category_text, encode
 from synthinfer.errors import (
     DomainError,
+    DuplicateColumnError,
     EmptyDataError,
     OutOfDomainError,
     ParameterError,
@@ -174,6 +176,26 @@ def _sql_ident(s: str) -> str:
     return '"' + s.replace('"', '""') + '"'
 
 
+def check_csv_header(path: Path) -> None:
+    """Refuse a CSV file whose header names a column twice (DuplicateColumnError naming it).
+
+    Both readers of the command line would otherwise accept it: pandas renames the second
+    column to ``name.1``, DuckDB to ``name_1``, so a marginal of ``name`` silently reads one of
+    the two. Unreadable content is left to the reader's own error.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+    except (UnicodeDecodeError, csv.Error):
+        return
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise DuplicateColumnError(f"{path}: column {name!r} appears more than once in the header; "
+                                       "rename one of them")
+        seen.add(name)
+
+
 def count_file(
     path: str | os.PathLike,
     domain: Domain,
@@ -200,6 +222,7 @@ def count_file(
     if ".parquet" in suffix or suffix.endswith(".pq"):
         src = f"read_parquet({_sql_str(str(path))})"
     else:
+        check_csv_header(path)
         src = f"read_csv({_sql_str(str(path))}, header=true, all_varchar=true)"
     con = duckdb.connect()
     try:

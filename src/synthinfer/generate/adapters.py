@@ -100,7 +100,7 @@ class CallableGenerator(Generator):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain or None, got {type(domain).__name__}")
         if domain is not None:
             encode(data, domain)
-        ledger = ledger if ledger is not None else PrivacyLedger(budget)
+        ledger = self._ledger_for(budget, data, ledger)
         ledger.spend(
             self.mechanism_name, budget.epsilon, budget.delta, mechanism=self.mechanism_name,
             adapter="CallableGenerator", **dict(self.settings or {}),

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._params import ParamsMixin
-from synthinfer.errors import NotFittedError, ParameterError
-from synthinfer.privacy import PrivacyLedger, make_rng
+from synthinfer.errors import ArgumentTypeError, NotFittedError, ParameterError
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
 
@@ -122,6 +122,20 @@ class Generator(ParamsMixin, ABC):
     def _start_fit(self) -> None:
         """Called first by every ``fit``: the generator counts as unfitted until it succeeds."""
         self.__dict__.pop("release_settings_", None)
+
+    def _ledger_for(self, budget: PrivacyBudget, data: Any, ledger: PrivacyLedger | None) -> PrivacyLedger:
+        """``ledger``, or a new one holding exactly ``budget``, once the budget is safe for the
+        rows of ``data``: :meth:`PrivacyLedger.check_budget` refuses ``delta >= 1/n`` and
+        ``epsilon > 100`` (unless the ledger overrides them), before anything is spent."""
+        if not isinstance(data, pd.DataFrame):
+            raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+        if ledger is None:
+            ledger = PrivacyLedger(budget)
+        elif not isinstance(ledger, PrivacyLedger):
+            raise ArgumentTypeError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}")
+        if len(data):  # an empty table is refused by the generator itself, naming the data
+            ledger.check_budget(len(data), budget)
+        return ledger
 
     def _check_m_n(self, m: Any, n: Any) -> tuple[int, int]:
         """``(m, n)`` as ints, ``n`` defaulting to ``n_``; ParameterError naming a bad one."""

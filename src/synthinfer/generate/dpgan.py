@@ -55,7 +55,7 @@ from synthinfer.errors import (
 )
 from synthinfer.generate.base import Generator
 from synthinfer.generate.tabular import Continuous, TabularSchema
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, jax_key, make_rng, seed_fixed
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
@@ -88,8 +88,9 @@ class DPGAN(Generator):
 
     Parameters
     ----------
-    epsilon, delta : the privacy budget; ``0 < delta < 1`` (DP-SGD has no pure-DP guarantee).
-        Ghalebikesabi et al. take ``delta = 1/N - 1e-6``.
+    epsilon, delta : the privacy budget; ``0 < delta < 1/N`` (DP-SGD has no pure-DP guarantee;
+        :func:`~synthinfer.privacy.check_budget` refuses ``delta >= 1/N``). ``delta=None`` (the
+        default) is ``1/N^2`` for ``N`` private rows (:func:`~synthinfer.privacy.default_delta`).
     seed : int, numpy Generator or None (OS entropy; use None for a real release); see
         :class:`~synthinfer.generate.Generator` for the seed rule.
     clip_norm : L2 bound ``C`` on each private row's discriminator gradient.
@@ -108,7 +109,8 @@ class DPGAN(Generator):
     Fitted attributes
     -----------------
     ``schema_``, ``ledger_``, ``noise_multiplier_``, ``sampling_probability_``, ``steps_``,
-    ``epsilon_dpsgd_`` (the accountant's epsilon for the chosen noise multiplier),
+    ``epsilon_dpsgd_`` (the accountant's epsilon for the chosen noise multiplier), ``delta_`` (the
+    fit's delta),
     ``n_synthetic_`` (generated rows per epoch of discriminator training), ``discriminator_params_``,
     ``generator_params_``, ``fit_seconds_``, and the contract's ``n_`` (private rows, also the
     real rows per epoch), ``ledger_``, ``seed_fixed_``, ``release_settings_``.
@@ -122,7 +124,7 @@ class DPGAN(Generator):
     def __init__(
         self,
         epsilon: float = 1.0,
-        delta: float = 1e-5,
+        delta: float | None = None,
         seed: SeedLike = None,
         *,
         clip_norm: float = 1.0,
@@ -149,16 +151,21 @@ class DPGAN(Generator):
     # -- settings ------------------------------------------------------------------------
     def _release_settings(self) -> dict[str, Any]:
         """Constructor settings for a release's record, ``release_settings_`` (the seed only as
-        whether one was fixed; ``get_params()`` returns them as given)."""
-        keys = ["epsilon", "delta", "clip_norm", "batch_size", "epochs", "learning_rate",
+        whether one was fixed, the fit's delta also when the default chose it; ``get_params()``
+        returns them as given)."""
+        keys = ["epsilon", "clip_norm", "batch_size", "epochs", "learning_rate",
                 "generator_optimizer", "generator_learning_rate", "hidden_dim", "latent_dim"]
         out = {k: getattr(self, k) for k in keys}
+        # delta=None stands for the fit's default, 1/n^2: a record names the number
+        out["delta"] = self.delta if self.delta is not None else getattr(self, "delta_", None)
         out["seed_fixed"] = seed_fixed(self.seed)
         return out
 
-    def _validate(self) -> PrivacyBudget:
-        budget = PrivacyBudget(self.epsilon, self.delta)
-        if budget.delta <= 0:
+    def _validate(self) -> None:
+        """Check the settings (``delta=None`` stands for :func:`default_delta` of the rows)."""
+        if self.delta is None:
+            PrivacyBudget(self.epsilon)
+        elif PrivacyBudget(self.epsilon, self.delta).delta <= 0:
             raise PrivacyError(f"{type(self).__name__} needs delta > 0 (DP-SGD is not pure DP), got {self.delta!r}")
         _positive_float("clip_norm", self.clip_norm)
         _positive_int("batch_size", self.batch_size)
@@ -170,7 +177,6 @@ class DPGAN(Generator):
         for name in ("hidden_dim", "latent_dim"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
-        return budget
 
     # -- fitting -------------------------------------------------------------------------
     @uses_float64
@@ -185,7 +191,7 @@ class DPGAN(Generator):
         without touching the data if it does not fit.
         """
         self._start_fit()
-        budget = self._validate()
+        self._validate()
         if domain is None:
             raise ParameterError(f"{type(self).__name__} needs the public schema of the data: pass a Domain "
                                  "or a dict of bounds / categories")
@@ -196,7 +202,8 @@ class DPGAN(Generator):
         n = X.shape[0]
         if n < 2:
             raise EmptyDataError(f"{type(self).__name__} needs at least 2 rows, got {n}")
-        ledger = ledger if ledger is not None else PrivacyLedger(budget)
+        budget = PrivacyBudget(self.epsilon, default_delta(n) if self.delta is None else self.delta)
+        ledger = self._ledger_for(budget, data, ledger)
 
         q = min(1.0, self.batch_size / n)
         steps_per_epoch = max(1, round(1.0 / q))
@@ -232,6 +239,7 @@ class DPGAN(Generator):
         self.sampling_probability_ = q
         self.steps_ = steps
         self.epsilon_dpsgd_ = eps_check
+        self.delta_ = budget.delta
         self.ledger_ = ledger
         self.n_ = n
         # Each step shows the discriminator B generated rows against B real rows in
@@ -514,7 +522,7 @@ class DPCGAN(DPGAN):
     def __init__(
         self,
         epsilon: float = 1.0,
-        delta: float = 1e-5,
+        delta: float | None = None,
         seed: SeedLike = None,
         *,
         label: str,
@@ -541,11 +549,11 @@ class DPCGAN(DPGAN):
         out.update(label=self.label, label_epsilon_fraction=self.label_epsilon_fraction)
         return out
 
-    def _validate(self) -> PrivacyBudget:
+    def _validate(self) -> None:
         f = self.label_epsilon_fraction
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f < 1):
             raise PrivacyError(f"label_epsilon_fraction must be in (0, 1), got {f!r}")
-        return super()._validate()
+        super()._validate()
 
     def _split_schema(self, full: TabularSchema) -> tuple[TabularSchema, Any]:
         lab = full[self.label]

@@ -151,7 +151,7 @@ class LaplaceMechanismGenerator(Generator):
         if not np.all(np.isfinite(x)):
             raise NonFiniteError(f"columns {cols} contain missing or non-finite values; impute or drop them first")
         total = math.fsum(eps.values())
-        ledger = PrivacyLedger(PrivacyBudget(total, 0.0)) if ledger is None else ledger
+        ledger = self._ledger_for(PrivacyBudget(total, 0.0), data, ledger)
         # Refuse before any per-column charge, so that no partial charge is ever recorded.
         ledger.check("Laplace-mechanism release", total, 0.0, mechanism="Laplace mechanism per column")
         for c in cols:

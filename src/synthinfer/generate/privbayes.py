@@ -194,7 +194,7 @@ class PrivBayes(Generator):
         if n < 2:
             raise EmptyDataError(f"PrivBayes needs at least 2 rows, got {n}")
         shape = domain.shape
-        ledger = ledger if ledger is not None else PrivacyLedger(budget)
+        ledger = self._ledger_for(budget, data, ledger)
         ledger.check("PrivBayes", budget.epsilon, 0.0, mechanism="PrivBayes")
         rng = make_rng(self.seed)
         k = self._choose_degree(n, shape, (1 - self.beta) * budget.epsilon)

@@ -268,7 +268,7 @@ class NapsuMQ(Generator):
         reference = self._user_reference(domain)  # validated before any budget is spent
         if not self.select_extra and CanonicalQueries(domain, fixed, reference={}).dimension == 0:
             raise ParameterError("the marginals measure nothing: every column in them has a single category")
-        ledger = PrivacyLedger(budget) if ledger is None else ledger
+        ledger = self._ledger_for(budget, data, ledger)
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
         charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
         rng = make_rng(self.seed)

@@ -1,6 +1,6 @@
 """DP primitives: budgets, the ledger every mechanism spends through, and mechanisms."""
 
-from synthinfer.privacy.budget import PrivacyBudget
+from synthinfer.privacy.budget import MAX_EPSILON, PrivacyBudget, check_budget, default_delta
 from synthinfer.privacy.ledger import Charge, PrivacyLedger
 from synthinfer.privacy.mechanisms import (
     gaussian_delta,
@@ -12,10 +12,13 @@ from synthinfer.privacy.randomness import SeedLike, jax_key, jax_key_data, jax_k
 from synthinfer.privacy.zcdp import zcdp_delta, zcdp_rho
 
 __all__ = [
+    "MAX_EPSILON",
     "Charge",
     "PrivacyBudget",
     "PrivacyLedger",
     "SeedLike",
+    "check_budget",
+    "default_delta",
     "gaussian_delta",
     "gaussian_mechanism",
     "gaussian_sigma",

@@ -13,8 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from synthinfer.errors import BudgetExceededError, PrivacyError
-from synthinfer.privacy.budget import PrivacyBudget
+from synthinfer.errors import BudgetExceededError, ParameterError, PrivacyError
+from synthinfer.privacy.budget import PrivacyBudget, check_budget
 
 # Float slack when the parts of a budget are spent exactly (e.g. 0.9 + 0.1 of epsilon).
 _TOL = 1e-9
@@ -38,6 +38,9 @@ class PrivacyLedger:
     Parameters
     ----------
     total : the total budget, a :class:`PrivacyBudget` or an ``(epsilon, delta)`` pair.
+    allow_large_delta, allow_large_epsilon : lift the refusal of ``delta >= 1/n`` and of
+        ``epsilon > 100`` by :meth:`check_budget`, for studies of the mechanisms only (see
+        :func:`~synthinfer.privacy.check_budget`). The record names the overrides in use.
 
     Examples
     --------
@@ -47,9 +50,31 @@ class PrivacyLedger:
     0.09999...
     """
 
-    def __init__(self, total: PrivacyBudget | tuple[float, float]):
+    def __init__(self, total: PrivacyBudget | tuple[float, float], *, allow_large_delta: bool = False,
+                 allow_large_epsilon: bool = False):
         self.total = total if isinstance(total, PrivacyBudget) else PrivacyBudget(*total)
+        for name, v in (("allow_large_delta", allow_large_delta), ("allow_large_epsilon", allow_large_epsilon)):
+            if not isinstance(v, bool):
+                raise ParameterError(f"{name} must be True or False, got {v!r}")
+        self.allow_large_delta = allow_large_delta
+        self.allow_large_epsilon = allow_large_epsilon
         self._charges: list[Charge] = []
+
+    @property
+    def unsafe_overrides(self) -> list[str]:
+        """The names of the safety overrides this ledger was made with (normally none)."""
+        return [k for k in ("allow_large_delta", "allow_large_epsilon") if getattr(self, k)]
+
+    def check_budget(self, n: int, budget: PrivacyBudget | None = None) -> None:
+        """Refuse the total, and ``budget`` (a mechanism's share) when given, on ``n`` private rows.
+
+        Applies :func:`~synthinfer.privacy.check_budget` (``delta < 1/n``, ``epsilon <= 100``)
+        with this ledger's overrides; spends nothing. Every generator calls it before its first
+        charge.
+        """
+        for b in (self.total, budget) if budget is not None else (self.total,):
+            check_budget(b.epsilon, b.delta, n, allow_large_delta=self.allow_large_delta,
+                         allow_large_epsilon=self.allow_large_epsilon)
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -108,13 +133,16 @@ class PrivacyLedger:
         return {
             "composition": "basic (epsilons and deltas add)",
             "total": self.total.to_dict(),
+            "unsafe_overrides": self.unsafe_overrides,
             "spent": {"epsilon": e, "delta": d},
             "charges": [asdict(c) for c in self._charges],
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PrivacyLedger:
-        led = cls(PrivacyBudget(**d["total"]))
+        overrides = d.get("unsafe_overrides", [])
+        led = cls(PrivacyBudget(**d["total"]), allow_large_delta="allow_large_delta" in overrides,
+                  allow_large_epsilon="allow_large_epsilon" in overrides)
         led._charges = [Charge(**c) for c in d.get("charges", [])]
         return led
 

@@ -40,7 +40,11 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     sensitivity = _check_positive("sensitivity", sensitivity)
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (0 < delta < 1):
         raise PrivacyError(f"delta must be in (0, 1) for the Gaussian mechanism, got {delta!r}")
-    return float(gaussian_mechanism.get_sigma_gaussian(epsilon, float(delta))) * sensitivity
+    try:
+        sigma = float(gaussian_mechanism.get_sigma_gaussian(epsilon, float(delta)))
+    except ValueError:  # the root finder meets overflow for absurd budgets (epsilon ~ 1e300)
+        raise PrivacyError(f"the Gaussian noise cannot be calibrated for epsilon={epsilon:g}, delta={delta:g}") from None
+    return sigma * sensitivity
 
 
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:

@@ -1,6 +1,6 @@
 """Release bundles: the m synthetic datasets, their provenance and privacy record, checksummed.
 
-The data holder calls ``write_release(path, gen.generate(m), record=gen.release_record())``
+The data holder calls ``write_release(path, gen.generate(m), record=gen.release_record(), private_data=df)``
 (a :class:`ReleaseRecord` carries the mechanism's provenance and privacy record); the analyst
 calls :func:`open_release` and then ``release.analyze(formula, model=...)``.
 """

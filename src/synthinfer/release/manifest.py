@@ -122,4 +122,19 @@ def check_manifest(manifest: Any) -> dict[str, Any]:
         raise ReleaseError(f"manifest.json lacks required entries {missing}")
     if not isinstance(manifest["files"], dict):
         raise ReleaseError("manifest.json: 'files' must map file names to checksums")
+    for key in ("n", "m"):
+        if not _positive_int(manifest[key]):
+            raise ReleaseError(f"manifest.json: {key!r} must be a positive integer, got {manifest[key]!r}")
+    n_syn = manifest["n_syn"]
+    if not (_positive_int(n_syn) or (isinstance(n_syn, list) and n_syn and all(map(_positive_int, n_syn)))):
+        raise ReleaseError(f"manifest.json: 'n_syn' must be a positive integer or a list of them, got {n_syn!r}")
+    datasets = manifest["datasets"]
+    if not (isinstance(datasets, list) and datasets and all(isinstance(d, str) for d in datasets)):
+        raise ReleaseError(f"manifest.json: 'datasets' must be a non-empty list of file names, got {datasets!r}")
+    if not isinstance(manifest["privacy"], dict) or not isinstance(manifest["privacy"].get("total"), dict):
+        raise ReleaseError("manifest.json: 'privacy' must be the ledger's record (with its 'total')")
     return manifest
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1

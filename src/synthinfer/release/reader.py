@@ -149,7 +149,10 @@ def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> 
     for name in manifest["datasets"]:
         if name not in contents:
             raise ReleaseError(f"{path}: dataset {name} is not among the checksummed files")
-        df = pd.read_parquet(io.BytesIO(contents[name]))
+        try:
+            df = pd.read_parquet(io.BytesIO(contents[name]))
+        except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise ReleaseError(f"{path}: dataset {name} is not a readable Parquet file ({str(e).splitlines()[0]})") from None
         if weight_col:
             if weight_col not in df.columns:
                 raise ReleaseError(f"{path}: dataset {name} lacks the weight column {weight_col!r}")
@@ -166,7 +169,13 @@ def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> 
         datasets.append(df)
     posterior = None
     if manifest.get("posterior"):
-        posterior = _load_posterior(contents[manifest["posterior"]])
+        name = manifest["posterior"]
+        if not isinstance(name, str) or name not in contents:
+            raise ReleaseError(f"{path}: the posterior {name!r} is not among the checksummed files")
+        try:
+            posterior = _load_posterior(contents[name])
+        except (ValueError, OSError) as e:
+            raise ReleaseError(f"{path}: {name} is not a readable netCDF posterior ({str(e).splitlines()[0]})") from None
     return Release(path, manifest, datasets, weights, posterior, actual)
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from synthinfer.data import Continuous, Domain, decode
 from synthinfer.data.weights import check_weight_vectors
-from synthinfer.errors import ReleaseError
+from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, sha256_file, to_jsonable
 from synthinfer.release.record import ReleaseRecord
 
@@ -72,7 +72,7 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
             raise ReleaseError(f"dataset {i} is marked as private input ({PRIVATE_ATTR}); refusing to release it")
         if len(ds) == 0 or ds.shape[1] == 0:
             raise ReleaseError(f"dataset {i} is empty")
-        if private_data is not None and isinstance(private_data, pd.DataFrame) and _same_rows(ds, private_data):
+        if private_data is not None and _is_private_table(ds, private_data):
             raise ReleaseError(f"dataset {i} has exactly the rows of the private input; refusing to release it")
         frames.append(ds)
     cols = list(frames[0].columns)
@@ -113,6 +113,21 @@ def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
                 f"dataset {i}, column {c!r}: values {sorted(map(str, set(bad)))[:5]} are not in the release's "
                 "Domain"
             )
+
+
+def _is_private_table(ds: pd.DataFrame, private: pd.DataFrame) -> bool:
+    """Whether ``ds`` holds exactly the rows of ``private`` on its columns: row by row, or row
+    by row once both are sorted by their index (a shuffled copy keeps its index)."""
+    cols = list(ds.columns)
+    if len(ds) != len(private) or not set(cols) <= set(private.columns):
+        return False
+    priv = private[cols]
+    if _same_rows(ds, priv):
+        return True
+    try:
+        return _same_rows(ds.sort_index(), priv.sort_index())
+    except TypeError:  # an index of mixed types has no order
+        return False
 
 
 def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:
@@ -188,11 +203,17 @@ def write_release(
     weights: Sequence[np.ndarray] | None = None,
     overwrite: bool = False,
     zip: bool = False,  # noqa: A002 - shadows the builtin inside this function only
-    private_data: Any = None,
+    private_data: pd.DataFrame | None = None,
+    skip_private_data_check: bool = False,
 ) -> Path:
     """Write the m synthetic ``datasets`` as a release bundle at ``path``; return its path.
 
     ``write_release(path, gen.generate(m), record=gen.release_record(), private_data=df)``.
+
+    A release never holds the private table: ``private_data`` (the DataFrame the generator
+    was fitted to) is required, and every dataset is compared with it before anything is
+    written. Only a caller that has no private table at hand (datasets made elsewhere, test
+    fixtures) may pass ``skip_private_data_check=True`` instead, which gives up that check.
 
     Parameters
     ----------
@@ -210,8 +231,23 @@ def write_release(
         dataset files and named in the manifest.
     overwrite : replace an existing release at ``path`` (otherwise :class:`ReleaseError`).
     zip : write a single zip file instead of a directory.
-    private_data : optionally the private input, to guard against releasing it by mistake.
+    private_data : the private input (a DataFrame), required unless
+        ``skip_private_data_check``: a dataset that is this object, or that has its rows (in
+        its order or in the order of its index), is refused.
+    skip_private_data_check : write without ``private_data``, giving up the guard above
+        (:class:`~synthinfer.errors.ParameterError` when both or neither are given).
     """
+    if skip_private_data_check not in (True, False):
+        raise ParameterError(f"skip_private_data_check must be True or False, got {skip_private_data_check!r}")
+    if private_data is None and not skip_private_data_check:
+        raise ParameterError(
+            "write_release needs private_data= (the private DataFrame the generator was fitted to), so that no "
+            "dataset can be the private table; without one at hand, pass skip_private_data_check=True"
+        )
+    if private_data is not None and skip_private_data_check:
+        raise ParameterError("give either private_data= or skip_private_data_check=True, not both")
+    if private_data is not None and not isinstance(private_data, pd.DataFrame):
+        raise ArgumentTypeError(f"private_data must be the private pandas DataFrame, got {type(private_data).__name__}")
     if not isinstance(record, ReleaseRecord):
         raise ReleaseError(
             f"record must be a ReleaseRecord (a fitted generator's release_record()), got {type(record).__name__}"

@@ -42,7 +42,9 @@ from synthinfer.napsu.likelihood import PRIOR_SD
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, jax_key, make_rng, seed_fixed
+from synthinfer.privacy import (
+    PrivacyBudget, PrivacyLedger, default_delta, gaussian_mechanism, jax_key, make_rng, seed_fixed,
+)
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
 
@@ -67,7 +69,9 @@ class NapsuMQ(Generator):
     marginals : column tuples, each a full set of marginal queries, e.g.
         ``[("age", "income"), ("race", "income")]``. Include every marginal the downstream
         analysis depends on (Section 4.1: otherwise Rubin's rules cannot be valid).
-    epsilon, delta : the total privacy budget of this fit (selection + measurement).
+    epsilon, delta : the total privacy budget of this fit (selection + measurement); ``delta``
+        defaults to ``1 / n^2`` for the ``n`` rows fitted (:func:`synthinfer.privacy.default_delta`;
+        the value used is ``delta_``).
     inference : the inference backend (:mod:`synthinfer.napsu.backends`): ``"nuts"``
         (default; NUTS preconditioned by the Laplace fit), ``"laplace"`` (Gaussian at the
         MAP), ``"importance"`` (Pareto-smoothed importance sampling from a Laplace-based
@@ -129,7 +133,7 @@ class NapsuMQ(Generator):
         self,
         marginals: Sequence[Sequence[str] | str | Marginal],
         epsilon: float = 1.0,
-        delta: float = 1e-9,
+        delta: float | None = None,
         inference: str = "nuts",
         *,
         select_extra: int | Literal["mst", "aim"] = 0,
@@ -174,7 +178,7 @@ class NapsuMQ(Generator):
         return {
             "marginals": [list(m.columns) for m in as_marginals(self.marginals)],
             "epsilon": self.epsilon,
-            "delta": self.delta,
+            "delta": self.delta if self.delta is not None else getattr(self, "delta_", None),  # the value used
             "inference": self.inference,
             "select_extra": self.select_extra,
             "mst_budget_fraction": self.mst_budget_fraction,
@@ -258,7 +262,10 @@ class NapsuMQ(Generator):
         """
         self._start_fit()
         self._check_settings()
-        budget = PrivacyBudget(self.epsilon, self.delta)
+        if self.delta is None and not isinstance(data, pd.DataFrame):
+            raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
+        delta = default_delta(max(len(data), 1)) if self.delta is None else self.delta
+        budget = PrivacyBudget(self.epsilon, delta)
         if budget.delta <= 0:
             raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
@@ -376,6 +383,7 @@ class NapsuMQ(Generator):
             self.diagnostics_["aim"] = aim_record
         fit_charges = ledger.charges[charges_before:]
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
+        self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
@@ -416,7 +424,7 @@ class NapsuMQ(Generator):
             if self.measurements_ is None else
             "NAPSU-MQ (Räisä et al. 2023) on AIM's measurements (McKenna et al. 2022): zCDP Gaussian and "
             "exponential mechanisms over rounds",
-            "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta)},
+            "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta_)},
             "l2_sensitivity": float(self.queries_.l2_sensitivity),
             "sigma_dp": self.sigma_dp_,
             "n_queries": int(self.queries_.dimension),

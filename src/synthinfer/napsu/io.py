@@ -81,6 +81,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("reference", "first")  # files written before the setting existed
     obj = cls(**params)
     obj.release_settings_ = params
+    obj.delta_ = params["delta"]  # the release settings hold the delta the fit used
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
     net = network_for(domain, marginals, meta.get("reference"))  # older files: all first categories

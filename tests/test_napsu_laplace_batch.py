@@ -64,12 +64,12 @@ def test_hessian_is_the_same_in_any_block_size(problem):
     full = hessian(gradients(net, "neg_log_posterior", batched=True), theta, args)
     for batched, batch in ((True, 3), (False, None)):
         got = hessian(gradients(net, "neg_log_posterior", batched=batched), theta, args, batch=batch)
-        # vmapped and single gradients may round differently (~1e-16 relative), which central
-        # differences with step 1e-5 amplify to ~1e-11 relative of the gradient's scale
-        np.testing.assert_allclose(got, full, rtol=1e-9, atol=1e-9 * np.abs(full).max())
+        # vmapped and single gradients may round differently (~1e-16 relative), which forward
+        # differences with step 1e-6 amplify to ~1e-10 relative of the gradient's scale
+        np.testing.assert_allclose(got, full, rtol=1e-8, atol=1e-8 * np.abs(full).max())
     loss = objective(net, "neg_log_posterior")[0]
     want = np.asarray(jax.hessian(lambda x: loss(x, *args))(jnp.asarray(theta)))
-    np.testing.assert_allclose(full, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    np.testing.assert_allclose(full, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def test_gap_equals_the_one_point_computation(problem):

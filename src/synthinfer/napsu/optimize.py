@@ -167,25 +167,37 @@ def lbfgs_minimize(
     return OptimResult(best[0], best[1], best[2], False, iters, nfev, max_restarts, attempts)
 
 
-def hessian(grads: Callable, x: np.ndarray, args: tuple, step: float = 1e-5, *, batch: int | None = None) -> np.ndarray:
-    """Hessian of an objective at ``x`` by central differences of its exact gradient.
+def hessian(grads: Callable, x: np.ndarray, args: tuple, step: float | None = None, *, batch: int | None = None,
+            central: bool = False) -> np.ndarray:
+    """Hessian of an objective at ``x`` by finite differences of its exact gradient.
 
-    ``H[i] = (g(x + h e_i) - g(x - h e_i)) / 2h`` for all ``i``, symmetrised ``(H + H^T) / 2``.
-    The ``2 d`` gradients are independent, so ``grads`` (``points (k, d), *args -> (k, d)``,
-    e.g. :func:`synthinfer.napsu.likelihood.gradients`) evaluates them in blocks of at most
-    ``batch`` points (default :data:`~synthinfer.napsu.likelihood.MAX_BATCH`; a network's
-    :func:`~synthinfer.napsu.likelihood.batch_size` bounds memory): a few compiled calls instead
-    of ``2 d`` on accelerators. Exact third-order autodiff (``jax.hessian``) of the noise-aware
-    likelihood compiles for minutes on Adult-size networks, and forward-over-reverse products
-    cost more per direction than two gradients on CPU. Truncation error O(h^2), rounding
-    O(1e-16 |g| / h); a test compares it with ``jax.hessian`` on a small network.
+    Forward differences (the default), ``H[i] = (g(x + h e_i) - g(x)) / h`` with ``h = 1e-6``:
+    ``d + 1`` gradients. ``central=True``: ``H[i] = (g(x + h e_i) - g(x - h e_i)) / 2h`` with
+    ``h = 1e-5``, ``2 d`` gradients. Either is symmetrised, ``(H + H^T) / 2``. Errors: truncation
+    ``O(h)`` (forward; ``O(h^2)`` central) times the third derivatives, rounding ``O(1e-16 |g| / h)``.
+    On AIM's Adult model (d = 835) the forward covariance matched the central one to 4e-5
+    (whitened, largest entry) and its standard deviations to 2e-5, at half the gradients; the
+    Laplace fit's Hessian is its largest cost. The gradients are independent, so ``grads``
+    (``points (k, d), *args -> (k, d)``, e.g. :func:`synthinfer.napsu.likelihood.gradients`)
+    evaluates them in blocks of at most ``batch`` points (default
+    :data:`~synthinfer.napsu.likelihood.MAX_BATCH`; a network's
+    :func:`~synthinfer.napsu.likelihood.batch_size` bounds memory): a few compiled calls on
+    accelerators. Exact third-order autodiff (``jax.hessian``) compiles for minutes on
+    Adult-size networks, and forward-over-reverse products (``jvp`` of the gradient, vmapped
+    over directions) cost 1.4 times two gradients per direction on CPU on the model above.
+    Tests compare both schemes with ``jax.hessian`` on a small network.
     """
     from synthinfer.napsu.likelihood import MAX_BATCH, evaluate_in_batches
 
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[0]
     batch = MAX_BATCH if batch is None else batch
+    step = (1e-5 if central else 1e-6) if step is None else step
     shifts = step * np.eye(d)
-    g = evaluate_in_batches(grads, np.concatenate([x + shifts, x - shifts]), args, batch)
-    h = (g[:d] - g[d:]) / (2.0 * step)
+    if central:
+        g = evaluate_in_batches(grads, np.concatenate([x + shifts, x - shifts]), args, batch)
+        h = (g[:d] - g[d:]) / (2.0 * step)
+    else:
+        g = evaluate_in_batches(grads, np.concatenate([x[None], x + shifts]), args, batch)
+        h = (g[1:] - g[0]) / step
     return 0.5 * (h + h.T)

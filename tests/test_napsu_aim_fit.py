@@ -117,7 +117,7 @@ def test_nuts_samples_the_posterior_of_aims_measurements(table):
     marginals that follow the data in every draw (the noise sd is <= ~60 counts per cell of
     20,000 rows, so 0.03 in total variation is many sd)."""
     gen = NapsuMQ([("a", "c")], epsilon=1.0, delta=1e-6, inference="nuts", select_extra="aim", seed=1,
-                  n_chains=2, num_warmup=150, num_samples=100)
+                  n_chains=2, num_warmup=300, num_samples=200)
     gen.fit(table, DOM)
     assert gen.diagnostics_["nuts"]["rhat_max"] < 1.05
     for syn in gen.generate(4, seed=2):

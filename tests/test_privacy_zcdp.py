@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from synthinfer.errors import PrivacyError
-from synthinfer.privacy import gaussian_delta, zcdp_delta, zcdp_rho
+from synthinfer.privacy import gaussian_delta, zcdp_delta, zcdp_epsilon, zcdp_rho
 from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho
 
 
@@ -66,3 +66,11 @@ def test_bad_input():
         zcdp_delta(-1.0, 1.0)
     with pytest.raises(PrivacyError, match="sigma"):
         gaussian_rho(1.0, 0.0)
+
+
+@pytest.mark.parametrize("rho, delta", [(0.024356, 1e-6), (0.5, 1e-9), (3.0, 2e-10)])
+def test_zcdp_epsilon_is_the_smallest_sufficient_epsilon(rho, delta):
+    eps = zcdp_epsilon(rho, delta)
+    assert zcdp_delta(rho, eps) <= delta
+    assert zcdp_delta(rho, eps * (1 - 1e-6)) > delta
+    assert zcdp_rho(eps, delta) == pytest.approx(rho, rel=1e-6)  # the inverse of zcdp_rho

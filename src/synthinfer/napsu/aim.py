@@ -76,7 +76,7 @@ from synthinfer.napsu.measurements import Measurement, check_measurements
 from synthinfer.napsu.selection import exponential_mechanism
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng
 from synthinfer.privacy.randomness import SeedLike
-from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_delta, zcdp_rho
+from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_delta, zcdp_epsilon, zcdp_rho
 
 #: L2 sensitivity of one marginal's count vector under substitution of one row.
 MARGINAL_L2_SENSITIVITY = math.sqrt(2.0)
@@ -530,19 +530,10 @@ def _check_codes(codes: np.ndarray, domain: Domain) -> np.ndarray:
 
 
 def _epsilon_for_rho(rho: float, delta: float) -> float:
-    """The smallest epsilon at which ``rho``-zCDP is ``(epsilon, delta)``-DP (the Canonne, Kamath &
-    Steinke bound, :func:`zcdp_delta`, which falls as epsilon grows), by bisection from the
-    classic conversion ``rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke 2016, Prop. 1.3), a
-    feasible upper end; rounded up to 3 significant digits, so the value shown suffices."""
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
-    while hi - lo > 1e-6 * hi:
-        mid = 0.5 * (lo + hi)
-        if zcdp_delta(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    unit = 10.0 ** (math.floor(math.log10(hi)) - 2)
-    return float(f"{math.ceil(hi / unit) * unit:.3g}")
+    """:func:`zcdp_epsilon` rounded up to 3 significant digits, so the value shown suffices."""
+    eps = zcdp_epsilon(rho, delta)
+    unit = 10.0 ** (math.floor(math.log10(eps)) - 2)
+    return float(f"{math.ceil(eps / unit) * unit:.3g}")
 
 
 def _int_setting(name: str, value, minimum: int) -> int:

@@ -9,7 +9,7 @@ from synthinfer.privacy.mechanisms import (
     laplace_mechanism,
 )
 from synthinfer.privacy.randomness import SeedLike, jax_key, jax_key_data, jax_key_data_spec, make_rng, seed_fixed
-from synthinfer.privacy.zcdp import zcdp_delta, zcdp_rho
+from synthinfer.privacy.zcdp import zcdp_delta, zcdp_epsilon, zcdp_rho
 
 __all__ = [
     "MAX_EPSILON",
@@ -29,5 +29,6 @@ __all__ = [
     "make_rng",
     "seed_fixed",
     "zcdp_delta",
+    "zcdp_epsilon",
     "zcdp_rho",
 ]

@@ -108,3 +108,21 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
         else:
             hi = mid
     return lo
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """The smallest epsilon at which ``rho``-zCDP is ``(epsilon, delta)``-DP: the inverse of
+    :func:`zcdp_delta` in epsilon (which it decreases), by bisection from the classic conversion
+    ``rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke 2016, Prop. 1.3), a feasible upper end;
+    to a relative 1e-9, rounded upwards (the value returned always suffices)."""
+    rho = _check("rho", rho, positive=True)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (0 < delta < 1):
+        raise PrivacyError(f"delta must be in (0, 1) to convert zCDP to (epsilon, delta)-DP, got {delta!r}")
+    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if zcdp_delta(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi

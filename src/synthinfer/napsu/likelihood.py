@@ -240,8 +240,8 @@ def _batched(network: MarkovNetwork, name: str, kind: str, layout: Layout | None
 
 def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None, layout: Layout | None = None) -> Callable:
     """``points (k, d), *args -> (k, d)``: the gradient of the named objective at each of ``k``
-    points, for the Hessian by central differences (:func:`synthinfer.napsu.optimize.hessian`),
-    whose ``2 d`` gradients are independent.
+    points, for the Hessian by finite differences (:func:`synthinfer.napsu.optimize.hessian`),
+    whose ``d + 1`` gradients are independent.
 
     ``batched=True``: one compiled program per network and block size (``jax.vmap`` of
     ``jax.grad``), so a block of points is one call. ``batched=False``: a loop over the

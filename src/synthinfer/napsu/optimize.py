@@ -2,7 +2,7 @@
 
 L-BFGS works on one compiled value-and-gradient program ``vg(x, *args) -> (f, g)`` (see
 :func:`synthinfer.napsu.likelihood.value_and_grad`); the Hessian on a batched gradient program
-(:func:`synthinfer.napsu.likelihood.gradients`) that evaluates its ``2 d`` gradients in blocks.
+(:func:`synthinfer.napsu.likelihood.gradients`) that evaluates its ``d + 1`` gradients in blocks.
 """
 
 from __future__ import annotations

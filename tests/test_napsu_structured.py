@@ -152,37 +152,60 @@ def test_equals_brute_force_for_any_measurements(model):
         _close(structured, dense, (theta, y, var, np.float64(n)))
 
 
-@pytest.mark.parametrize("shape", ["cycle", "triangle"])
+#: a triangulated clique {a, b, c} without a measurement of its whole scope, and a child clique
+#: {c, d} whose separator (c) nests in a block of it
+ELIMINATION_SHAPES = {**{k: SHAPES[k] for k in ("cycle", "triangle")},
+                      "triangle+tail": [("a", "c"), ("b", "c"), ("a", "b"), ("c", "d")]}
+
+
+@pytest.mark.parametrize("shape", list(ELIMINATION_SHAPES))
 @pytest.mark.parametrize("measured", ["canonical", "measurements"])
-def test_eliminating_a_diagonal_block_first_changes_nothing(shape, measured, monkeypatch):
-    """Projected cliques with a measured sub-marginal eliminated first (Woodbury on its
-    diagonal-minus-rank-t block, then the Schur complement): same value and gradient as the
-    dense form / brute force. The blocks here are small, so the size floor is lowered."""
+def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatch):
+    """Projected cliques with one block eliminated first (Woodbury on its diagonal plus the
+    low rank of its separator and nested parts, then the Schur complement of the others): the
+    same value and gradient as the dense form / brute force, whichever block is eliminated
+    (each choice in turn, nested measured sub-marginals and children's separators included)."""
     from synthinfer.napsu import structured
 
-    monkeypatch.setattr(structured, "MIN_ELIMINATED_BLOCK", 1)
-    q = CanonicalQueries(DOM, SHAPES[shape])
-    net = MarkovNetwork(q)
+    q = CanonicalQueries(DOM, ELIMINATION_SHAPES[shape])
     rng = np.random.default_rng(11)
-    if measured == "canonical":
-        layout = canonical_layout(q)
-        var = np.float64(9.0)
-        reference = _compile(lambda t, s, v, n: log_likelihood(t, s, jnp.sqrt(v), n, net.mean_and_cov))
-    else:
-        meas = _measurements(q, rng)
-        layout = measurement_layout(meas, DOM)
-        var = np.concatenate([np.full(m.cells.size, m.variance) for m in meas])
-        reference = _compile(_brute_force_likelihood(q, layout))
-    tree = plan(net, layout)
-    eliminating = [cq for cq in tree.cliques if cq.active and cq.diagonal_block is not None]
-    assert eliminating, "no clique takes the eliminating path"
-    assert any(cq.sep_map is not None for cq in eliminating) or shape == "triangle"
-    structured_ll = _compile(lambda t, y, v, n: structured_log_likelihood(t, y, v, n, tree))
-    n = 3000.0
-    for theta in _thetas(q, 12):
-        mu = _indicators(layout) @ brute_force(q, theta)[3]
-        y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * mu + var)
-        _close(structured_ll, reference, (theta, y, var, np.float64(n)))
+    meas = _measurements(q, rng)
+    n_blocks = max(len(cq.blocks) for cq in plan(MarkovNetwork(q), canonical_layout(q)).cliques
+                   if cq.gram_index is not None)
+    nested_seen = False
+    for pick in range(n_blocks):
+        monkeypatch.setattr(structured, "_eliminated_block", lambda cands, pick=pick: pick if pick in cands else None)
+        net = MarkovNetwork(q)  # a new network: a new plan
+        if measured == "canonical":
+            layout = canonical_layout(q)
+            var = np.float64(9.0)
+            reference = _compile(lambda t, s, v, n, net=net: log_likelihood(t, s, jnp.sqrt(v), n, net.mean_and_cov))
+        else:
+            layout = measurement_layout(meas, DOM)
+            var = np.concatenate([np.full(m.cells.size, m.variance) for m in meas])
+            reference = _compile(_brute_force_likelihood(q, layout))
+        tree = plan(net, layout)
+        eliminating = [cq for cq in tree.cliques if cq.active and cq.eliminated is not None]
+        nested_seen |= any(pt.block == cq.eliminated and pt.proj is not None
+                           for cq in eliminating for pt in [g[0] for g in cq.groups] + [k[1] for k in cq.children])
+        structured_ll = _compile(lambda t, y, v, n, tree=tree: structured_log_likelihood(t, y, v, n, tree))
+        n = 3000.0
+        for theta in _thetas(q, 12, k=1):
+            mu = _indicators(layout) @ brute_force(q, theta)[3]
+            y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * mu + var)
+            _close(structured_ll, reference, (theta, y, var, np.float64(n)))
+    if shape == "triangle+tail":
+        assert nested_seen, "no eliminated block held a nested part"
+
+
+def test_the_eliminated_block_is_the_largest_beyond_its_low_rank():
+    from synthinfer.napsu.structured import MIN_ELIMINATED_BLOCK, _eliminated_block
+
+    k = MIN_ELIMINATED_BLOCK
+    assert _eliminated_block({0: (4 * k, k), 1: (3 * k, 0), 2: (2 * k, 0)}) == 0  # 3k beyond its low rank
+    assert _eliminated_block({0: (4 * k, 3 * k), 1: (2 * k, 0)}) == 1  # low rank over half the block
+    assert _eliminated_block({0: (k - 1, 0)}) is None  # too small to be worth it
+    assert _eliminated_block({}) is None
 
 
 def test_vmap_over_thetas():

@@ -77,6 +77,9 @@ _LOG_2PI = math.log(2.0 * math.pi)
 #: Smallest block a projected clique eliminates first (and never one smaller than its
 #: separator): below a few dozen cells the extra t x t factorisation costs more than it saves.
 MIN_ELIMINATED_BLOCK = 32
+#: Largest share of an eliminated block's cells its low-rank part may have (the Woodbury
+#: factorisation is ``k x k``; past half the block it saves little).
+MAX_ELIMINATED_RANK_SHARE = 0.5
 
 #: The measured cells, in the order of the observation vector ``y``: one ``(columns, cells)``
 #: pair per measurement (domain column indices in the marginal's order; flat C-order cells).
@@ -184,8 +187,11 @@ class _Clique:
     children: tuple[tuple[int, _Part], ...]  # (child clique, its separator as a part)
     active: bool  # holds any information (measurements or children that do)
     gram_index: np.ndarray | None  # the projected form's scatter indices (see _gram); None: cell form
-    #: projected form: the block eliminated first (its information is diagonal), or None
-    diagonal_block: int | None = None
+    #: projected form: the block eliminated first (its information is a diagonal plus the
+    #: nested parts' low rank), or None
+    eliminated: int | None = None
+    #: rank of that block's low-rank part: the separator's cells and its nested parts' cells
+    eliminated_rank: int = 0
 
     @property
     def rank(self) -> int:
@@ -198,11 +204,11 @@ class _Clique:
         K, t, r = self.size, self.sep_size, self.rank
         if self.gram_index is not None:
             gram = K * (len(self.blocks) + 1) ** 2
-            if self.diagonal_block is None:
+            if self.eliminated is None:
                 return gram + r**3 + r * r * t
-            k1 = self.blocks[self.diagonal_block].size
+            k1, k = self.blocks[self.eliminated].size, self.eliminated_rank
             r2 = r - k1
-            return gram + k1 * (r2 + t) ** 2 + r2**3 + r2 * r2 * t
+            return gram + k1 * (r2 + k + t) ** 2 + r2**3 + k**3 + r2 * r2 * t
         return K * (t + r) ** 2 + (t + r) ** 3
 
 
@@ -276,18 +282,22 @@ class TreeLikelihoodPlan:
             sep_size = math.prod(shape[v] for v in sep) if sep else 1
             # no measurement of the whole scope: the projected form (see structured_log_likelihood)
             gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
-            diagonal = None
+            eliminated, low_rank = None, 0
             if gram_index is not None:
-                # a block whose information is diagonal (only measurements of exactly its scope) is
-                # eliminated first, by Woodbury on its own rank-t structure (see _projected_clique)
-                fed = {pt.block for pt, _ in groups}
-                mixed = {pt.block for _, pt in children} | {pt.block for pt, _ in groups if pt.proj is not None}
-                eligible = [i for i in sorted(fed - mixed) if blocks[i].size >= max(MIN_ELIMINATED_BLOCK, sep_size)]
-                diagonal = max(eligible, key=lambda i: blocks[i].size, default=None)
+                # the block with the most cells beyond its low-rank part (the separator's cells
+                # and those of the sub-scopes nested in it) is eliminated first, when that part
+                # is a small enough share of it (see _projected_clique_eliminating)
+                nested = [pt for pt, _ in groups if pt.proj is not None] + [pt for _, pt in children]
+                rank = [sep_size + sum(pt.size for pt in nested if pt.block == i) for i in range(len(blocks))]
+                # (a child's separator equal to a block's scope makes that block's information dense)
+                dense = {pt.block for _, pt in children if pt.proj is None}
+                eliminated = _eliminated_block({i: (blocks[i].size, rank[i]) for i in range(len(blocks))
+                                                if i not in dense})
+                low_rank = 0 if eliminated is None else rank[eliminated]
             self.cliques.append(_Clique(
                 size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
                 groups=groups, children=children, active=active[c], gram_index=gram_index,
-                diagonal_block=diagonal,
+                eliminated=eliminated, eliminated_rank=low_rank,
             ))
         #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or
@@ -368,22 +378,34 @@ def structured_log_likelihood(
             W[b] = W[b] + info
             eta[b] = eta[b] + vec
 
-        w_diag = None if cq.diagonal_block is None else jnp.zeros(cq.blocks[cq.diagonal_block].size)
+        e = cq.eliminated
+        w_diag = None if e is None else jnp.zeros(cq.blocks[e].size)
+        low: list[tuple[np.ndarray, jax.Array]] = []  # the eliminated block's nested parts: (proj, J)
         for part, g in cq.groups:
             p_u = jax.ops.segment_sum(p, part.cell_map, part.size)  # the sub-marginal's probabilities
             r = y[g.rows] - n * p_u[g.cells]
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
             w_u = jnp.zeros(part.size).at[g.cells].add(w[g.rows])
-            if part.block == cq.diagonal_block:  # kept as a vector: the block is eliminated first
+            h_u = jnp.zeros(part.size).at[g.cells].add(w[g.rows] * r)
+            if part.block == e and part.proj is None:  # kept as a vector: the block is eliminated first
                 w_diag = w_diag + w_u
-                eta[part.block] = eta[part.block] + jnp.zeros(part.size).at[g.cells].add(w[g.rows] * r)
+                eta[e] = eta[e] + h_u
+            elif part.block == e:
+                low.append((part.proj, jnp.diag(w_u)))
+                eta[e] = eta[e] + h_u[part.proj]
             else:
-                add(part, jnp.diag(w_u), jnp.zeros(part.size).at[g.cells].add(w[g.rows] * r))
+                add(part, jnp.diag(w_u), h_u)
         for k, part in cq.children:
-            add(part, *messages[k])
+            if part.block == e:
+                low.append((part.proj, messages[k][0]))
+                eta[e] = eta[e] + messages[k][1][part.proj]
+            else:
+                add(part, *messages[k])
         if cq.gram_index is not None:
-            project = _projected_clique if cq.diagonal_block is None else _projected_clique_eliminating
-            total, messages[c] = project(cq, p, W, eta, n, total, w_diag)
+            if e is None:
+                total, messages[c] = _projected_clique(cq, p, W, eta, n, total)
+            else:
+                total, messages[c] = _projected_clique_eliminating(cq, p, W, eta, n, total, w_diag, low)
             continue
         # -- the conditional of this clique given its separator: zeta_C ~ N(Q zeta_S, B)
         if cq.sep_map is None:
@@ -429,6 +451,16 @@ def structured_log_likelihood(
     return total
 
 
+def _eliminated_block(candidates: dict[int, tuple[int, int]]) -> int | None:
+    """Which block of a projected clique to eliminate first, from each candidate's ``(cells,
+    low rank)``: the one with the most cells beyond its low-rank part, among those of at least
+    :data:`MIN_ELIMINATED_BLOCK` cells whose low rank is at most
+    :data:`MAX_ELIMINATED_RANK_SHARE` of them; ``None`` when none is."""
+    fits = {i: k - r for i, (k, r) in candidates.items()
+            if k >= MIN_ELIMINATED_BLOCK and r <= MAX_ELIMINATED_RANK_SHARE * k}
+    return max(fits, key=lambda i: (fits[i], -i)) if fits else None
+
+
 def _gram_index(sep_map: np.ndarray | None, K: int, t: int, blocks: Sequence[_Block]) -> np.ndarray:
     """Scatter indices of ``E^T diag(c) E`` for ``E = [G_S, G]`` (``K x (t + r)``, one-hot columns
     of the separator and of each block): clique cell ``x`` adds ``c_x`` at ``(e_i(x), e_j(x))``
@@ -443,7 +475,7 @@ def _gram_index(sep_map: np.ndarray | None, K: int, t: int, blocks: Sequence[_Bl
 
 
 def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array,
-                      total: jax.Array, w_diag: None = None) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+                      total: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
     r"""A clique with no measurement of its whole scope, in the ``r`` coordinates of its blocks.
 
     Here ``J = G W G^T`` and ``h = G eta``, so by the push-through identity
@@ -484,19 +516,25 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
 
 def _projected_clique_eliminating(
     cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array, total: jax.Array,
-    w1: jax.Array,
+    w1: jax.Array, low: Sequence[tuple[np.ndarray, jax.Array]],
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
-    r""":func:`_projected_clique` with block 1 (:attr:`_Clique.diagonal_block`, ``K_1`` cells,
-    diagonal information ``w_1``) eliminated first, so that no ``r x r`` matrix is factorised.
+    r""":func:`_projected_clique` with block 1 (:attr:`_Clique.eliminated`, ``K_1`` cells)
+    eliminated first, so that no ``r x r`` matrix is factorised.
 
-    A block's own Gram table is diagonal (its cells are exclusive), so
-    ``A_11 = n (diag(p_1) - F_1 P_1S^T)`` and ``M_11 = I + diag(w_1) A_11 = diag(d_1) - U V^T``
-    with ``d_1 = 1 + n w_1 p_1``, ``U = n w_1 F_1``, ``V = P_1S``: a diagonal minus rank ``t``,
-    inverted by Woodbury through a ``t x t`` LU. With ``Y = M_11^{-1} M_12`` the Schur complement
+    Block 1's information is ``W_1 = diag(w_1) + sum_u R_u J_u R_u^T``: measurements of exactly
+    its scope, plus the sub-scopes ``u`` nested in it (measured sub-marginals, children's
+    separators; ``R_u`` the 0/1 map ``proj``). A block's own Gram table is diagonal (its cells
+    are exclusive), so ``A_11 = n diag(p_1) - n F_1 V^T`` (``V = P_1S``) and
+
+        M_11 = I + W_1 A_11 = diag(d_1) - U V'^T,   d_1 = 1 + n w_1 p_1,
+        U = [n w_1 F_1, -R_u ...],   V' = [V, A_11 R_u J_u ...],
+
+    a diagonal minus rank ``k = t + sum_u K_u`` (:attr:`_Clique.eliminated_rank`), inverted by
+    Woodbury through a ``k x k`` LU. With ``Y = M_11^{-1} M_12`` the Schur complement
     ``Sc = M_22 - M_21 Y`` (``r_2 = r - K_1`` square) gives ``det M = det M_11 det Sc`` and the
     block solve ``x_2 = Sc^{-1} (z_2 - M_21 M_11^{-1} z_1)``, ``x_1 = M_11^{-1} z_1 - Y x_2``.
-    Cost ``O(K_1 (r_2 + t)^2 + r_2^3)`` instead of ``O(r^3)``: a measured marginal of several
-    hundred cells inside a triangulated clique no longer sets the cost.
+    Cost ``O(K_1 (r_2 + k)^2 + r_2^3 + k^3)`` instead of ``O(r^3)``: a measured marginal of
+    several hundred cells inside a triangulated clique no longer sets the cost.
     """
     t = cq.sep_size
     size = t + cq.rank
@@ -504,7 +542,7 @@ def _projected_clique_eliminating(
     P = P.reshape(size, size)
     p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
     bounds = np.cumsum([0] + [b.size for b in cq.blocks])
-    e1 = cq.diagonal_block
+    e1 = cq.eliminated
     i1 = np.arange(bounds[e1], bounds[e1 + 1])
     rest = [i for i in range(len(cq.blocks)) if i != e1]
     i2 = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in rest]) if rest else np.zeros(0, np.int64)
@@ -515,24 +553,35 @@ def _projected_clique_eliminating(
     p1 = jnp.diagonal(P[t:, t:])[i1]
     A12 = n * (P[t:, t:][np.ix_(i1, i2)] - F1 @ P_gs[i2].T)  # K_1 x r_2
     A22 = n * (P[t:, t:][np.ix_(i2, i2)] - F2 @ P_gs[i2].T)
+    R = [jax.nn.one_hot(proj, J.shape[0], dtype=p.dtype) for proj, J in low]  # K_1 x K_u each
+
+    def times_a11(X: jax.Array) -> jax.Array:
+        return n * (p1[:, None] * X - F1 @ (V.T @ X))
+
+    def times_w1(X: jax.Array) -> jax.Array:
+        out = w1[:, None] * X
+        for Ru, (_, J) in zip(R, low):
+            out = out + Ru @ (J @ (Ru.T @ X))
+        return out
 
     def times_w2(X: jax.Array) -> jax.Array:  # W_2 X, block by block
         return jnp.concatenate([W[b] @ X[bounds2[k]:bounds2[k + 1]] for k, b in enumerate(rest)], axis=0)
 
-    # M_11^{-1} = D^{-1} + D^{-1} U S^{-1} V^T D^{-1},  S = I_t - V^T D^{-1} U
+    # M_11^{-1} = D^{-1} + D^{-1} U S^{-1} V'^T D^{-1},  S = I_k - V'^T D^{-1} U
     d1 = 1.0 + n * w1 * p1
-    U = n * w1[:, None] * F1
+    U = jnp.concatenate([n * w1[:, None] * F1] + [-Ru for Ru in R], axis=1)
+    Vp = jnp.concatenate([V] + [times_a11(Ru) @ J for Ru, (_, J) in zip(R, low)], axis=1)
     Ud = U / d1[:, None]
-    lu_s = jax.scipy.linalg.lu_factor(jnp.eye(t) - V.T @ Ud)
+    lu_s = jax.scipy.linalg.lu_factor(jnp.eye(U.shape[1]) - Vp.T @ Ud)
 
     def solve11(Z: jax.Array) -> jax.Array:
         Zd = Z / d1[:, None]
-        return Zd + Ud @ jax.scipy.linalg.lu_solve(lu_s, V.T @ Zd)
+        return Zd + Ud @ jax.scipy.linalg.lu_solve(lu_s, Vp.T @ Zd)
 
     logdet = jnp.sum(jnp.log(d1)) + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu_s[0]))))
     e_1, e_2 = eta[e1], (jnp.concatenate([eta[b] for b in rest]) if rest else jnp.zeros(0))
     if rest:
-        Y = solve11(w1[:, None] * A12)  # M_11^{-1} M_12
+        Y = solve11(times_w1(A12))  # M_11^{-1} M_12
         M21 = times_w2(A12.T)
         lu_c = jax.scipy.linalg.lu_factor(jnp.eye(len(i2)) + times_w2(A22) - M21 @ Y)
         logdet = logdet + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu_c[0]))))
@@ -546,12 +595,12 @@ def _projected_clique_eliminating(
 
     x1, x2 = solve(e_1[:, None], e_2[:, None])
     x1, x2 = x1[:, 0], x2[:, 0]
-    ax1 = n * (p1 * x1 - F1 @ (V.T @ x1)) + A12 @ x2  # (A x)_1
+    ax1 = times_a11(x1[:, None])[:, 0] + A12 @ x2  # (A x)_1
     ax2 = A12.T @ x1 + A22 @ x2
     total = total + 0.5 * (jnp.dot(e_1, ax1) + jnp.dot(e_2, ax2)) - 0.5 * logdet
     if cq.sep_map is None:
         return total, None
-    X1, X2 = solve(w1[:, None] * F1, times_w2(F2) if rest else F2)
+    X1, X2 = solve(times_w1(F1), times_w2(F2) if rest else F2)
     j_s = F1.T @ X1 + F2.T @ X2
     return total, (0.5 * (j_s + j_s.T), F1.T @ x1 + F2.T @ x2)
 

@@ -258,7 +258,7 @@ def _theta(d: int, seed: int = 1) -> np.ndarray:
 
 def gradient_worker(model: dict, method: str, repeats: int, dump: Path) -> dict:
     from synthinfer import float64
-    from synthinfer._jax import jax, single_threaded_blas
+    from synthinfer._jax import jax, jnp, single_threaded_blas
     from synthinfer.napsu.likelihood import PRIOR_SD, log_likelihood, log_prior, posterior_args, value_and_grad
     from synthinfer.napsu.structured import canonical_layout, plan
 
@@ -276,8 +276,9 @@ def gradient_worker(model: dict, method: str, repeats: int, dump: Path) -> dict:
         else:
             mean_and_cov = net.mean_and_cov
 
-            def loss(theta, s_tilde, sigma_dp, n, prior_sd):
-                return -(log_prior(theta, prior_sd) + log_likelihood(theta, s_tilde, sigma_dp, n, mean_and_cov))
+            def loss(theta, s_tilde, variances, n, prior_sd):  # posterior_args: one noise variance per value
+                return -(log_prior(theta, prior_sd)
+                         + log_likelihood(theta, s_tilde, jnp.sqrt(variances), n, mean_and_cov))
 
             program = jax.jit(jax.value_and_grad(loss))
             rec["compiler_options"] = "XLA defaults"

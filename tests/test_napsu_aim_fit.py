@@ -45,6 +45,8 @@ def test_aim_is_charged_once_and_its_measurements_are_the_posteriors_data(fitted
     assert gen.noisy_counts_.size == sum(m.values.size for m in gen.measurements_)
     assert len({m.variance for m in gen.measurements_}) > 1  # several noise levels
     assert gen.sigma_dp_ is None and "AIM" in gen.summary()
+    record = gen.diagnostics_["aim"]
+    assert record["likelihood_flops"] > 0 and record["workload"] and record["max_clique_cells"] >= 1
     # AIM finds the strong pairs at epsilon = 1 on 3,000 rows
     assert {("a", "b"), ("c", "d")} <= {tuple(sorted(m.columns)) for m in gen.marginals_}
 

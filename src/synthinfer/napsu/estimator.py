@@ -41,7 +41,7 @@ from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backe
 from synthinfer.napsu.likelihood import PRIOR_SD
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
-from synthinfer.napsu.structured import measurement_layout
+from synthinfer.napsu.structured import measurement_layout, plan
 from synthinfer.privacy import (
     PrivacyBudget, PrivacyLedger, default_delta, gaussian_mechanism, jax_key, make_rng, seed_fixed,
 )
@@ -334,6 +334,8 @@ class NapsuMQ(Generator):
                 "sigma": [math.sqrt(m.variance) for m in aim.measurements],
             }
             self.layout_ = measurement_layout(aim.measurements, domain)
+            # the noise-aware likelihood's work per evaluation (public: it depends on the scopes only)
+            aim_record["likelihood_flops"] = int(plan(network, self.layout_).flops)
             noisy = np.concatenate([m.values for m in aim.measurements])
             sigma = None
             del codes

@@ -211,6 +211,32 @@ def test_pgm_estimate_matches_the_max_ent_model():
 # -- bad input ------------------------------------------------------------------------------------
 
 
+def test_likelihood_work_cap_respected():
+    """A cap on the likelihood's work keeps every round's model under it (the measured scopes'
+    message-passing plan, priced as the network's own plan prices the same measurements)."""
+    from synthinfer.napsu.junction_tree import JunctionTree
+    from synthinfer.napsu.network import network_for
+    from synthinfer.napsu.structured import TreeLikelihoodPlan, likelihood_flops
+
+    rng = np.random.default_rng(5)
+    dom = Domain({c: list(range(6)) for c in "pqrstu"})
+    x = rng.integers(0, 6, (2000, 6))
+    x[:, 1:] = np.where(rng.random((2000, 5)) < 0.6, x[:, :-1], x[:, 1:])
+    budget = PrivacyBudget(20.0, 1e-6)
+    free = select_aim(x, dom, budget=budget, ledger=PrivacyLedger(budget), seed=1, estimation_iters=50)
+    cap = free.likelihood_flops - 1  # binds: the uncapped run's model is over it
+    res = select_aim(x, dom, budget=budget, ledger=PrivacyLedger(budget), seed=1, estimation_iters=50,
+                     max_likelihood_flops=cap)
+    assert res.max_likelihood_flops == cap and res.likelihood_flops <= cap < free.likelihood_flops
+    scopes = list(dict.fromkeys(tuple(sorted(dom.index(c) for c in m.marginal.columns)) for m in res.measurements))
+    tree = JunctionTree.build(dom, [[dom.names[v] for v in sc] for sc in scopes])
+    assert likelihood_flops(tree, dom.shape, scopes) == res.likelihood_flops
+    # the same number as the plan of a network holding those marginals, measured in full
+    net = network_for(dom, list(res.marginals))
+    layout = tuple((sc, tuple(range(math.prod(dom.shape[v] for v in sc)))) for sc in scopes)
+    assert TreeLikelihoodPlan(net, layout).flops == likelihood_flops(net.junction_tree, dom.shape, scopes)
+
+
 def test_bad_input_raises_before_any_budget(codes):
     ledger = PrivacyLedger((10.0, 1e-5))
 
@@ -239,6 +265,9 @@ def test_bad_input_raises_before_any_budget(codes):
         bad(ParameterError, f"max_model_cells must be an integer >= 1, got {value!r}", max_model_cells=value)
     for value in (0, 2.5):
         bad(ParameterError, f"max_clique_cells must be an integer >= 1, got {value!r}", max_clique_cells=value)
+        bad(ParameterError, f"max_likelihood_flops must be an integer >= 1, got {value!r}", max_likelihood_flops=value)
+    bad(ParameterError, r"max_likelihood_flops=5 is below the \d+ flops per likelihood evaluation .* >= \d+$",
+        max_likelihood_flops=5)
 
 
 def test_budget_too_small_for_the_rounds_names_the_epsilon_needed(codes):

@@ -50,8 +50,11 @@ measured marginals plus it has at most ``(rho_used / rho) max_model_cells`` cell
 clique tables, and no clique table over ``max_clique_cells`` (candidates that leave the tree as
 it is are always eligible), so the model grows with the budget spent, up to the caps (defaults:
 :data:`DEFAULT_MAX_MODEL_CELLS`, and :data:`DEFAULT_MAX_CLIQUE_CELLS` raised to the largest
-clique of the required marginals, which are measured whatever their size). Both depend only on
-what was measured, so eligibility is public.
+clique of the required marginals, which are measured whatever their size), and only if the
+noise-aware likelihood of the measured scopes plus it costs at most ``max_likelihood_flops``
+per evaluation (:func:`synthinfer.napsu.structured.likelihood_flops`, the message-passing
+plan's estimate; this one applies to candidates inside the tree too, whose blocks change the
+work). All depend only on what was measured, so eligibility is public.
 
 **Budget too small.** The first measurements have noise ``sigma_0 = sqrt(T / (alpha rho))``.
 When ``sigma_0`` exceeds ``n`` the first measurements (every column's 1-way marginal) are
@@ -74,6 +77,7 @@ from synthinfer.errors import ArgumentTypeError, DomainError, ParameterError
 from synthinfer.napsu.junction_tree import JunctionTree
 from synthinfer.napsu.measurements import Measurement, check_measurements
 from synthinfer.napsu.selection import exponential_mechanism
+from synthinfer.napsu.structured import likelihood_flops
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_delta, zcdp_epsilon, zcdp_rho
@@ -88,17 +92,21 @@ MEASURE_SHARE = 0.9
 #: Default rounds bound ``T`` per column of the domain (the paper's ``T = 16 d``).
 ROUNDS_PER_COLUMN = 16
 #: Default caps on the junction tree of the measured marginals: its clique tables' total cells
-#: and the largest table. The noise-aware likelihood's cost grows with the tables: its
-#: clique-sparse factorisation works on one dense front per clique, ``~ K_C^3 / 3`` flops for a
-#: clique of ``K_C`` cells, so the largest clique dominates. The reference point is the
-#: 15-column Adult model MST builds around the paper's 10 marginals: ~1,500 table cells, ~1,400
-#: parameters and one 656-cell clique (native-country x education-num). A 1,000-cell clique cap
-#: admits that clique while keeping every front within ~3e8 flops; a 4,000-cell total leaves
-#: room for about two and a half such models. On that table AIM then stops at 700-900
-#: parameters (canonical queries) at epsilon 1-4 with the all-2-way workload. (The paper's cap,
-#: 80 MB of float64 tables, i.e. 10^7 cells, is sized for a point estimate.)
+#: and the largest table. The reference point is the 15-column Adult model MST builds around the
+#: paper's 10 marginals: ~1,500 table cells, ~1,400 parameters and one 656-cell clique
+#: (native-country x education-num). A 1,000-cell clique cap admits that clique; a 4,000-cell
+#: total leaves room for about two and a half such models. On that table AIM then stops at
+#: 700-900 parameters (canonical queries) at epsilon 1-4 with the all-2-way workload. (The
+#: paper's cap, 80 MB of float64 tables, i.e. 10^7 cells, is sized for a point estimate.) The
+#: likelihood's own cost is capped apart (:data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`).
 DEFAULT_MAX_MODEL_CELLS = 4_000
 DEFAULT_MAX_CLIQUE_CELLS = 1_000
+#: Default cap on the noise-aware likelihood's work per evaluation (the message-passing plan's
+#: flop estimate, :func:`synthinfer.napsu.structured.likelihood_flops`), which sets the cost of
+#: every gradient of the Laplace fit and of NUTS: on the full Adult table about 1e7 flops took
+#: 10 ms and 4e7 flops 40-70 ms per gradient (benchmarks/napsu/scale_gradient.py), so 1e8 keeps a
+#: gradient near 0.1-0.2 s. AIM's models of that table at epsilon 1 stay near 2e7.
+DEFAULT_MAX_LIKELIHOOD_FLOPS = 100_000_000
 #: Mirror-descent iterations per PGM re-estimate (warm-started from the previous round's).
 DEFAULT_ESTIMATION_ITERS = 300
 
@@ -486,6 +494,8 @@ class AIMResult:
         The workload's weights.
     max_model_cells, max_clique_cells, model_cells : int
         The caps and the final junction tree's clique-table cells.
+    max_likelihood_flops, likelihood_flops : int
+        The cap on the noise-aware likelihood's work and that work for the measured scopes.
     estimate : PGMEstimate
         The last round's point estimate (post-processing of the measurements).
     """
@@ -502,6 +512,8 @@ class AIMResult:
     max_clique_cells: int
     model_cells: int
     estimate: PGMEstimate
+    max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS
+    likelihood_flops: int = 0
 
 
 def _round_settings(rho_round: float) -> tuple[float, float]:
@@ -554,6 +566,7 @@ def select_aim(
     seed: SeedLike = None,
     max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
     max_clique_cells: int | None = None,
+    max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS,
     rounds: int | None = None,
     estimation_iters: int = DEFAULT_ESTIMATION_ITERS,
 ) -> AIMResult:
@@ -585,6 +598,11 @@ def select_aim(
     max_clique_cells : int, optional
         Cap on the largest clique table (default: :data:`DEFAULT_MAX_CLIQUE_CELLS`, or the
         largest clique of the required and 1-way marginals' junction tree when that is larger).
+    max_likelihood_flops : int
+        Cap on the noise-aware likelihood's work per evaluation with a candidate measured
+        (:func:`synthinfer.napsu.structured.likelihood_flops` of the measured scopes; it applies
+        to candidates inside the tree's cliques too, since a new block or a whole-clique
+        measurement changes the work; :data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`).
     rounds : int, optional
         The rounds bound ``T`` that sets the initial per-round cost ``rho / T`` (default
         ``16 k``); annealing spends faster, so at most ``T`` rounds run.
@@ -599,8 +617,8 @@ def select_aim(
         A workload marginal that repeats a column or has none.
     ParameterError
         An empty workload, bad weights or settings, ``delta = 0``, ``rounds`` too small for the
-        initial measurements and one round, ``max_model_cells`` or ``max_clique_cells`` below the
-        junction tree of the required and 1-way marginals, or a budget so small that the first
+        initial measurements and one round, ``max_model_cells``, ``max_clique_cells`` or
+        ``max_likelihood_flops`` below what the required and 1-way marginals need, or a budget so small that the first
         measurements' noise sd exceeds the number of rows (module docstring). All of these are
         raised before the ledger is touched.
     BudgetExceededError
@@ -630,6 +648,7 @@ def select_aim(
     max_model_cells = _int_setting("max_model_cells", max_model_cells, 1)
     if max_clique_cells is not None:
         max_clique_cells = _int_setting("max_clique_cells", max_clique_cells, 1)
+    max_likelihood_flops = _int_setting("max_likelihood_flops", max_likelihood_flops, 1)
     estimation_iters = _int_setting("estimation_iters", estimation_iters, 0)
     if budget.delta <= 0:
         raise ParameterError("AIM uses the Gaussian mechanism and needs delta > 0")
@@ -653,6 +672,13 @@ def select_aim(
         raise ParameterError(
             f"max_clique_cells={max_clique_cells} is below the {initial_clique}-cell largest clique of the junction "
             f"tree of the required marginals and the 1-way marginals; use max_clique_cells >= {initial_clique}")
+    initial_scopes = list(dict.fromkeys(tuple(sorted(domain.index(c) for c in m.columns)) for m in initial))
+    initial_flops = likelihood_flops(initial_tree, domain.shape, initial_scopes)
+    if max_likelihood_flops < initial_flops:
+        raise ParameterError(
+            f"max_likelihood_flops={max_likelihood_flops} is below the {initial_flops} flops per likelihood "
+            f"evaluation that the required marginals and the 1-way marginals alone need; use max_likelihood_flops >= "
+            f"{initial_flops}")
     n = int(codes.shape[0])  # public under substitution
     rho = zcdp_rho(budget.epsilon, budget.delta)
     sigma_0 = _round_settings(rho / bound)[0]
@@ -679,6 +705,7 @@ def select_aim(
         neighbourhood="substitution of one row", marginal_l2_sensitivity=MARGINAL_L2_SENSITIVITY,
         quality_sensitivity="2 * max weight of the eligible candidates", initial_marginals=len(initial),
         workload_marginals=len(work), max_model_cells=max_model_cells, max_clique_cells=max_clique_cells,
+        max_likelihood_flops=max_likelihood_flops,
     )
 
     # -- initial measurements --------------------------------------------------------------------
@@ -696,19 +723,26 @@ def select_aim(
         measure(m, sigma)
         rho_used += gaussian_rho(MARGINAL_L2_SENSITIVITY, sigma)
     estimate = estimate_pgm(domain, measurements, n, iters=estimation_iters)
-    scopes = dict.fromkeys(tuple(sorted(domain.index(c) for c in m.columns)) for m in initial)  # ordered set
+    scopes = dict.fromkeys(initial_scopes)  # ordered set
     grown: dict[tuple[int, ...], JunctionTree] = {}  # the current tree plus one candidate
+    priced: dict[tuple[int, ...], int] = {}  # likelihood flops with a candidate, for the current scopes
 
     def eligible_under(cap: float) -> list[int]:
-        """Candidates whose addition keeps the tree within the caps (or leaves it as it is)."""
+        """Candidates whose addition keeps the tree and the likelihood's work within the caps
+        (candidates that leave the tree as it is pass the cell caps)."""
         out = []
         for i, key in enumerate(cand_key):
+            tree = estimate.junction_tree
             if estimate._structure.clique_of(key) is None:
                 if key not in grown:
                     grown[key] = JunctionTree.build(domain, [[domain.names[v] for v in s] for s in (*scopes, key)])
                 tree = grown[key]
                 if tree.table_cells > cap or _largest_clique(tree) > max_clique_cells:
                     continue
+            if key not in priced:
+                priced[key] = likelihood_flops(tree, domain.shape, list(dict.fromkeys((*scopes, key))))
+            if priced[key] > max_likelihood_flops:
+                continue
             out.append(i)
         return out
 
@@ -731,6 +765,7 @@ def select_aim(
         measure(chosen, sigma)
         before = est[pick]
         scopes[cand_key[eligible[pick]]] = None
+        priced.clear()
         cliques = estimate.junction_tree.cliques
         estimate = estimate_pgm(domain, measurements, n, iters=estimation_iters, warm_start=estimate)
         if estimate.junction_tree.cliques != cliques:
@@ -761,4 +796,6 @@ def select_aim(
         max_clique_cells=max_clique_cells,
         model_cells=estimate.junction_tree.table_cells,
         estimate=estimate,
+        max_likelihood_flops=max_likelihood_flops,
+        likelihood_flops=likelihood_flops(estimate.junction_tree, domain.shape, list(scopes)),
     )

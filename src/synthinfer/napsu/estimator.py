@@ -328,7 +328,7 @@ class NapsuMQ(Generator):
             aim_record = {  # public facts of AIM's run, kept with the diagnostics
                 "rounds": len(aim.rounds), "measurements": len(aim.measurements), "rho": aim.rho,
                 "model_cells": aim.model_cells, "max_model_cells": aim.max_model_cells,
-                "max_clique_cells": aim.max_clique_cells,
+                "max_clique_cells": aim.max_clique_cells, "max_likelihood_flops": aim.max_likelihood_flops,
                 "workload": [list(m.columns) for m in aim.workload],
                 "chosen": [list(r.marginal.columns) for r in aim.rounds],
                 "sigma": [math.sqrt(m.variance) for m in aim.measurements],

@@ -69,6 +69,7 @@ from synthinfer._jax import jax, jnp
 from synthinfer.errors import ParameterError
 
 if TYPE_CHECKING:
+    from synthinfer.napsu.junction_tree import JunctionTree
     from synthinfer.napsu.measurements import Measurement
     from synthinfer.napsu.network import MarkovNetwork
     from synthinfer.napsu.queries import CanonicalQueries
@@ -212,6 +213,97 @@ class _Clique:
         return K * (t + r) ** 2 + (t + r) ** 3
 
 
+def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> list[_Clique]:
+    """The per-clique plan of :class:`TreeLikelihoodPlan` from the junction tree, the domain's
+    shape and the layout (needs no network: :func:`likelihood_flops` uses it to price a model
+    before it is built)."""
+    n_cliques = len(jt.cliques)
+    cells_of = [math.prod(shape[v] for v in cl) for cl in jt.cliques]
+
+    # each measurement goes to the smallest clique holding its columns
+    full: list[list[_Group]] = [[] for _ in range(n_cliques)]
+    sub: list[list[_Group]] = [[] for _ in range(n_cliques)]
+    start = 0
+    for cols, cells in layout:
+        rows = np.arange(start, start + len(cells), dtype=np.int64)
+        start += len(cells)
+        holders = [c for c in range(n_cliques) if set(cols) <= set(jt.cliques[c])]
+        if not holders:
+            raise ParameterError(f"a measurement on columns {cols} lies in no clique of the network's junction tree")
+        c = min(holders, key=lambda k: cells_of[k])
+        cl = jt.cliques[c]
+        scope = tuple(sorted(cl.index(v) for v in cols))
+        # measured cells re-indexed from the marginal's column order to the clique's (ascending)
+        local = _reorder_cells(np.asarray(cells, dtype=np.int64), cols, tuple(cl[a] for a in scope), shape)
+        group = _Group(rows, local, scope)
+        (full if len(scope) == len(cl) else sub)[c].append(group)
+
+    active = [bool(full[c] or sub[c]) for c in range(n_cliques)]
+    for c in reversed(range(n_cliques)):  # children after parents: propagate upwards
+        p = jt.parent[c]
+        if p >= 0 and active[c]:
+            active[p] = True
+
+    cliques: list[_Clique] = []
+    for c, cl in enumerate(jt.cliques):
+        sep = jt.separators[c]
+        sep_map = _cell_map(cl, sep, shape) if jt.parent[c] >= 0 else None
+        kids = [k for k in range(n_cliques) if jt.parent[k] == c and active[k]]
+        kid_scopes = [tuple(sorted(cl.index(v) for v in jt.separators[k])) for k in kids]
+        scopes = [g.scope for g in sub[c]] + kid_scopes
+        # blocks: the maximal scopes (largest first, so a scope joins the largest holding it)
+        maximal: list[tuple[int, ...]] = []
+        for s in sorted(set(scopes), key=lambda s: (-_cells(cl, s, shape), s)):
+            if not any(set(s) <= set(m) for m in maximal):
+                maximal.append(s)
+        maximal.sort()
+        blocks = tuple(_Block(s, _cell_map(cl, tuple(cl[a] for a in s), shape), _cells(cl, s, shape))
+                       for s in maximal)
+
+        def part(scope: tuple[int, ...]) -> _Part:
+            b = next(i for i, blk in enumerate(blocks) if set(scope) <= set(blk.scope))
+            blk = blocks[b]
+            cell_map = _cell_map(cl, tuple(cl[a] for a in scope), shape)
+            proj = None
+            if scope != blk.scope:  # block cell -> sub-scope cell, read off any clique cell in it
+                proj = np.zeros(blk.size, dtype=np.int64)
+                proj[blk.cell_map] = cell_map
+            return _Part(b, proj, _cells(cl, scope, shape), cell_map)
+
+        groups = tuple((part(g.scope), g) for g in sub[c])
+        children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
+        sep_size = math.prod(shape[v] for v in sep) if sep else 1
+        # no measurement of the whole scope: the projected form (see structured_log_likelihood)
+        gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
+        eliminated, low_rank = None, 0
+        if gram_index is not None:
+            # the block with the most cells beyond its low-rank part (the separator's cells
+            # and those of the sub-scopes nested in it) is eliminated first, when that part
+            # is a small enough share of it (see _projected_clique_eliminating)
+            nested = [pt for pt, _ in groups if pt.proj is not None] + [pt for _, pt in children]
+            rank = [sep_size + sum(pt.size for pt in nested if pt.block == i) for i in range(len(blocks))]
+            # (a child's separator equal to a block's scope makes that block's information dense)
+            dense = {pt.block for _, pt in children if pt.proj is None}
+            eliminated = _eliminated_block({i: (blocks[i].size, rank[i]) for i in range(len(blocks))
+                                            if i not in dense})
+            low_rank = 0 if eliminated is None else rank[eliminated]
+        cliques.append(_Clique(
+            size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
+            groups=groups, children=children, active=active[c], gram_index=gram_index,
+            eliminated=eliminated, eliminated_rank=low_rank,
+        ))
+    return cliques
+
+
+def likelihood_flops(junction_tree: JunctionTree, shape: Sequence[int], scopes: Sequence[Sequence[int]]) -> int:
+    """:attr:`TreeLikelihoodPlan.flops` of a model whose measurements are every cell of each
+    of ``scopes`` (domain column indices) on ``junction_tree``: the work of one evaluation of
+    the noise-aware likelihood, from the measured scopes alone (which cells are measured, and
+    how often, does not change it). Public wherever the scopes are."""
+    layout = tuple((tuple(int(v) for v in sc), tuple(range(math.prod(shape[v] for v in sc)))) for sc in scopes)
+    return sum(cq.flops for cq in _plan_cliques(junction_tree, shape, layout) if cq.active)
+
+
 class TreeLikelihoodPlan:
     """The fixed (data-independent) part of :func:`structured_log_likelihood` for a network and
     a layout of measured cells: which clique holds each measurement, the blocks of measured
@@ -219,86 +311,10 @@ class TreeLikelihoodPlan:
     (``O(sum_C K_C (number of blocks)^2)``)."""
 
     def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
-        jt = network.junction_tree
-        shape = network.queries.domain.shape
         self.network = network
         self.layout = layout
         self.size = sum(len(cells) for _, cells in layout)
-        n_cliques = len(jt.cliques)
-        cells_of = [math.prod(shape[v] for v in cl) for cl in jt.cliques]
-
-        # each measurement goes to the smallest clique holding its columns
-        full: list[list[_Group]] = [[] for _ in range(n_cliques)]
-        sub: list[list[_Group]] = [[] for _ in range(n_cliques)]
-        start = 0
-        for cols, cells in layout:
-            rows = np.arange(start, start + len(cells), dtype=np.int64)
-            start += len(cells)
-            holders = [c for c in range(n_cliques) if set(cols) <= set(jt.cliques[c])]
-            if not holders:
-                raise ParameterError(f"a measurement on columns {cols} lies in no clique of the network's junction tree")
-            c = min(holders, key=lambda k: cells_of[k])
-            cl = jt.cliques[c]
-            scope = tuple(sorted(cl.index(v) for v in cols))
-            # measured cells re-indexed from the marginal's column order to the clique's (ascending)
-            local = _reorder_cells(np.asarray(cells, dtype=np.int64), cols, tuple(cl[a] for a in scope), shape)
-            group = _Group(rows, local, scope)
-            (full if len(scope) == len(cl) else sub)[c].append(group)
-
-        active = [bool(full[c] or sub[c]) for c in range(n_cliques)]
-        for c in reversed(range(n_cliques)):  # children after parents: propagate upwards
-            p = jt.parent[c]
-            if p >= 0 and active[c]:
-                active[p] = True
-
-        self.cliques: list[_Clique] = []
-        for c, cl in enumerate(jt.cliques):
-            sep = jt.separators[c]
-            sep_map = _cell_map(cl, sep, shape) if jt.parent[c] >= 0 else None
-            kids = [k for k in range(n_cliques) if jt.parent[k] == c and active[k]]
-            kid_scopes = [tuple(sorted(cl.index(v) for v in jt.separators[k])) for k in kids]
-            scopes = [g.scope for g in sub[c]] + kid_scopes
-            # blocks: the maximal scopes (largest first, so a scope joins the largest holding it)
-            maximal: list[tuple[int, ...]] = []
-            for s in sorted(set(scopes), key=lambda s: (-_cells(cl, s, shape), s)):
-                if not any(set(s) <= set(m) for m in maximal):
-                    maximal.append(s)
-            maximal.sort()
-            blocks = tuple(_Block(s, _cell_map(cl, tuple(cl[a] for a in s), shape), _cells(cl, s, shape))
-                           for s in maximal)
-
-            def part(scope: tuple[int, ...]) -> _Part:
-                b = next(i for i, blk in enumerate(blocks) if set(scope) <= set(blk.scope))
-                blk = blocks[b]
-                cell_map = _cell_map(cl, tuple(cl[a] for a in scope), shape)
-                proj = None
-                if scope != blk.scope:  # block cell -> sub-scope cell, read off any clique cell in it
-                    proj = np.zeros(blk.size, dtype=np.int64)
-                    proj[blk.cell_map] = cell_map
-                return _Part(b, proj, _cells(cl, scope, shape), cell_map)
-
-            groups = tuple((part(g.scope), g) for g in sub[c])
-            children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
-            sep_size = math.prod(shape[v] for v in sep) if sep else 1
-            # no measurement of the whole scope: the projected form (see structured_log_likelihood)
-            gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
-            eliminated, low_rank = None, 0
-            if gram_index is not None:
-                # the block with the most cells beyond its low-rank part (the separator's cells
-                # and those of the sub-scopes nested in it) is eliminated first, when that part
-                # is a small enough share of it (see _projected_clique_eliminating)
-                nested = [pt for pt, _ in groups if pt.proj is not None] + [pt for _, pt in children]
-                rank = [sep_size + sum(pt.size for pt in nested if pt.block == i) for i in range(len(blocks))]
-                # (a child's separator equal to a block's scope makes that block's information dense)
-                dense = {pt.block for _, pt in children if pt.proj is None}
-                eliminated = _eliminated_block({i: (blocks[i].size, rank[i]) for i in range(len(blocks))
-                                                if i not in dense})
-                low_rank = 0 if eliminated is None else rank[eliminated]
-            self.cliques.append(_Clique(
-                size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
-                groups=groups, children=children, active=active[c], gram_index=gram_index,
-                eliminated=eliminated, eliminated_rank=low_rank,
-            ))
+        self.cliques = _plan_cliques(network.junction_tree, network.queries.domain.shape, layout)
         #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or
         #: ``r x r`` matrices (projected form)

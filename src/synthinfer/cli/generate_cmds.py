@@ -8,6 +8,7 @@ defaults (PrivBayes, one dataset, epsilon required).
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -160,14 +161,17 @@ def _generate_release(
     generate, write the release with the generator's own record.
 
     The budget is checked for the table's rows (:meth:`PrivacyLedger.check_budget`) in the
-    ledger that the fit then charges, so the manifest records any ``--unsafe-*`` override."""
+    ledger that the fit then charges, so the manifest records any ``--unsafe-*`` override.
+    The exclusive lock on ``--out`` (:func:`synthinfer.files.output_lock`) is held from before
+    the fit until the release is written, so two runs never both spend budget on one path."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from synthinfer.data import Domain
+    from synthinfer.files import output_lock
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
     from synthinfer.release import write_release
 
-    with user_errors():
+    with user_errors(), contextlib.ExitStack() as held:
         given = {flag: v for flag, v in specific.items() if v is not None}
         for flag in given:
             if generator not in _ONLY_FOR[flag]:
@@ -182,6 +186,10 @@ def _generate_release(
             raise ParameterError("--generator dpcgan needs --label")
         if generator == "privbayes" and delta not in (None, 0.0):
             raise ParameterError("PrivBayes is pure epsilon-DP: leave --delta out")
+        check_output(out, overwrite=overwrite, directory=True)  # before the lock makes any folder
+        # Before any budget is spent: a second run writing to the same --out fails here at once,
+        # and one that finished meanwhile is seen by the second check.
+        held.enter_context(output_lock(out))
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
         df = read_table(data)

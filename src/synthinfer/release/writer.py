@@ -7,17 +7,22 @@ Layout of a bundle (a directory, or the same tree inside a ``.zip``)::
     ...
     posterior.nc                   optional posterior draws (ArviZ InferenceData, netCDF4)
 
-The bundle is assembled in a temporary directory beside the target and renamed into place, so
-a failure at any point leaves nothing behind (and an existing release untouched).
+The bundle is assembled in a hidden staging folder beside the target, made durable (``fsync``
+of every file and folder) and renamed into place, all under an exclusive lock on the target
+(:func:`synthinfer.files.output_lock`): a failure at any point, a full disk included, leaves
+nothing behind and an existing release untouched, and a reader sees the old release or the new
+one at every instant (see :mod:`synthinfer.files` for the replacement and its fallback).
+Staging items that an interrupted write left beside the target are swept by the next write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
+import io
 import json
 import os
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +34,7 @@ import pandas as pd
 from synthinfer.data import Continuous, Domain, decode
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
+from synthinfer.files import exchange, fsync_path, fsync_tree, output_lock, remove, staging_path, sweep_staging
 from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, sha256_file, to_jsonable
 from synthinfer.release.record import ReleaseRecord
 
@@ -36,6 +42,8 @@ from synthinfer.release.record import ReleaseRecord
 PRIVATE_ATTR = "synthinfer.private"
 DATA_DIR = "data"
 POSTERIOR_NAME = "posterior.nc"
+#: errno values of a full disk, a full quota and a file-size limit.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def mark_private(df: pd.DataFrame) -> pd.DataFrame:
@@ -260,94 +268,137 @@ def write_release(
     target = Path(path)
     if zip and target.suffix.lower() != ".zip":
         target = target.with_name(target.name + ".zip")
-    if target.exists() and not overwrite:
-        raise ReleaseError(f"{target} already exists; pass overwrite=True to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-
-    m = len(frames)
-    width = max(3, len(str(m - 1)))
-    weight_col = _weight_column(list(frames[0].columns)) if wts is not None else None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    tmp_zip: Path | None = None
-    try:
-        (tmp / DATA_DIR).mkdir()
-        names = []
-        for i, frame in enumerate(frames):
-            rel = f"{DATA_DIR}/synthetic_{i:0{width}d}.parquet"
-            out = frame.reset_index(drop=True)
-            if wts is not None:
-                out = out.assign(**{weight_col: wts[i]})
-            out.to_parquet(tmp / rel, index=False)
-            names.append(rel)
-        if idata is not None:
-            idata.to_netcdf(str(tmp / POSTERIOR_NAME))
-        files = sorted(names + ([POSTERIOR_NAME] if idata is not None else []))
-        n_syn = [len(f) for f in frames]
-        manifest = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "synthinfer_version": _synthinfer_version(),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "mechanism": record.mechanism,
-            "settings": record.settings,
-            "domain": None if domain is None else domain.to_dict(),
-            "marginals": record.marginals,
-            "privacy": to_jsonable(record.ledger.to_dict(), "privacy"),
-            "n": record.n,
-            "n_syn": n_syn[0] if len(set(n_syn)) == 1 else n_syn,
-            "m": m,
-            "seed_fixed": record.seed_fixed,
-            "midpoints": _midpoint_columns(frames[0], domain),
-            "diagnostics": record.diagnostics,
-            "columns": [str(c) for c in frames[0].columns],
-            # Parquet loses the categorical dtype of non-string categories (and so the unused
-            # categories a fixed design matrix needs); record the categories to restore them.
-            "categories": _categories(frames[0]),
-            "weight_column": weight_col,
-            "datasets": names,
-            "posterior": POSTERIOR_NAME if idata is not None else None,
-            "files": {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files},
-        }
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
-
-        if zip:
-            fd, zname = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            os.close(fd)
-            tmp_zip = Path(zname)
-            # Parquet and netCDF are compressed already: storing is as small and much faster.
-            with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_STORED) as zf:
-                for f in [MANIFEST_NAME, *files]:
-                    zf.write(tmp / f, arcname=f)
-            _install(tmp_zip, target, overwrite)
-            tmp_zip = None
-        else:
-            _install(tmp, target, overwrite)
-            tmp = None  # type: ignore[assignment]
-    finally:
-        if tmp is not None and tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-        if tmp_zip is not None and tmp_zip.exists():
-            tmp_zip.unlink()
+    with output_lock(target):
+        sweep_staging(target)
+        if (target.exists() or target.is_symlink()) and not overwrite:
+            raise ReleaseError(f"{target} already exists; pass overwrite=True to replace it")
+        tmp = staging_path(target)
+        tmp_zip: Path | None = None
+        try:
+            tmp.mkdir()
+            files = _write_bundle(tmp, frames, record, wts, idata)
+            fsync_tree(tmp)
+            if zip:
+                tmp_zip = staging_path(target)
+                # Parquet and netCDF are compressed already: storing is as small and much faster.
+                with zipfile.ZipFile(tmp_zip, "w", compression=zipfile.ZIP_STORED) as zf:
+                    for f in [MANIFEST_NAME, *files]:
+                        zf.write(tmp / f, arcname=f)
+                fsync_path(tmp_zip)
+                _install(tmp_zip, target)
+                tmp_zip = None
+            else:
+                _install(tmp, target)
+                tmp = None  # type: ignore[assignment]
+        except OSError as e:
+            if e.errno in _NO_SPACE:
+                raise ReleaseError(
+                    f"{target}: no space left on the device while writing the release ({e.strerror}); nothing was "
+                    "written" + (" and the existing release is unchanged" if overwrite else "")
+                ) from e
+            raise
+        finally:
+            for leftover in (tmp, tmp_zip):
+                if leftover is not None:
+                    remove(leftover)
     return target
 
 
-def _install(built: Path, target: Path, overwrite: bool) -> None:
-    """Rename ``built`` to ``target``; with ``overwrite`` move the old release aside first and
-    restore it if the rename fails, so either the old or the new release is in place."""
+def _write_bundle(tmp: Path, frames: list[pd.DataFrame], record: ReleaseRecord, wts: list[np.ndarray] | None,
+                  idata: Any) -> list[str]:
+    """Write the datasets, the posterior and the manifest into the empty folder ``tmp``; return
+    the names of the files besides the manifest."""
+    domain = record.domain
+    m = len(frames)
+    width = max(3, len(str(m - 1)))
+    weight_col = _weight_column(list(frames[0].columns)) if wts is not None else None
+    (tmp / DATA_DIR).mkdir()
+    names = []
+    for i, frame in enumerate(frames):
+        rel = f"{DATA_DIR}/synthetic_{i:0{width}d}.parquet"
+        out = frame.reset_index(drop=True)
+        if wts is not None:
+            out = out.assign(**{weight_col: wts[i]})
+        out.to_parquet(tmp / rel, index=False)
+        names.append(rel)
+    if idata is not None:
+        (tmp / POSTERIOR_NAME).write_bytes(_netcdf_bytes(idata))
+    files = sorted(names + ([POSTERIOR_NAME] if idata is not None else []))
+    n_syn = [len(f) for f in frames]
+    manifest = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "synthinfer_version": _synthinfer_version(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "mechanism": record.mechanism,
+        "settings": record.settings,
+        "domain": None if domain is None else domain.to_dict(),
+        "marginals": record.marginals,
+        "privacy": to_jsonable(record.ledger.to_dict(), "privacy"),
+        "n": record.n,
+        "n_syn": n_syn[0] if len(set(n_syn)) == 1 else n_syn,
+        "m": m,
+        "seed_fixed": record.seed_fixed,
+        "midpoints": _midpoint_columns(frames[0], domain),
+        "diagnostics": record.diagnostics,
+        "columns": [str(c) for c in frames[0].columns],
+        # Parquet loses the categorical dtype of non-string categories (and so the unused
+        # categories a fixed design matrix needs); record the categories to restore them.
+        "categories": _categories(frames[0]),
+        "weight_column": weight_col,
+        "datasets": names,
+        "posterior": POSTERIOR_NAME if idata is not None else None,
+        "files": {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files},
+    }
+    (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+    return files
+
+
+def _netcdf_bytes(idata: Any) -> bytes:
+    """The posterior as a netCDF4 file (one HDF5 group per InferenceData group, numeric
+    variables zlib-compressed: what ``InferenceData.to_netcdf`` writes), built in memory.
+
+    HDF5 aborts the whole process when a disk write fails (a full disk ends in SIGSEGV), so
+    it never writes to the disk: the bytes are written by Python, whose failure is an
+    ``OSError``."""
+    import xarray as xr
+
+    buf = io.BytesIO()
+    mode = "w"
+    if idata.attrs:
+        xr.Dataset(attrs=idata.attrs).to_netcdf(buf, mode=mode, engine="h5netcdf")
+        mode = "a"
+    for group in idata.groups():
+        data = getattr(idata, group)
+        encoding = {name: {"zlib": True} for name, v in data.variables.items() if v.dtype.kind in "biufcS"}
+        data.to_netcdf(buf, mode=mode, group=group, engine="h5netcdf", encoding=encoding)
+        mode = "a"
+    return buf.getvalue()
+
+
+def _install(built: Path, target: Path) -> None:
+    """Put the durable ``built`` release at ``target``, replacing any release there so that
+    one of the two is at ``target`` at every instant, and make the change durable.
+
+    The replacement is an atomic exchange of the two paths, after which ``built`` holds the
+    old release and is removed (a crash before that leaves it to :func:`sweep_staging`).
+    Without exchange the old release is renamed to a ``.old`` staging name first, and
+    restored if the second rename fails."""
     if not target.exists() and not target.is_symlink():
         os.rename(built, target)
-        return
-    if not overwrite:
-        raise ReleaseError(f"{target} already exists; pass overwrite=True to replace it")
-    trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)) / "old"
-    os.rename(target, trash)
-    try:
-        os.rename(built, target)
-    except BaseException:
-        os.rename(trash, target)
-        raise
-    finally:
-        if trash.exists():
-            shutil.rmtree(trash) if trash.is_dir() else trash.unlink()
-        if trash.parent.exists():
-            trash.parent.rmdir()
+    elif exchange(built, target):
+        fsync_path(target.parent)
+        with contextlib.suppress(OSError):  # the new release is in place; the next write sweeps the old
+            remove(built)
+    else:
+        old = staging_path(target, ".old")
+        os.rename(target, old)
+        try:
+            os.rename(built, target)
+        except BaseException:
+            os.rename(old, target)
+            raise
+        fsync_path(target.parent)
+        with contextlib.suppress(OSError):
+            remove(old)
+    fsync_path(target.parent)

@@ -28,6 +28,7 @@ with rho) and returned from the feasible side.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from synthinfer.errors import PrivacyError
 
@@ -101,13 +102,7 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
     hi = 2.0 * lo
     while zcdp_delta(hi, epsilon) <= delta:
         lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-12 * hi:
-        mid = 0.5 * (lo + hi)
-        if zcdp_delta(mid, epsilon) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _bisect(lambda r: zcdp_delta(r, epsilon) <= delta, lo, hi, 1e-12)[0]
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
@@ -118,11 +113,17 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     rho = _check("rho", rho, positive=True)
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (0 < delta < 1):
         raise PrivacyError(f"delta must be in (0, 1) to convert zCDP to (epsilon, delta)-DP, got {delta!r}")
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
-    while hi - lo > 1e-9 * hi:
+    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    return _bisect(lambda e: zcdp_delta(rho, e) > delta, 0.0, hi, 1e-9)[1]
+
+
+def _bisect(below: Callable[[float], bool], lo: float, hi: float, rel: float) -> tuple[float, float]:
+    """Bisection for where ``below`` (true at ``lo``, false at ``hi``) turns false, to a width
+    of ``rel * hi``: ``(lo, hi)`` on either side of it."""
+    while hi - lo > rel * hi:
         mid = 0.5 * (lo + hi)
-        if zcdp_delta(rho, mid) <= delta:
-            hi = mid
-        else:
+        if below(mid):
             lo = mid
-    return hi
+        else:
+            hi = mid
+    return lo, hi

@@ -18,9 +18,11 @@ FORMULA = {"logit": "y ~ x + z + C(g)", "probit": "y ~ x + z + C(g)", "poisson":
            "ols": "v ~ x + z + C(g)"}
 
 
-def _data(rng, n):
-    x = rng.normal(size=n)
-    z = rng.uniform(20, 80, n)  # an unscaled covariate, as age is
+def _data(rng, n, discrete=False):
+    # discrete: few distinct rows (as in synthetic categorical tables), so the design is built
+    # on the distinct rows; otherwise on every row
+    x = rng.integers(-2, 3, n).astype(float) if discrete else rng.normal(size=n)
+    z = rng.choice([25.0, 40.0, 55.0, 70.0], n) if discrete else rng.uniform(20, 80, n)  # unscaled, as age is
     g = rng.choice(["a", "b", "c", "d"], n, p=[0.4, 0.3, 0.2, 0.1])
     eta = -1.5 + 0.8 * x + 0.02 * z + 0.5 * (g == "b") - 0.4 * (g == "c") + 0.9 * (g == "d")
     y = rng.random(n) < 1 / (1 + np.exp(-eta))
@@ -30,7 +32,7 @@ def _data(rng, n):
         "z": z,
         "g": pd.Categorical(g, categories=["a", "b", "c", "d"]),
         "count": rng.poisson(np.exp(0.2 + 0.4 * x + 0.3 * (g == "b"))),
-        "v": eta + rng.standard_t(5, n),
+        "v": np.round(eta + rng.standard_t(5, n)) if discrete else eta + rng.standard_t(5, n),
     })
 
 
@@ -53,9 +55,10 @@ def _assert_equal(fast, ref):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("model", ["logit", "probit", "poisson", "ols"])
 @pytest.mark.parametrize("how", ["plain", "HC0", "weighted"])
-def test_equal_to_statsmodels(model, seed, how):
+@pytest.mark.parametrize("discrete", [False, True])
+def test_equal_to_statsmodels(model, seed, how, discrete):
     rng = np.random.default_rng(seed)
-    datasets = [_data(rng, 300 + 100 * seed) for _ in range(4)]
+    datasets = [_data(rng, (300 + 100 * seed) * (6 if discrete else 1), discrete) for _ in range(4)]
     weights = [rng.uniform(0.2, 3.0, len(d)) for d in datasets] if how == "weighted" else None
     cov_type = "HC0" if how == "HC0" else None
     spec, opts = resolve_model(model), FitOptions(formula=FORMULA[model], cov_type=cov_type)
@@ -85,6 +88,14 @@ def test_the_formula_is_parsed_once_per_level_signature(monkeypatch):
     spec, opts = resolve_model("logit"), FitOptions(formula=FORMULA["logit"])
     assert all(r is not None for r in fit_fast(datasets, spec, opts, None))
     assert len(calls) == 1
+    # the design is built on the distinct rows of discrete data, on every row otherwise
+    from synthinfer.analysis.fastglm import _designs
+
+    disc = [_data(rng, 2000, discrete=True) for _ in range(2)]
+    for model in FORMULA:
+        des = _designs(FORMULA[model], disc + datasets[:1], binary=True)
+        assert des[0].X.shape[0] < 1000 and des[1].X.shape[0] < 1000 and des[2].X.shape[0] == 200
+        np.testing.assert_array_equal(des[0].X[des[0].codes], patsy.dmatrix(FORMULA[model].split("~")[1], disc[0]))
     # a string factor takes its levels from the data: a dataset lacking a level gets its own
     # design (so its reference level is the one statsmodels would pick), not the first one's
     calls.clear()

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -72,19 +72,21 @@ def fast_path_applies(spec: ModelSpec, opts: FitOptions) -> bool:
 
 # --- designs ------------------------------------------------------------------------------
 
-def _level_signature(data: pd.DataFrame, formula: str) -> tuple:
+def _formula_columns(data: pd.DataFrame, formula: str) -> list:
+    """The columns of ``data`` the formula can refer to (every column whose name occurs in it)."""
+    return [c for c in data.columns if isinstance(c, str) and c in formula]
+
+
+def _level_signature(data: pd.DataFrame, cols: list, formula: str) -> tuple:
     """What decides the columns patsy builds from ``data``: the category list of every
-    categorical column the formula names, and the distinct values of every other
-    non-float column it names (patsy takes a factor's levels from them)."""
-    tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", formula))
+    categorical column the formula names, and the distinct values of every other non-float
+    column it names (patsy takes a factor's levels from them)."""
     sig = []
-    for col in data.columns:
-        if col not in tokens and not (isinstance(col, str) and col in formula):
-            continue
+    for col in cols:
         x = data[col]
         if isinstance(x.dtype, pd.CategoricalDtype):
             sig.append((col, "cat", tuple(x.cat.categories), bool(x.cat.ordered)))
-        elif pd.api.types.is_float_dtype(x.dtype) and not re.search(r"C\(\s*" + re.escape(str(col)) + r"\b", formula):
+        elif pd.api.types.is_float_dtype(x.dtype) and not re.search(r"C\(\s*" + re.escape(col) + r"\b", formula):
             continue
         else:
             sig.append((col, "values", tuple(sorted(pd.unique(x).tolist(), key=repr))))
@@ -93,30 +95,66 @@ def _level_signature(data: pd.DataFrame, formula: str) -> tuple:
 
 @dataclass
 class _Design:
+    """A dataset's design on its distinct rows: outcome y (u,), design X (u, k), the row
+    ``codes`` (n,) mapping each of the n rows to its distinct row."""
+
     y: np.ndarray
     X: np.ndarray
     names: list[str]
+    codes: np.ndarray
+
+
+def _distinct_rows(data: pd.DataFrame, cols: list) -> tuple[pd.DataFrame, np.ndarray]:
+    """The distinct rows of ``data[cols]`` and each row's index among them. Synthetic data of
+    categorical tables repeat a few thousand patterns, so the design is built on those; when
+    most rows are distinct anyway, all rows are kept."""
+    n = len(data)
+    if cols:
+        codes = data.groupby(cols, sort=False, observed=True, dropna=False).ngroup().to_numpy()
+        if codes.min() >= 0 and codes.max() + 1 <= n // 2:
+            first = np.unique(codes, return_index=True)[1]
+            return data.iloc[first], codes
+    return data, np.arange(n)
+
+
+def _stateful(y_info, X_info) -> bool:
+    """Whether a factor memorised a stateful transform (``center``, ``bs``, ...): its state
+    comes from the data, so the design must be built on each full dataset."""
+    infos = list(y_info.factor_infos.values()) + list(X_info.factor_infos.values())
+    return any(not isinstance(fi.state, dict) or fi.state.get("transforms", True) for fi in infos)
 
 
 def _designs(formula: str, datasets: Sequence[pd.DataFrame], binary: bool) -> list[_Design | None]:
-    """The patsy design of each dataset, parsed once per level signature; None where it
-    cannot be built (the statsmodels path then reports the error as it always has)."""
+    """The patsy design of each dataset, parsed once per level signature and built on the
+    distinct rows; None where it cannot be built (the statsmodels path then reports the error
+    as it always has)."""
     import patsy
 
     from synthinfer.analysis.models import outcome_column
 
-    infos: dict[tuple, tuple] = {}
+    infos: dict[tuple, tuple | None] = {}  # None: stateful, parse every dataset in full
     out: list[_Design | None] = []
     for data in datasets:
         try:
-            key = _level_signature(data, formula)
-            if key not in infos:
-                y, X = patsy.dmatrices(formula, data, return_type="matrix", NA_action="raise")
-                infos[key] = (y.design_info, X.design_info)
+            cols = _formula_columns(data, formula)
+            key = _level_signature(data, cols, formula)
+            if key in infos and infos[key] is not None:
+                rows, codes = _distinct_rows(data, cols)
+                y, X = patsy.build_design_matrices(list(infos[key]), rows, NA_action="raise")
+            elif key in infos:
+                y, X = patsy.dmatrices(formula, data, NA_action="raise")
+                codes = np.arange(len(data))
             else:
-                y, X = patsy.build_design_matrices(list(infos[key]), data, NA_action="raise")
+                rows, codes = _distinct_rows(data, cols)
+                y, X = patsy.dmatrices(formula, rows, NA_action="raise")
+                if _stateful(y.design_info, X.design_info):
+                    infos[key] = None
+                    y, X = patsy.dmatrices(formula, data, NA_action="raise")
+                    codes = np.arange(len(data))
+                else:
+                    infos[key] = (y.design_info, X.design_info)
             yc = outcome_column(np.asarray(y), list(y.design_info.column_names), binary)
-            out.append(_Design(yc, np.asarray(X, dtype=float), list(X.design_info.column_names)))
+            out.append(_Design(yc, np.asarray(X, dtype=float), list(X.design_info.column_names), codes))
         except Exception:  # noqa: BLE001 - the statsmodels path produces the error record
             out.append(None)
     return out
@@ -131,13 +169,7 @@ class _Fit:
     ok: np.ndarray  # (g,) bool: routine fit, else hand back to statsmodels
 
 
-def _start_mu(name: str, y: np.ndarray) -> np.ndarray:
-    if name in ("logit", "probit"):
-        return (y + 0.5) / 2
-    return (y + y.mean(axis=1, keepdims=True)) / 2
-
-
-def _deviance(name: str, y: np.ndarray, mu: np.ndarray, w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def _deviance(name: str, y: np.ndarray, mu: np.ndarray, a: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Per-dataset deviance Σ w d(y, μ) / φ with statsmodels' clipping of the logarithms."""
     eps = np.finfo(float).eps
     if name == "ols":
@@ -145,70 +177,79 @@ def _deviance(name: str, y: np.ndarray, mu: np.ndarray, w: np.ndarray, scale: np
     elif name == "poisson":
         d = 2 * (y * np.log(np.clip(y / mu, eps, np.inf)) - (y - mu))
     else:
-        a = np.clip(y / (mu + 1e-20), eps, np.inf)
-        b = np.clip((1.0 - y) / (1.0 - mu + 1e-20), eps, np.inf)
-        d = 2 * (y * np.log(a) + (1 - y) * np.log(b))
-    return np.sum(d * w, axis=1) / scale
+        d = 2 * (y * np.log(np.clip(y / (mu + 1e-20), eps, np.inf))
+                 + (1 - y) * np.log(np.clip((1.0 - y) / (1.0 - mu + 1e-20), eps, np.inf)))
+    return np.sum(d * a, axis=1) / scale
 
 
 def _gram(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Σ_i w_i x_i x_iᵀ for each dataset: (g, n, k), (g, n) -> (g, k, k)."""
+    """Σ_i w_i x_i x_iᵀ for each dataset: (g, u, k), (g, u) -> (g, k, k)."""
     return np.matmul(np.swapaxes(X * w[..., None], 1, 2), X)
 
 
-def _irls(name: str, y: np.ndarray, X: np.ndarray, w: np.ndarray, cov_type: str) -> _Fit:
-    """statsmodels' ``GLM.fit()`` (IRLS) on a stack of designs: y (g, n), X (g, n, k), w (g, n)."""
+def _irls(name: str, y, X, a, b, c, nrows, cov_type: str) -> _Fit:
+    """statsmodels' ``GLM.fit()`` (IRLS) on a stack of designs over distinct rows.
+
+    y (g, u), X (g, u, k): outcome and design of each distinct row; per distinct row, c (g, u)
+    counts its rows, a = Σ w and b = Σ w² sum their weights (w = 1 unweighted). Every sum over
+    rows of statsmodels' fit is such a sum over distinct rows (the HC0 meat's with b, the rest
+    with a or c). Padding rows have c = a = b = 0. nrows (g,): rows of each dataset.
+    """
     family = glm_family(name)
     link, var = family.link, family.variance
-    g, n, k = X.shape
+    g, u, k = X.shape
     ols = name == "ols"
-    df_resid = n - k
+    real = c > 0
+    df_resid = nrows - k
 
-    def scale_of(mu):
+    def scale_of(mu, rows=slice(None)):
         if not ols:
-            return np.ones(g)
-        return np.sum((y - mu) ** 2 * w / var(mu), axis=1) / df_resid
+            return np.ones(mu.shape[0])
+        return np.sum((y[rows] - mu) ** 2 * a[rows] / var(mu), axis=1) / df_resid[rows]
 
-    mu = _start_mu(name, y)
+    if name in ("logit", "probit"):
+        mu = (y + 0.5) / 2
+    else:
+        mu = (y + (np.sum(c * y, axis=1) / nrows)[:, None]) / 2
     eta = link(mu)
     scale = scale_of(mu)
-    dev = _deviance(name, y, mu, w, scale)
+    dev = _deviance(name, y, mu, a, scale)
     beta = np.zeros((g, k))
     gram = np.zeros((g, k, k))
-    active = np.ones(g, dtype=bool)
+    bad = ~np.isfinite(dev)
+    active = ~bad
     converged = np.zeros(g, dtype=bool)
-    bad = ~(np.isfinite(dev))
-    active &= ~bad
     for _ in range(_MAXITER):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        ya, Xa, wa, mua, etaa = y[idx], X[idx], w[idx], mu[idx], eta[idx]
+        ya, Xa, aa, mua = y[idx], X[idx], a[idx], mu[idx]
         d = link.deriv(mua)
-        ww = wa / (d**2 * var(mua))
-        z = etaa + d * (ya - mua)
+        ww = aa / (d**2 * var(mua))
+        z = eta[idx] + d * (ya - mua)
         G = _gram(Xa, ww)
-        rhs = np.einsum("gnk,gn->gk", Xa, ww * z)
         try:
-            b = np.linalg.solve(G, rhs[..., None])[..., 0]
+            bnew = np.linalg.solve(G, np.einsum("guk,gu->gk", Xa, ww * z)[..., None])[..., 0]
         except np.linalg.LinAlgError:
             bad[idx] = True
             active[idx] = False
             continue
-        e = np.einsum("gnk,gk->gn", Xa, b)
+        e = np.einsum("guk,gk->gu", Xa, bnew)
         with np.errstate(over="ignore", invalid="ignore"):
             m_new = link.inverse(e)
-        beta[idx], gram[idx], eta[idx], mu[idx] = b, G, e, m_new
-        new_dev = _deviance(name, ya, m_new, wa, scale[idx])
-        scale[idx] = scale_of(mu)[idx]
+        beta[idx], gram[idx], eta[idx], mu[idx] = bnew, G, e, m_new
+        new_dev = _deviance(name, ya, m_new, aa, scale[idx])  # scaled by the previous φ
+        scale[idx] = scale_of(m_new, idx)
+        ra = real[idx]
         edge = np.zeros(idx.size, dtype=bool)
         if not ols:
-            edge = np.any(np.abs(e) > _MAX_ETA, axis=1) | np.any(m_new < _EDGE, axis=1)
+            low = m_new < _EDGE
             if name != "poisson":
-                edge |= np.any(m_new > 1 - _EDGE, axis=1)
-        # statsmodels warns of perfect prediction when every fitted value equals its outcome
-        exact = np.all(np.isclose(m_new, ya), axis=1)
-        broken = edge | exact | ~np.isfinite(new_dev) | ~np.all(np.isfinite(b), axis=1)
+                low |= m_new > 1 - _EDGE
+            edge = np.any(ra & (low | (np.abs(e) > _MAX_ETA)), axis=1)
+        # statsmodels warns of perfect prediction when every fitted value is its outcome
+        exact = np.all(~ra | (np.abs(m_new - ya) <= 1e-8), axis=1)
+        broken = edge | exact | ~np.isfinite(new_dev) | ~np.all(np.isfinite(bnew), axis=1)
         done = np.abs(new_dev - dev[idx]) <= _TOL
         dev[idx] = new_dev
         bad[idx[broken]] = True
@@ -219,24 +260,23 @@ def _irls(name: str, y: np.ndarray, X: np.ndarray, w: np.ndarray, cov_type: str)
     if ok.any():
         i = np.flatnonzero(ok)
         if cov_type == "HC0":
-            cov[i] = _hc0(name, y[i], X[i], w[i], beta[i])
+            cov[i] = _hc0(name, y[i], X[i], a[i], b[i], beta[i])
         else:
             cov[i] = scale[i, None, None] * np.linalg.inv(gram[i])
         ok[i] &= np.all(np.isfinite(cov[i]), axis=(1, 2))
     return _Fit(beta, cov, ok)
 
 
-def _hc0(name: str, y: np.ndarray, X: np.ndarray, w: np.ndarray, beta: np.ndarray) -> np.ndarray:
+def _hc0(name: str, y, X, a, b, beta) -> np.ndarray:
     """statsmodels' HC0 sandwich for a GLM at β̂: H⁻¹ (Σ sᵢsᵢᵀ) H⁻¹ with the observed H."""
     family = glm_family(name)
     link, var = family.link, family.variance
-    mu = link.inverse(np.einsum("gnk,gk->gn", X, beta))
+    mu = link.inverse(np.einsum("guk,gk->gu", X, beta))
     d, v = link.deriv(mu), var(mu)
-    score = w * (y - mu) / (d * v)
-    info = w / (d**2 * v) * (1 + (y - mu) / (d * v) * (v * link.deriv2(mu) + var.deriv(mu) * d))
+    r = (y - mu) / (d * v)  # the score of a row is w r x
+    info = a / (d**2 * v) * (1 + r * (v * link.deriv2(mu) + var.deriv(mu) * d))
     Hinv = np.linalg.inv(_gram(X, info))
-    meat = _gram(X, score**2)
-    return Hinv @ meat @ Hinv
+    return Hinv @ _gram(X, b * r**2) @ Hinv
 
 
 # --- per dataset --------------------------------------------------------------------------
@@ -257,11 +297,20 @@ def _routine(name: str, design: _Design, w: np.ndarray | None) -> bool:
     return bool(np.all(np.any(X != 0, axis=0)))
 
 
-def _full_rank(X: np.ndarray) -> np.ndarray:
-    """``np.linalg.matrix_rank(X) == k`` for a stack (g, n, k), with matrix_rank's tolerance."""
-    S = np.linalg.svd(X, compute_uv=False)
-    tol = S.max(axis=-1, keepdims=True) * max(X.shape[-2:]) * np.finfo(S.dtype).eps
-    return np.count_nonzero(S > tol, axis=-1) == X.shape[-1]
+def _full_rank(X: np.ndarray, c: np.ndarray, nrows: np.ndarray) -> np.ndarray:
+    """``np.linalg.matrix_rank(X_full) == k`` for each dataset, with matrix_rank's tolerance.
+    The full design (n, k) and diag(√c) X on the distinct rows have the same XᵀX, hence the
+    same singular values."""
+    S = np.linalg.svd(X * np.sqrt(c)[..., None], compute_uv=False)
+    tol = S.max(axis=-1) * np.maximum(nrows, X.shape[-1]) * np.finfo(S.dtype).eps
+    return np.count_nonzero(S > tol[:, None], axis=-1) == X.shape[-1]
+
+
+def _pad(arrays: list[np.ndarray], rows: int) -> np.ndarray:
+    out = np.zeros((len(arrays), rows) + arrays[0].shape[1:])
+    for j, x in enumerate(arrays):
+        out[j, : len(x)] = x
+    return out
 
 
 def fit_fast(
@@ -272,8 +321,8 @@ def fit_fast(
 ) -> list[FitRecord | None]:
     """Batched fits of ``opts.formula``; None for each dataset the statsmodels path must fit.
 
-    Datasets are grouped by design (same column names) and row count, and each group is
-    fitted in batches of at most ``_BATCH_BYTES`` of design matrix.
+    Datasets with the same design columns are fitted together, in batches of at most
+    ``_BATCH_BYTES`` of (distinct-row) design matrix.
     """
     start = time.perf_counter()
     name = spec.name
@@ -285,36 +334,43 @@ def fit_fast(
     for i, des in enumerate(designs):
         w = None if weights is None else weights[i]
         if des is not None and _routine(name, des, w):
-            groups.setdefault((tuple(des.names), des.X.shape[0]), []).append(i)
+            groups.setdefault(tuple(des.names), []).append(i)
     out: list[FitRecord | None] = [None] * len(datasets)
-    for (names, rows), members in groups.items():
-        per_batch = max(1, _BATCH_BYTES // max(1, rows * len(names) * 8))
-        for s in range(0, len(members), per_batch):
+    seconds: dict[int, float] = {}
+    for names, members in groups.items():
+        members.sort(key=lambda i: len(designs[i].y))  # similar sizes share a batch: less padding
+        s = 0
+        while s < len(members):
+            rows = len(designs[members[s]].y)
+            per_batch = max(1, _BATCH_BYTES // max(1, rows * len(names) * 8))
             idx = members[s : s + per_batch]
+            s += len(idx)
             t0 = time.perf_counter()
-            X = np.stack([designs[i].X for i in idx])
-            y = np.stack([designs[i].y for i in idx])
-            w = np.ones_like(y) if weights is None else np.stack([np.asarray(weights[i], float) for i in idx])
-            rank_ok = _full_rank(X)
-            fit = _irls(name, y, X, w, cov_type)
+            u = max(len(designs[i].y) for i in idx)
+            cnt, sw, sw2 = [], [], []
+            for i in idx:
+                codes, m = designs[i].codes, len(designs[i].y)
+                cnt.append(np.bincount(codes, minlength=m).astype(float))
+                wi = None if weights is None else np.asarray(weights[i], float)
+                sw.append(cnt[-1] if wi is None else np.bincount(codes, wi, minlength=m))
+                sw2.append(cnt[-1] if wi is None else np.bincount(codes, wi**2, minlength=m))
+            X = _pad([designs[i].X for i in idx], u)
+            y = _pad([designs[i].y for i in idx], u)
+            c, a, b = _pad(cnt, u), _pad(sw, u), _pad(sw2, u)
+            nrows = np.array([len(designs[i].codes) for i in idx], dtype=float)
+            rank_ok = _full_rank(X, c, nrows)
+            fit = _irls(name, y, X, a, b, c, nrows, cov_type)
             each = (time.perf_counter() - t0) / len(idx)
             for j, i in enumerate(idx):
-                if not (rank_ok[j] and fit.ok[j]):
-                    continue
-                out[i] = FitRecord(
-                    index=i,
-                    ok=True,
-                    params=pd.Series(fit.params[j], index=list(names)),
-                    cov=pd.DataFrame(fit.cov[j], index=list(names), columns=list(names)),
-                    nobs=len(datasets[i]),
-                    seconds=each,
-                )
-    # design building is shared; spread its cost over the records for the per-fit timing
-    share = (time.perf_counter() - start - sum(r.seconds for r in out if r is not None)) / len(datasets)
-    return [None if r is None else _with_seconds(r, r.seconds + share) for r in out]
-
-
-def _with_seconds(r: FitRecord, seconds: float) -> FitRecord:
-    from dataclasses import replace
-
-    return replace(r, seconds=seconds)
+                seconds[i] = each
+                if rank_ok[j] and fit.ok[j]:
+                    out[i] = FitRecord(
+                        index=i,
+                        ok=True,
+                        params=pd.Series(fit.params[j], index=list(names)),
+                        cov=pd.DataFrame(fit.cov[j], index=list(names), columns=list(names)),
+                        nobs=len(datasets[i]),
+                    )
+    # the design building is shared; spread its cost over the records' per-fit timings
+    share = (time.perf_counter() - start - sum(seconds.values())) / len(datasets)
+    return [None if r is None else replace(r, seconds=seconds[r.index] + share) for r in out]

@@ -109,12 +109,25 @@ def _distinct_rows(data: pd.DataFrame, cols: list) -> tuple[pd.DataFrame, np.nda
     categorical tables repeat a few thousand patterns, so the design is built on those; when
     most rows are distinct anyway, all rows are kept."""
     n = len(data)
-    if cols:
-        codes = data.groupby(cols, sort=False, observed=True, dropna=False).ngroup().to_numpy()
-        if codes.min() >= 0 and codes.max() + 1 <= n // 2:
-            first = np.unique(codes, return_index=True)[1]
-            return data.iloc[first], codes
-    return data, np.arange(n)
+    if not cols:
+        return data, np.arange(n)
+    # one integer key per row from the columns' codes (missing values get a code of their own)
+    key, size = np.zeros(n, dtype=np.int64), 1
+    for col in cols:
+        x = data[col]
+        if isinstance(x.dtype, pd.CategoricalDtype):
+            code, k = x.cat.codes.to_numpy().astype(np.int64) + 1, len(x.cat.categories) + 1
+        else:
+            f = pd.factorize(x, use_na_sentinel=False)[0]
+            code, k = f.astype(np.int64), int(f.max()) + 1
+        size *= k
+        if size >= 2**62:
+            return data, np.arange(n)
+        key = key * k + code
+    _, first, codes = np.unique(key, return_index=True, return_inverse=True)
+    if len(first) > n // 2:
+        return data, np.arange(n)
+    return data.iloc[first], codes.reshape(n)
 
 
 def _stateful(y_info, X_info) -> bool:

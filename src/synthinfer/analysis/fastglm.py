@@ -4,11 +4,16 @@
 each dataset through statsmodels costs far more than the arithmetic, so for the common GLMs
 (logit, probit, Poisson, OLS; with or without per-row weights; model-based or HC0 covariance)
 
-* the patsy design is built once per group of datasets whose factor levels agree (one
+* the formula is parsed once per group of datasets whose factor levels agree (one
   ``design_info``, then ``build_design_matrices`` for the rest), so the columns are the same
-  in every dataset of a group;
+  in every dataset of a group. Each design is built on the dataset's distinct rows (of the
+  columns the formula uses): synthetic data of a categorical table repeat a few thousand row
+  patterns, and patsy's cost is per row. A row pattern with count c and weights w₁..w_c
+  enters every sum below with Σ w (Σ w² in the HC0 meat), which is exact. Formulas with
+  stateful transforms (``center``, ``bs``, ...) take their state from each full dataset, as
+  statsmodels does, so they are parsed per dataset on all rows;
 * the iteratively reweighted least squares of statsmodels' ``GLM.fit`` (McCullagh & Nelder
-  1989, Section 2.5) runs on a stack of equally shaped designs at once: with the working
+  1989, Section 2.5) runs on a stack of designs with the same columns at once: with the working
   weights W = w / (g'(μ)² V(μ)) and working response z = η + g'(μ)(y − μ), each step solves
   (XᵀWX) β = XᵀWz for all datasets together. Start, step, deviance and stopping rule are
   statsmodels': μ₀ = (y + 0.5)/2 for the binomial family and (y + ȳ)/2 otherwise; stop when
@@ -22,7 +27,7 @@ each dataset through statsmodels costs far more than the arithmetic, so for the 
   (equal to the expected information for canonical links; the dispersion cancels).
 
 Estimates and standard errors equal statsmodels' to about 1e-12 relative (normal equations
-instead of a least-squares solve). A dataset whose fit is not routine is handed back to the
+instead of a least-squares solve, sums in another order). A dataset whose fit is not routine is handed back to the
 statsmodels path, so that its result and warnings stay exactly what statsmodels gives: a
 design statsmodels would refuse or reduce (an all-zero column, rank deficiency, values outside
 the family's range), no convergence in 100 steps, fitted values at the edge of the family's

@@ -164,3 +164,13 @@ def test_free_cores_count_the_load_of_others(monkeypatch):
     assert par.free_cores() == 6.0
     monkeypatch.setattr(os, "getloadavg", lambda: (20.0, 0.0, 0.0))
     assert par.free_cores() == 1.0
+
+
+def test_stateful_transforms_take_their_state_from_each_dataset():
+    # center() memorises the mean of the data it sees: statsmodels centres each dataset on its
+    # own mean, so the batched path must not reuse the first dataset's (nor that of distinct rows)
+    rng = np.random.default_rng(7)
+    datasets = [_data(rng, 3000, discrete=True) for _ in range(3)]
+    formula = "y ~ center(z) + C(g)"
+    fast = fit_fast(datasets, resolve_model("logit"), FitOptions(formula=formula), None)
+    _assert_equal(fast, _statsmodels(datasets, "logit", formula))

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.analysis.combining import rubins_rules
+from synthinfer.analysis.fastglm import fast_path_applies, fit_fast
 from synthinfer.analysis.models import FitOptions, FitRecord, resolve_model
-from synthinfer.analysis.parallel import choose_n_jobs, run_fits
+from synthinfer.analysis.parallel import run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
 from synthinfer.data.weights import check_weight_vectors
@@ -79,6 +80,7 @@ def analyze(
     n_bootstrap: int = 50,
     seed: int | np.random.Generator | None = None,
     n_jobs: int | None = None,
+    fast: bool = True,
     progress: bool = True,
     model_kwargs: dict | None = None,
     fit_kwargs: dict | None = None,
@@ -90,9 +92,12 @@ def analyze(
     datasets : the m synthetic datasets (m >= 2).
     formula : a patsy formula such as ``"income ~ age + C(race) + C(sex)"`` (for a two-category
         outcome the last category is modelled, e.g. ``income[>50K]``).
-    model : ``"logit"``, ``"ols"``, ``"poisson"``, a statsmodels formula model (class or
-        ``statsmodels.formula.api`` function), or a callable ``f(data[, formula][, weights=w])``
-        returning ``(estimates, covariance)``; see :mod:`synthinfer.analysis.models`.
+    model : ``"logit"``, ``"probit"``, ``"ols"``, ``"poisson"`` (GLMs; without ``penalty``,
+        ``model_kwargs``, ``fit_kwargs`` and with ``cov_type`` None, "nonrobust" or "HC0" they are
+        fitted on all datasets at once by :mod:`synthinfer.analysis.fastglm`, equal to
+        statsmodels), a statsmodels formula model (class or ``statsmodels.formula.api``
+        function), or a callable ``f(data[, formula][, weights=w])`` returning
+        ``(estimates, covariance)``; see :mod:`synthinfer.analysis.models`.
     weights : per-row weights: one array per dataset, or the name of a column. Weighted GLMs use
         ``var_weights`` with the HC0 sandwich covariance (justified in
         :mod:`synthinfer.analysis.models`).
@@ -106,7 +111,12 @@ def analyze(
         the negative log-likelihood summed over rows (the paper uses 1e-5) and estimate the
         covariance from ``n_bootstrap`` bootstrap refits (the paper uses 50). GLM models only.
     seed : seeds the bootstrap resampling (only used with ``penalty``).
-    n_jobs : worker processes (None: automatic, processes only for large work; -1: all cores).
+    n_jobs : worker processes for the fits that go through statsmodels (None: automatic, from the
+        time of the first fit and the free cores, see
+        :func:`synthinfer.analysis.parallel.choose_n_jobs`; -1: all cores). The batched GLM fit
+        runs in this process.
+    fast : use the batched GLM fit where it applies (False: statsmodels for every dataset; the
+        numbers agree to about 1e-12).
     progress : show a progress bar.
     model_kwargs, fit_kwargs : passed to the statsmodels model constructor and to ``fit``.
     """
@@ -127,7 +137,7 @@ def analyze(
         raise ParameterError(f"model {spec.name!r} needs a formula")
     if penalty is not None:
         if not spec.supports_penalty:
-            raise ParameterError("penalty (L2 + bootstrap) is available for 'logit', 'ols' and 'poisson'")
+            raise ParameterError("penalty (L2 + bootstrap) is available for 'logit', 'probit', 'ols' and 'poisson'")
         if not penalty > 0 or int(n_bootstrap) < 2:
             raise ParameterError(f"need penalty > 0 and n_bootstrap >= 2, got {penalty!r}, {n_bootstrap!r}")
     w = _weights_per_dataset(weights, datasets)
@@ -141,7 +151,12 @@ def analyze(
     )
     # One independent stream per dataset, so results do not depend on n_jobs or on scheduling.
     seeds = np.random.SeedSequence(make_rng(seed).integers(0, 2**63 - 1)).spawn(len(datasets))
-    records = run_fits(datasets, spec, opts, w, seeds, choose_n_jobs(n_jobs, datasets, opts), progress)
+    batched = fit_fast(datasets, spec, opts, w) if fast and fast_path_applies(spec, opts) else [None] * len(datasets)
+    rest = [i for i, r in enumerate(batched) if r is None]
+    records = [r for r in batched if r is not None]
+    if rest:
+        records += run_fits(datasets, spec, opts, w, seeds, n_jobs, progress, indices=rest)
+    records.sort(key=lambda r: r.index)
     _report(records)
     good = [r for r in records if r.ok]
     if len(good) < 2:

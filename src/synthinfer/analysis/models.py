@@ -2,8 +2,11 @@
 
 ``model`` may be
 
-* ``"logit"``, ``"ols"``, ``"poisson"``: a statsmodels GLM (Binomial/logit, Gaussian/identity,
-  Poisson/log) on the patsy design of the formula;
+* ``"logit"``, ``"probit"``, ``"ols"``, ``"poisson"``: a statsmodels GLM (Binomial/logit,
+  Binomial/probit, Gaussian/identity, Poisson/log) on the patsy design of the formula, fitted
+  for all datasets at once by :mod:`synthinfer.analysis.fastglm` where that reproduces
+  statsmodels (the probit's model-based covariance is the GLM's expected information, not the
+  observed one ``sm.Probit`` uses);
 * a statsmodels model class with ``from_formula`` (``sm.Probit``, ``sm.GLM``, ...) or a
   ``statsmodels.formula.api`` function (``smf.probit``);
 * any other callable ``f(data[, formula][, weights=w]) -> (estimates, covariance)``; estimates
@@ -33,7 +36,33 @@ import pandas as pd
 
 from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
 
-_GLM_FAMILIES = {"logit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
+_GLM_FAMILIES = {"logit": "Binomial", "probit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
+
+
+def glm_family(name: str):
+    """The statsmodels family of a ``model`` name in ``_GLM_FAMILIES`` (default links, probit
+    for ``"probit"``)."""
+    import statsmodels.api as sm
+
+    if name == "probit":
+        return sm.families.Binomial(link=sm.families.links.Probit())
+    return getattr(sm.families, _GLM_FAMILIES[name])()
+
+
+def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
+    """The outcome vector of a patsy outcome design ``y`` (n, c) with column ``names``.
+
+    A two-category outcome expands to two indicator columns; for binary families the last
+    category is modelled (e.g. ``income[>50K]``), as statsmodels does for a 0/1 outcome coded
+    this way.
+    """
+    if y.shape[1] == 2 and binary:
+        return y[:, 1]
+    if y.shape[1] != 1:
+        raise AnalysisError(
+            f"the outcome expands to {y.shape[1]} columns {names}; use a numeric or two-category outcome"
+        )
+    return y[:, 0]
 
 
 @dataclass(frozen=True)
@@ -105,16 +134,11 @@ def _design(formula: str, data: pd.DataFrame, binary: bool):
         y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
     except patsy.PatsyError as e:
         raise AnalysisError(f"formula {formula!r}: {e}") from None
-    if y.shape[1] == 2 and binary:
-        # A two-category outcome expands to two indicator columns; model the last category
-        # (e.g. income[>50K]), as statsmodels does for a 0/1 outcome coded this way.
-        y = y.iloc[:, [1]]
-    if y.shape[1] != 1:
-        raise AnalysisError(
-            f"formula {formula!r}: the outcome expands to {y.shape[1]} columns {list(y.columns)}; "
-            "use a numeric or two-category outcome"
-        )
-    return y.iloc[:, 0], X
+    try:
+        col = outcome_column(y.to_numpy(), list(y.columns), binary)
+    except AnalysisError as e:
+        raise AnalysisError(f"formula {formula!r}: {e}") from None
+    return pd.Series(col, index=y.index, name=y.columns[-1 if binary and y.shape[1] == 2 else 0]), X
 
 
 def _check_full_rank(X: np.ndarray) -> None:
@@ -138,8 +162,7 @@ def _glm_fit(spec: ModelSpec, y, X, w, opts: FitOptions, rng: np.random.Generato
 
     _check_weighted_cov(w, opts.cov_type)
 
-    family = getattr(sm.families, spec.target)()
-    model = sm.GLM(y, X, family=family, var_weights=w, **opts.model_kwargs)
+    model = sm.GLM(y, X, family=glm_family(spec.name), var_weights=w, **opts.model_kwargs)
     if opts.penalty is None:
         cov_type = opts.cov_type or ("HC0" if w is not None else "nonrobust")
         res = model.fit(cov_type=cov_type, **opts.fit_kwargs)
@@ -150,8 +173,7 @@ def _glm_fit(spec: ModelSpec, y, X, w, opts: FitOptions, rng: np.random.Generato
 def _penalized_fit(spec: ModelSpec, y, X, w, alpha: float):
     import statsmodels.api as sm
 
-    family = getattr(sm.families, spec.target)()
-    model = sm.GLM(y, X, family=family, var_weights=w)
+    model = sm.GLM(y, X, family=glm_family(spec.name), var_weights=w)
     # statsmodels' elastic net minimises -loglik/nobs + (alpha'/2)|β|²; alpha' = alpha/nobs gives
     # our scale -Σ loglik_i + (alpha/2)|β|² (the intercept is penalised too; negligible at 1e-5).
     res = model.fit_regularized(method="elastic_net", alpha=alpha / len(y), L1_wt=0.0, refit=False)
@@ -249,7 +271,7 @@ def fit_dataset(
         warnings.simplefilter("always")
         try:
             if spec.kind == "glm":
-                y, X = _design(opts.formula, data, binary=spec.name == "logit")
+                y, X = _design(opts.formula, data, binary=spec.name in ("logit", "probit"))
                 names = list(X.columns)
                 zero = [c for c in names if not np.any(X[c].to_numpy())]
                 if zero:

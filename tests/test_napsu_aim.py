@@ -234,7 +234,35 @@ def test_likelihood_work_cap_respected():
     # the same number as the plan of a network holding those marginals, measured in full
     net = network_for(dom, list(res.marginals))
     layout = tuple((sc, tuple(range(math.prod(dom.shape[v] for v in sc)))) for sc in scopes)
-    assert TreeLikelihoodPlan(net, layout).flops == likelihood_flops(net.junction_tree, dom.shape, scopes)
+    assert TreeLikelihoodPlan(net, layout).flops == res.likelihood_flops
+
+
+def test_trees_are_regrown_after_a_scope_inside_a_clique(monkeypatch):
+    """A round that measures a scope inside the tree's cliques leaves the tree as it is, but the
+    trees grown with each candidate change: the next round must price candidates on trees of
+    the current scopes (a stale one lacks the new scope and cannot be priced)."""
+    from synthinfer.napsu import aim as aim_module
+
+    dom = Domain({c: list(range(k)) for c, k in zip("abcdefg", (7, 8, 3, 5, 3, 6, 6))})
+    names = dom.names
+    required = [(names[a], names[b]) for a, b in [(2, 4), (1, 6), (0, 3), (3, 4), (3, 6), (0, 1), (3, 5)]]
+    picks = iter([(0, 6)])  # inside a clique of the required marginals' tree; then the first eligible
+
+    def pick_in_order(q, *, epsilon, sensitivity, rng):
+        import inspect
+
+        caller = inspect.currentframe().f_back.f_locals
+        keys = [caller["cand_key"][i] for i in caller["eligible"]]
+        return keys.index(next(picks, keys[0]))
+
+    monkeypatch.setattr(aim_module, "exponential_mechanism", pick_in_order)
+    x = np.random.default_rng(1).integers(0, 2, (500, 7))
+    budget = PrivacyBudget(10.0, 1e-6)
+    workload = [(names[0], names[6]), (names[1], names[2])]
+    res = select_aim(x, dom, workload, required=required, budget=budget, ledger=PrivacyLedger(budget), seed=0,
+                     max_model_cells=10**7, estimation_iters=5, rounds=200)
+    # every later round priced the candidates grown outside the tree (e.g. (1, 2)) afresh
+    assert tuple(sorted(dom.index(c) for c in res.rounds[0].marginal.columns)) == (0, 6) and len(res.rounds) > 1
 
 
 def test_bad_input_raises_before_any_budget(codes):

@@ -764,12 +764,13 @@ def select_aim(
         chosen = cand[eligible[pick]]
         measure(chosen, sigma)
         before = est[pick]
-        scopes[cand_key[eligible[pick]]] = None
-        priced.clear()
-        cliques = estimate.junction_tree.cliques
-        estimate = estimate_pgm(domain, measurements, n, iters=estimation_iters, warm_start=estimate)
-        if estimate.junction_tree.cliques != cliques:
+        if cand_key[eligible[pick]] not in scopes:
+            # a new scope: every cached tree and price is of the old scopes (a scope inside a
+            # clique leaves the tree as it is, but the trees grown with other candidates may differ)
+            scopes[cand_key[eligible[pick]]] = None
             grown.clear()
+            priced.clear()
+        estimate = estimate_pgm(domain, measurements, n, iters=estimation_iters, warm_start=estimate)
         annealed = float(np.abs(estimate.project(chosen) - before).sum()) <= _NOISE_L1 * sigma * before.size
         records.append(AIMRound(t, chosen, sigma, eps_em, annealed, len(eligible),
                                 estimate.junction_tree.table_cells, rho_used))

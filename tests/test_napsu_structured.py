@@ -198,6 +198,56 @@ def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatc
         assert nested_seen, "no eliminated block held a nested part"
 
 
+def _full(cols):
+    return tuple(DOM.index(c) for c in cols), tuple(range(int(np.prod([DOM[c].size for c in cols]))))
+
+
+def _partial(cols, rng):
+    cells = np.flatnonzero(rng.random(int(np.prod([DOM[c].size for c in cols]))) < 0.6)
+    return tuple(DOM.index(c) for c in cols), tuple(int(c) for c in cells)
+
+
+#: model marginals and measurements that put unusual information into an eliminated block
+ELIMINATION_EDGE_CASES = {
+    "overlapping nested parts": ([("a", "b"), ("b", "c"), ("a", "c")],
+                                 lambda r: [_full("a"), _full("b"), _full("c"), _partial(("a", "b"), r), _full(("b", "c"))]),
+    "repeated nested scope, reversed columns": ([("a", "b"), ("b", "c"), ("a", "c")],
+                                                lambda r: [_full("b"), _partial("b", r), _full(("c", "b")), _full("a")]),
+    "no other block, child clique": ([("a", "b"), ("b", "c")], lambda r: [_full("a"), _full(("b", "c"))]),
+    "no other block, root": ([("a", "b"), ("c", "d")], lambda r: [_full("a"), _full(("c", "d"))]),
+    "nested parts only": ([("a", "b", "c")], lambda r: [_full("a"), _full("b"), _full(("a", "c")), _full(("b", "c"))]),
+    "children's separators nested": ([("a", "b"), ("b", "c"), ("a", "c"), ("a", "d"), ("b", "e")],
+                                     lambda r: [_full(("a", "b")), _full(("b", "c")), _full(("a", "d")),
+                                                _full(("b", "e")), _full("c")]),
+}
+
+
+@pytest.mark.parametrize("case", list(ELIMINATION_EDGE_CASES))
+def test_eliminating_in_edge_cases(case, monkeypatch):
+    """Every choice of eliminated block on layouts that put overlapping or repeated nested
+    parts, children's separators or nothing else into a clique's blocks: brute force agrees."""
+    from synthinfer.napsu import structured
+
+    marginals, make = ELIMINATION_EDGE_CASES[case]
+    rng = np.random.default_rng(3)
+    q = CanonicalQueries(DOM, marginals)
+    layout = tuple(make(rng))
+    reference = _compile(_brute_force_likelihood(q, layout))
+    n_blocks = max([len(cq.blocks) for cq in plan(MarkovNetwork(q), layout).cliques if cq.gram_index is not None] + [0])
+    eliminations = 0
+    for pick in range(n_blocks):
+        monkeypatch.setattr(structured, "_eliminated_block", lambda cands, pick=pick: pick if pick in cands else None)
+        tree = plan(MarkovNetwork(q), layout)
+        eliminations += sum(cq.eliminated is not None for cq in tree.cliques if cq.active)
+        f = _compile(lambda t, y, v, n, tree=tree: structured_log_likelihood(t, y, v, n, tree))
+        var = rng.uniform(1, 30, sum(len(c) for _, c in layout))
+        theta = _thetas(q, 5, k=1)[0]
+        mu = _indicators(layout) @ brute_force(q, theta)[3]
+        y = 3000.0 * mu + rng.normal(size=mu.size) * np.sqrt(3000.0 * mu + var)
+        _close(f, reference, (theta, y, var, np.float64(3000.0)))
+    assert eliminations > 0
+
+
 def test_the_eliminated_block_is_the_largest_beyond_its_low_rank():
     from synthinfer.napsu.structured import MIN_ELIMINATED_BLOCK, _eliminated_block
 

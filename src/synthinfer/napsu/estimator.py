@@ -41,7 +41,7 @@ from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backe
 from synthinfer.napsu.likelihood import PRIOR_SD
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
-from synthinfer.napsu.structured import measurement_layout, plan
+from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
     PrivacyBudget, PrivacyLedger, default_delta, gaussian_mechanism, jax_key, make_rng, seed_fixed,
 )
@@ -329,13 +329,12 @@ class NapsuMQ(Generator):
                 "rounds": len(aim.rounds), "measurements": len(aim.measurements), "rho": aim.rho,
                 "model_cells": aim.model_cells, "max_model_cells": aim.max_model_cells,
                 "max_clique_cells": aim.max_clique_cells, "max_likelihood_flops": aim.max_likelihood_flops,
+                "likelihood_flops": aim.likelihood_flops,  # the noise-aware likelihood's work (public)
                 "workload": [list(m.columns) for m in aim.workload],
                 "chosen": [list(r.marginal.columns) for r in aim.rounds],
                 "sigma": [math.sqrt(m.variance) for m in aim.measurements],
             }
             self.layout_ = measurement_layout(aim.measurements, domain)
-            # the noise-aware likelihood's work per evaluation (public: it depends on the scopes only)
-            aim_record["likelihood_flops"] = int(plan(network, self.layout_).flops)
             noisy = np.concatenate([m.values for m in aim.measurements])
             sigma = None
             del codes

@@ -490,6 +490,18 @@ def _gram_index(sep_map: np.ndarray | None, K: int, t: int, blocks: Sequence[_Bl
     return (e[:, None, :] * offset + e[None, :, :]).reshape(-1)
 
 
+def _gram_tables(cq: _Clique, p: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The projected form's marginal tables of a clique's table ``p``: ``P_GG`` (blocks x
+    blocks), ``P_GS`` (blocks x separator), by one scatter-add over the clique's cells
+    (:func:`_gram_index`), and ``F = P_GS diag(1/p_S) = G^T Q``."""
+    t = cq.sep_size
+    size = t + cq.rank
+    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(jnp.tile(p, (len(cq.blocks) + 1) ** 2))
+    P = P.reshape(size, size)
+    p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
+    return P[t:, t:], P[t:, :t], P[t:, :t] / p_s
+
+
 def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array,
                       total: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
     r"""A clique with no measurement of its whole scope, in the ``r`` coordinates of its blocks.
@@ -507,13 +519,8 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
     ``O(K B^2 + r^3)`` instead of ``O(K (t + r)^2)`` for the cell form. Triangulation makes such
     cliques (several measured 2-way marginals closing a cycle), where ``r`` is a fraction of ``K``.
     """
-    t = cq.sep_size
-    size = t + cq.rank
-    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(jnp.tile(p, (len(cq.blocks) + 1) ** 2))
-    P = P.reshape(size, size)
-    p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
-    F = P[t:, :t] / p_s  # G^T Q
-    A = n * (P[t:, t:] - F @ P[t:, :t].T)
+    P_gg, P_gs, F = _gram_tables(cq, p)
+    A = n * (P_gg - F @ P_gs.T)
     e = jnp.concatenate(eta)
     bounds = np.cumsum([0] + [b.size for b in cq.blocks])
 
@@ -553,22 +560,17 @@ def _projected_clique_eliminating(
     several hundred cells inside a triangulated clique no longer sets the cost.
     """
     t = cq.sep_size
-    size = t + cq.rank
-    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(jnp.tile(p, (len(cq.blocks) + 1) ** 2))
-    P = P.reshape(size, size)
-    p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
+    P_gg, P_gs, F = _gram_tables(cq, p)
     bounds = np.cumsum([0] + [b.size for b in cq.blocks])
     e1 = cq.eliminated
     i1 = np.arange(bounds[e1], bounds[e1 + 1])
     rest = [i for i in range(len(cq.blocks)) if i != e1]
     i2 = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in rest]) if rest else np.zeros(0, np.int64)
     bounds2 = np.cumsum([0] + [cq.blocks[i].size for i in rest])
-    P_gs = P[t:, :t]
-    F = P_gs / p_s  # G^T Q
     F1, F2, V = F[i1], F[i2], P_gs[i1]
-    p1 = jnp.diagonal(P[t:, t:])[i1]
-    A12 = n * (P[t:, t:][np.ix_(i1, i2)] - F1 @ P_gs[i2].T)  # K_1 x r_2
-    A22 = n * (P[t:, t:][np.ix_(i2, i2)] - F2 @ P_gs[i2].T)
+    p1 = jnp.diagonal(P_gg)[i1]
+    A12 = n * (P_gg[np.ix_(i1, i2)] - F1 @ P_gs[i2].T)  # K_1 x r_2
+    A22 = n * (P_gg[np.ix_(i2, i2)] - F2 @ P_gs[i2].T)
     R = [jax.nn.one_hot(proj, J.shape[0], dtype=p.dtype) for proj, J in low]  # K_1 x K_u each
 
     def times_a11(X: jax.Array) -> jax.Array:

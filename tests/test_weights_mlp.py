@@ -35,13 +35,13 @@ def test_mlp_clipped_sum_changes_by_at_most_2C_between_neighbours():
 
 def test_dp_mlp_learns_the_triangle_and_spends_exactly_its_budget():
     real, synth = make_triangle_square(1000, seed=0)
-    ledger = PrivacyLedger(PrivacyBudget(2.0, 1e-3))
-    m = DPMLPWeights(BOUNDS, epsilon=1.0, delta=1e-3, epochs=3, lot_size=128, seed=0).fit(real, synth, ledger=ledger)
+    ledger = PrivacyLedger(PrivacyBudget(2.0, 2e-6))
+    m = DPMLPWeights(BOUNDS, epsilon=1.0, delta=1e-6, epochs=3, lot_size=128, seed=0).fit(real, synth, ledger=ledger)
     (charge,) = ledger.charges
-    assert (charge.epsilon, charge.delta) == (1.0, 1e-3)
+    assert (charge.epsilon, charge.delta) == (1.0, 1e-6)
     assert charge.details["noise_multiplier"] == pytest.approx(m.noise_multiplier_)
     # accounted for substitution neighbours, like every synthinfer mechanism
-    assert m.noise_multiplier_ == pytest.approx(dpsgd_noise_multiplier(1.0, 1e-3, m.sampling_rate_, m.steps_))
+    assert m.noise_multiplier_ == pytest.approx(dpsgd_noise_multiplier(1.0, 1e-6, m.sampling_rate_, m.steps_))
     assert charge.details["neighbouring"] == "substitution of one real row"
     w = m.weights(synth)
     inside = (synth.x1 + synth.x2 < 1).to_numpy()

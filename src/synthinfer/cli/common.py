@@ -12,8 +12,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from synthinfer.data.marginals import check_csv_header
+from synthinfer.data.marginals import read_csv
 from synthinfer.errors import DomainError, EmptyDataError, ReleaseError, SynthinferError
+
+#: The overrides of :func:`synthinfer.privacy.check_budget`'s refusals, shared by every command
+#: that spends budget; the privacy record (manifest or ledger file) names them when used.
+UNSAFE_DELTA = typer.Option(
+    False, "--unsafe-allow-large-delta",
+    help="Studies only, never a release: accept delta >= 1/n (recorded with the privacy spend).")
+UNSAFE_EPSILON = typer.Option(
+    False, "--unsafe-allow-large-epsilon",
+    help="Studies only, never a release: accept epsilon > 100 (recorded with the privacy spend).")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -36,14 +45,15 @@ def user_errors() -> Iterator[None]:
 
 def read_table(path: Path):
     """A CSV or Parquet file (by its suffix) as a DataFrame; unreadable content is a DomainError,
-    a column name that appears twice a DuplicateColumnError."""
+    a column name that appears twice a DuplicateColumnError. In a CSV file only empty cells are
+    missing (:func:`synthinfer.data.marginals.read_csv`, the rule of ``synthinfer count``)."""
     import pandas as pd
 
     parquet = path.suffix.lower() in (".parquet", ".pq")
-    if not parquet:
-        check_csv_header(path)  # pandas would rename a repeated column to "name.1" silently
     try:
-        return pd.read_parquet(path) if parquet else pd.read_csv(path)
+        return pd.read_parquet(path) if parquet else read_csv(path)
+    except SynthinferError:
+        raise
     except pd.errors.EmptyDataError:
         raise EmptyDataError(f"{path} is empty (no header row)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:

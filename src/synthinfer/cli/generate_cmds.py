@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from synthinfer.cli.common import check_output, console, read_table, user_errors
+from synthinfer.cli.common import UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, read_table, user_errors
 from synthinfer.errors import ParameterError
 
 
@@ -58,12 +58,6 @@ _OUT = typer.Option(..., "--out", help="Release directory to write (a .zip path 
 _DELTA = typer.Option(
     None, "--delta",
     help="Total delta, below 1/n for n private rows (default: 1/n^2; PrivBayes is pure epsilon-DP and takes none).")
-_UNSAFE_DELTA = typer.Option(
-    False, "--unsafe-allow-large-delta",
-    help="Studies only, never a release: accept delta >= 1/n (recorded in the release's manifest).")
-_UNSAFE_EPSILON = typer.Option(
-    False, "--unsafe-allow-large-epsilon",
-    help="Studies only, never a release: accept epsilon > 100 (recorded in the release's manifest).")
 _N_SYN = typer.Option(None, "--n-syn", "--n", help="Rows per synthetic dataset (default: the real n).")
 _SEED = typer.Option(None, "--seed", help="Fix the randomness (tests only: a real release must not).")
 _OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing release at --out.")
@@ -111,8 +105,8 @@ def generate_cmd(
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints."),
     epochs: int = _EPOCHS,
     label: str = _LABEL,
-    unsafe_allow_large_delta: bool = _UNSAFE_DELTA,
-    unsafe_allow_large_epsilon: bool = _UNSAFE_EPSILON,
+    unsafe_allow_large_delta: bool = UNSAFE_DELTA,
+    unsafe_allow_large_epsilon: bool = UNSAFE_EPSILON,
 ) -> None:
     """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
     specific = {
@@ -140,8 +134,8 @@ def baseline_cmd(
     overwrite: bool = _OVERWRITE,
     epochs: int = _EPOCHS,
     label: str = _LABEL,
-    unsafe_allow_large_delta: bool = _UNSAFE_DELTA,
-    unsafe_allow_large_epsilon: bool = _UNSAFE_EPSILON,
+    unsafe_allow_large_delta: bool = UNSAFE_DELTA,
+    unsafe_allow_large_epsilon: bool = UNSAFE_EPSILON,
 ) -> None:
     """Fit a baseline DP generator (PrivBayes, DP-GAN, DP-CGAN) and write its m datasets as a release:
     `synthinfer generate --generator ...` with one dataset by default.

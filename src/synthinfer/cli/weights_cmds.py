@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.common import check_output, console, read_table, user_errors
+from synthinfer.cli.common import UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, read_table, user_errors
 
 
 class Method(str, Enum):
@@ -56,13 +56,17 @@ def weights_cmd(
     noise: str = typer.Option("laplace", help="Coefficient noise of beta-*: laplace or gaussian."),
     clip: bool = typer.Option(False, help="Clip numeric values to their bounds instead of failing."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out file (and its ledger)."),
+    unsafe_allow_large_delta: bool = UNSAFE_DELTA,
+    unsafe_allow_large_epsilon: bool = UNSAFE_EPSILON,
 ) -> None:
     """Estimate DP importance weights w(x) = p_real(x) / p_synthetic(x) for the synthetic rows.
 
     Writes the weights (never any row of data) and a ledger ``<out>.ledger.json``. The noise is
     drawn from OS entropy (no seed option: a fixed seed would let anyone remove the noise).
+    delta must be below 1/n and epsilon at most 100 for n real rows (see ``--unsafe-*``).
     """
     from synthinfer.files import atomic_write_text
+    from synthinfer.privacy import PrivacyBudget, PrivacyLedger
     from synthinfer.weights import BetaDebiased, BetaNoised, DPMLPWeights, effective_sample_size, pareto_smooth
 
     with user_errors():
@@ -76,8 +80,10 @@ def weights_cmd(
         else:
             cls = BetaDebiased if method is Method.beta_debiased else BetaNoised
             est = cls(spec, epsilon=epsilon, delta=delta, lam=lam, noise=noise, clip=clip)
+        ledger = PrivacyLedger(PrivacyBudget(epsilon, delta), allow_large_delta=unsafe_allow_large_delta,
+                               allow_large_epsilon=unsafe_allow_large_epsilon)
         with console.status(f"fitting {method.value} weights"):
-            est.fit(r, s)
+            est.fit(r, s, ledger=ledger)
         lw = est.log_weights(s)
         import numpy as np
         import pandas as pd

@@ -196,6 +196,28 @@ def check_csv_header(path: Path) -> None:
         seen.add(name)
 
 
+def read_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """A CSV file as a DataFrame, with the missing-value rule of :func:`count_file`.
+
+    Only an empty cell (or one of spaces only) is missing. pandas' default list of missing-value
+    strings ("NA", "N/A", "None", "null", "nan", ...) is switched off: a category spelled "NA"
+    or "None" is a category, read as text, exactly as DuckDB reads it in :func:`count_file`, so
+    both paths count the same file alike. A column name repeated in the header is refused
+    (:func:`check_csv_header`).
+    """
+    path = Path(path)
+    check_csv_header(path)
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for c in df.columns:
+        if pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype):
+            continue
+        text = df[c].astype("string")
+        blank = text.str.strip().eq("").fillna(False).to_numpy(dtype=bool)
+        if blank.any():
+            df[c] = df[c].mask(blank)
+    return df
+
+
 def count_file(
     path: str | os.PathLike,
     domain: Domain,

@@ -72,10 +72,18 @@ class WeightEstimator(ParamsMixin, abc.ABC):
                 raise EmptyDataError(f"the {name} table has no rows")
 
 
-def ledger_for(ledger: PrivacyLedger | None, epsilon: float, delta: float) -> PrivacyLedger:
-    """The ledger to spend through: the caller's, or a fresh one holding exactly ``(epsilon, delta)``."""
+def ledger_for(ledger: PrivacyLedger | None, epsilon: float, delta: float, n: int) -> PrivacyLedger:
+    """The ledger to spend through, once ``(epsilon, delta)`` is safe for ``n`` private (real) rows.
+
+    The caller's ledger, or a fresh one holding exactly ``(epsilon, delta)``. Either way
+    :meth:`PrivacyLedger.check_budget <synthinfer.privacy.PrivacyLedger.check_budget>` refuses
+    ``delta >= 1/n`` and ``epsilon > 100`` (the refusals every generator applies) before anything
+    is spent; a caller's ledger made with ``allow_large_delta`` / ``allow_large_epsilon`` lifts them
+    for studies of the mechanisms.
+    """
     if ledger is None:
-        return PrivacyLedger(PrivacyBudget(epsilon, delta))
-    if not isinstance(ledger, PrivacyLedger):
+        ledger = PrivacyLedger(PrivacyBudget(epsilon, delta))
+    elif not isinstance(ledger, PrivacyLedger):
         raise PrivacyError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}")
+    ledger.check_budget(n, PrivacyBudget(epsilon, delta))
     return ledger

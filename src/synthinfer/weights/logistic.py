@@ -202,8 +202,8 @@ class BetaNoised(LogRegWeights):
         _check_lam(self.lam)
         if self.noise == "laplace" and self.delta not in (0, 0.0):
             raise PrivacyError("the Laplace mechanism is (epsilon, 0)-DP: leave delta=0 or use noise='gaussian'")
-        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta)
         self._check_tables(real, synthetic)
+        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta, len(real))
         dim = FeatureMap(self.bounds, clip=self.clip).dim
         scale = self._noise_scale(len(real), dim)  # validates epsilon / delta / noise
         self._check_before_noise(scale, dim, len(real))

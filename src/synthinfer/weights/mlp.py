@@ -150,7 +150,7 @@ class DPMLPWeights(WeightEstimator):
         from synthinfer._jax import jnp, jax
 
         self._check_tables(real, synthetic)
-        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta)
+        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta, len(real))
         self.features_ = FeatureMap(self.bounds, clip=self.clip, intercept=False)
         x = np.vstack([self.features_.unit_cube(real), self.features_.unit_cube(synthetic)])
         y = np.r_[np.ones(len(real)), np.zeros(len(synthetic))]

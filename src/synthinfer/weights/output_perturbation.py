@@ -122,7 +122,7 @@ class OutputPerturbedWeights(WeightEstimator):
         if self.noise == "laplace" and self.delta not in (0, 0.0):
             raise PrivacyError("Laplace output perturbation is (epsilon, 0)-DP: leave delta=0 or use noise='gaussian'")
         self._check_tables(real, synthetic)
-        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta)
+        self.ledger_ = ledger_for(ledger, self.epsilon, self.delta, len(real))
         n_real = len(real)
         n_max = largest_release_size(n_real, self.lam, self.epsilon, self.delta, self.noise, self.max_scale, len(synthetic))
         n_s = n_max if self.n_release is None else int(self.n_release)

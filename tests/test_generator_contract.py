@@ -51,7 +51,7 @@ def independent_marginals(df, domain, *, epsilon, delta, rng):
     probs = {}
     for col in domain.columns:
         counts = df[col.name].value_counts().reindex(col.categories, fill_value=0).to_numpy(float)
-        noisy, _ = laplace_mechanism(counts, sensitivity=2.0, epsilon=epsilon / len(domain), ledger=scratch, seed=rng)
+        noisy, _ = laplace_mechanism(counts, sensitivity=2.0, epsilon=epsilon / len(domain), ledger=scratch)
         p = np.clip(noisy, 0, None) + 1e-9
         probs[col.name] = p / p.sum()
 

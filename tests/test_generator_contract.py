@@ -137,11 +137,11 @@ def test_seed_rule(case):
     again = np.random.default_rng(3)
     pd.testing.assert_frame_equal(gen.generate(1, n, seed=again)[0], first)
     pd.testing.assert_frame_equal(gen.generate(1, n, seed=again)[0], second)
-    # fit with an integer seed is reproducible too
+    # the seed never reaches privacy noise (OpenDP's CSPRNG): a refit with the same seed differs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SynthinferWarning)
         refit = clone(gen).fit(data, domain)
-    pd.testing.assert_frame_equal(refit.generate(1, n)[0], gen.generate(1, n)[0])
+    assert not refit.generate(1, n)[0].equals(gen.generate(1, n)[0])
 
 
 def test_no_seed_draws_fresh_entropy(case):
@@ -311,11 +311,13 @@ def test_demo_and_cli_write_identical_manifests(tmp_path):
     assert res.exit_code == 0, res.output
     demo = _without_timestamps(json.loads((demo_path / "manifest.json").read_text()))
     cli = _without_timestamps(json.loads((tmp_path / "cli" / "manifest.json").read_text()))
-    assert demo == cli
-    # the comparison could fail: the manifests hold the fit's facts and the generated data's checksums
+    # privacy noise is OpenDP's (never seeded), so the noise-dependent parts (the fit's
+    # diagnostics, the files' checksums) differ; everything else is written by one path
+    assert demo.keys() == cli.keys() and demo["files"].keys() == cli["files"].keys()
+    assert demo["diagnostics"].keys() == cli["diagnostics"].keys()
+    for part in set(demo) - {"diagnostics", "files"}:
+        assert demo[part] == cli[part], part
     assert demo["settings"]["sigma_dp"] > 0 and demo["diagnostics"]["laplace"] and len(demo["files"]) == 3
-    draws = [open_release(p).posterior.posterior["theta"].values for p in (demo_path, tmp_path / "cli")]
-    np.testing.assert_array_equal(*draws)
 
 
 def _without_timestamps(manifest: dict) -> dict:

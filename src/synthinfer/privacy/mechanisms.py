@@ -92,7 +92,7 @@ def gaussian_mechanism(
     rho = _gaussian_rho(epsilon, delta)
     sigma = sensitivity / math.sqrt(2.0 * rho)
     x = samplers.as_reals(values)
-    ledger.spend(name, epsilon, delta, mechanism="gaussian (OpenDP, float grid)", sensitivity_l2=sensitivity,
+    ledger.spend(name, epsilon, delta, mechanism="gaussian", sampler="OpenDP, float grid", sensitivity_l2=sensitivity,
                  sigma=sigma, rho=rho, accounting="zCDP, Canonne, Kamath & Steinke 2020 Cor. 13")
     noisy, scale = samplers.gaussian(x, sensitivity=sensitivity, rho=rho)
     return noisy, scale
@@ -146,7 +146,8 @@ def laplace_mechanism(
     sensitivity = _check_positive("sensitivity", sensitivity)
     x = samplers.as_reals(values)
     scale = sensitivity / epsilon
-    ledger.spend(name, epsilon, 0.0, mechanism="laplace (OpenDP, float grid)", sensitivity_l1=sensitivity, scale=scale)
+    ledger.spend(name, epsilon, 0.0, mechanism="laplace", sampler="OpenDP, float grid",
+                 sensitivity_l1=sensitivity, scale=scale)
     return samplers.laplace(x, sensitivity=sensitivity, epsilon=epsilon)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from synthinfer.errors import ParameterError
+from synthinfer.errors import ParameterError, PrivacyError
 from synthinfer.privacy import samplers
 
 N = 20000
@@ -118,3 +118,22 @@ def test_noise_ignores_numpy_seed():
     b = samplers.discrete_gaussian(np.zeros(200, dtype=np.int64), 5.0)
     assert not np.array_equal(a, b)
     assert not np.array_equal(samplers.secret_rng().integers(0, 2**62, 4), samplers.secret_rng().integers(0, 2**62, 4))
+
+
+def test_test_only_hook_refuses_outside_pytest(monkeypatch):
+    monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(0))
+    a = samplers.discrete_gaussian(np.zeros(5, dtype=np.int64), 2.0)
+    monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(0))
+    assert np.array_equal(a, samplers.discrete_gaussian(np.zeros(5, dtype=np.int64), 2.0))
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    with pytest.raises(PrivacyError, match="outside a pytest test"):
+        samplers.discrete_gaussian(np.zeros(5, dtype=np.int64), 2.0)
+
+
+def test_test_only_hook_draws_the_same_distributions(monkeypatch):
+    monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(1))
+    z = samplers.discrete_gaussian(np.zeros(N, dtype=np.int64), 0.6)
+    var = samplers.discrete_gaussian_variance(0.6)
+    assert z.dtype.kind == "i" and abs(z.var() - var) < 5 * var * math.sqrt(2.0 / N)
+    y = samplers.discrete_laplace(np.zeros(N, dtype=np.int64), 2.0)
+    assert abs(y.var() - samplers.discrete_laplace_variance(2.0)) < 0.1 * samplers.discrete_laplace_variance(2.0)

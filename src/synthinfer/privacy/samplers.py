@@ -21,17 +21,23 @@ library's contributed, proof-reviewed set), enabled on import below; ``"floating
 needed, because the float mechanisms used here are the grid-based ones, not the textbook ones.
 The samplers take noise *scales* and charge no ledger: the mechanisms of
 :mod:`synthinfer.privacy.mechanisms` calibrate the scales and spend the budget first.
+
+**Tests only.** Statistical tests of the inference that were tuned on one noise realisation can
+set :data:`_TEST_ONLY_noise_rng` to a numpy Generator: the samplers then draw the same
+distributions from it (not exactly, not securely). It refuses to work outside a running pytest
+test (``PYTEST_CURRENT_TEST``), so no release can use it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import secrets
 from functools import lru_cache
 
 import numpy as np
 
-from synthinfer.errors import ParameterError
+from synthinfer.errors import ParameterError, PrivacyError
 
 _OPENDP_FEATURES = ("contrib",)
 #: Discrete-Gaussian terms beyond this many scales are below the smallest float64 (e^-800).
@@ -39,6 +45,17 @@ _TAIL_SCALES = 40.0
 #: Above this scale the deficit ``sigma^2 - Var`` is below float64 resolution of ``sigma^2``
 #: (see :func:`discrete_gaussian_variance`), so the sum is not needed.
 _EXACT_VARIANCE_MAX_SCALE = 100.0
+
+
+#: Tests only (module docstring): a numpy Generator to draw the noise from, or None (always in use).
+_TEST_ONLY_noise_rng: np.random.Generator | None = None
+
+
+def _test_only_rng() -> np.random.Generator | None:
+    rng = _TEST_ONLY_noise_rng
+    if rng is not None and "PYTEST_CURRENT_TEST" not in os.environ:
+        raise PrivacyError("samplers._TEST_ONLY_noise_rng is set outside a pytest test: refusing to draw privacy noise")
+    return rng
 
 
 @lru_cache(maxsize=1)
@@ -97,9 +114,13 @@ def discrete_gaussian(counts: np.ndarray, scale: float) -> np.ndarray:
     ``Delta^2 / (2 scale^2)``-zCDP, exactly the bound of the continuous Gaussian; OpenDP's
     privacy map states the same (:func:`discrete_gaussian_rho`). Returns int64.
     """
-    dp = _dp()
     scale = _check_scale(scale)
     x = as_counts(counts)
+    if (rng := _test_only_rng()) is not None:
+        k = np.arange(-int(math.ceil(_TAIL_SCALES * scale)), int(math.ceil(_TAIL_SCALES * scale)) + 1)
+        p = np.exp(-(k.astype(float) ** 2) / (2 * scale * scale))
+        return x + rng.choice(k, size=x.shape, p=p / p.sum())
+    dp = _dp()
     m = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=scale)
     return _apply(m, x, np.int64)
 
@@ -139,9 +160,12 @@ def discrete_laplace(counts: np.ndarray, scale: float) -> np.ndarray:
     Guarantee (Ghosh, Roughgarden & Sundararajan 2012; OpenDP's privacy map): for integer
     vectors with L1 sensitivity ``Delta``, ``Delta / t``-DP (pure). Returns int64.
     """
-    dp = _dp()
     scale = _check_scale(scale)
     x = as_counts(counts)
+    if (rng := _test_only_rng()) is not None:  # two-sided geometric: difference of two geometrics
+        q = -math.expm1(-1.0 / scale)
+        return x + rng.geometric(q, size=x.shape) - rng.geometric(q, size=x.shape)
+    dp = _dp()
     m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=scale)
     return _apply(m, x, np.int64)
 
@@ -183,6 +207,8 @@ def laplace(values: np.ndarray, *, sensitivity: float, epsilon: float) -> tuple[
     sensitivity, epsilon = _check_scale(sensitivity), _check_scale(epsilon)
     x = as_reals(values)
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+    if (rng := _test_only_rng()) is not None:
+        return x + rng.laplace(0.0, sensitivity / epsilon, size=x.shape), sensitivity / epsilon
     m, t = _calibrated(lambda s: dp.m.make_laplace(*space, scale=s), sensitivity, epsilon, sensitivity / epsilon)
     return _apply(m, x, np.float64), t
 
@@ -199,6 +225,9 @@ def gaussian(values: np.ndarray, *, sensitivity: float, rho: float) -> tuple[np.
     sensitivity, rho = _check_scale(sensitivity), _check_scale(rho)
     x = as_reals(values)
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float)
+    if (rng := _test_only_rng()) is not None:
+        s = sensitivity / math.sqrt(2 * rho)
+        return x + rng.normal(0.0, s, size=x.shape), s
     m, s = _calibrated(lambda v: dp.m.make_gaussian(*space, scale=v), sensitivity, rho, sensitivity / math.sqrt(2 * rho))
     return _apply(m, x, np.float64), s
 
@@ -221,6 +250,8 @@ def exponential_mechanism(scores: np.ndarray, *, epsilon: float, sensitivity: fl
     s = as_reals(scores).ravel()
     if s.size == 0:
         raise ParameterError("the exponential mechanism needs at least one candidate")
+    if (rng := _test_only_rng()) is not None:
+        return int(np.argmax(epsilon * s / (2.0 * sensitivity) + rng.gumbel(size=s.shape)))
     m = dp.m.make_noisy_max(
         dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float),
         dp.zero_concentrated_divergence(), scale=2.0 * sensitivity / epsilon)

@@ -21,7 +21,7 @@ def independent_marginals(df, domain, *, epsilon, delta, rng):
     probs = {}
     for name in domain.names:
         counts = df[name].value_counts().reindex(domain[name].categories, fill_value=0).to_numpy(float)
-        noisy, _ = laplace_mechanism(counts, sensitivity=2.0, epsilon=epsilon / len(domain), ledger=scratch, seed=rng)
+        noisy, _ = laplace_mechanism(counts, sensitivity=2.0, epsilon=epsilon / len(domain), ledger=scratch)
         p = np.clip(noisy, 0, None) + 1e-12
         probs[name] = p / p.sum()
 

@@ -14,6 +14,17 @@ from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 DOM = Domain({"a": ["0", "1", "2"], "b": ["0", "1", "2"], "c": ["0", "1"], "d": ["0", "1"]})
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fixed_noise():
+    """These statistical checks of the inference are tuned on one noise realisation: draw the
+    privacy noise from a seeded stream (test-only hook of synthinfer.privacy.samplers)."""
+    from synthinfer.privacy import samplers
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(2))
+        yield
+
+
 @pytest.fixture(scope="module")
 def table():
     rng = np.random.default_rng(0)

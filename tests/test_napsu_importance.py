@@ -45,6 +45,17 @@ def _problem(data: pd.DataFrame, domain: Domain, marginals, epsilon: float) -> N
                        seed=1).fit(data, domain)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fixed_noise():
+    """These comparisons of samplers are tuned on one noise realisation: draw the privacy noise
+    from a seeded stream (test-only hook of synthinfer.privacy.samplers)."""
+    from synthinfer.privacy import samplers
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(0))
+        yield
+
+
 @pytest.fixture(scope="module")
 def toy() -> NapsuMQ:
     """The toy model (the full 3-way marginal of NAPSU-MQ Section 5.1, d = 7): near Gaussian."""

@@ -10,13 +10,15 @@ from synthinfer.data import Domain, QuerySet
 from synthinfer.privacy import (
     PrivacyBudget,
     PrivacyLedger,
+    discrete_gaussian_mechanism,
+    discrete_laplace_mechanism,
     gaussian_delta,
     gaussian_mechanism,
     gaussian_sigma,
     laplace_mechanism,
-    make_rng,
 )
-from synthinfer.errors import BudgetExceededError, PrivacyError
+from synthinfer.errors import BudgetExceededError, ParameterError, PrivacyError
+from synthinfer.privacy.zcdp import zcdp_delta
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 
 
@@ -28,16 +30,20 @@ def eq2_delta(sigma, eps, sens):
 
 
 def test_gaussian_sigma_known_value():
-    assert gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(3.7306, abs=1e-4)
+    # zCDP calibration (the continuous Gaussian's analytic calibration would give 3.7306)
+    assert gaussian_sigma(1.0, 1e-5, 1.0) == pytest.approx(4.0451, abs=1e-4)
 
 
 @pytest.mark.parametrize("eps,delta,sens", [(1.0, 1e-5, 1.0), (0.1, 1e-9, 2.0), (8.0, 1e-6, math.sqrt(20)), (0.5, 0.01, 3.0)])
 def test_gaussian_sigma_calibration(eps, delta, sens):
-    """sigma meets eq. 2 with equality, and is the smallest such (a slightly smaller one fails)."""
+    """sigma is Delta / sqrt(2 rho) at the largest rho whose zCDP conversion meets (eps, delta), and
+    (continuous Gaussian as a sanity check) never below the analytic continuous calibration."""
     s = gaussian_sigma(eps, delta, sens)
-    assert eq2_delta(s, eps, sens) == pytest.approx(delta, rel=1e-6)
-    assert eq2_delta(s * 0.999, eps, sens) > delta
-    assert gaussian_delta(s, eps, sens) == pytest.approx(delta, rel=1e-6)
+    rho = sens**2 / (2 * s**2)
+    assert zcdp_delta(rho, eps) <= delta
+    assert zcdp_delta(rho * 1.001, eps) > delta  # the smallest such sigma
+    assert eq2_delta(s, eps, sens) <= delta * (1 + 1e-9)
+    assert gaussian_delta(s, eps, sens) <= delta * (1 + 1e-9)
 
 
 def test_gaussian_sigma_errors():
@@ -66,32 +72,51 @@ def test_budget_validation_and_split():
 
 def test_ledger_refuses_overspend_before_noise():
     ledger = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
-    rng = make_rng(0)
-    gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.9, delta=1e-6, ledger=ledger, seed=rng)
-    state = rng.bit_generator.state
+    gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.9, delta=1e-6, ledger=ledger)
     with pytest.raises(BudgetExceededError, match="remain"):
-        gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, delta=0.0 + 1e-9, ledger=ledger, seed=rng)
+        gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, delta=0.0 + 1e-9, ledger=ledger)
     with pytest.raises(BudgetExceededError):
-        laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, ledger=ledger, seed=rng)
-    assert rng.bit_generator.state == state  # no noise drawn
+        laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, ledger=ledger)
+    with pytest.raises(BudgetExceededError):
+        discrete_gaussian_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, delta=1e-9, ledger=ledger)
+    with pytest.raises(BudgetExceededError):
+        discrete_laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.2, ledger=ledger)
     assert len(ledger.charges) == 1
-    laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.1, ledger=ledger, seed=rng)  # exact fit
+    laplace_mechanism(np.zeros(3), sensitivity=1.0, epsilon=0.1, ledger=ledger)  # exact fit
     assert ledger.remaining is None
     rec = ledger.to_dict()
     assert rec["spent"]["epsilon"] == pytest.approx(1.0)
     assert PrivacyLedger.from_dict(rec).spent == ledger.spent
 
 
-def test_mechanisms_reproducible_and_scaled():
+def test_mechanisms_scaled_and_not_seeded():
     led = PrivacyLedger((100.0, 0.5))
-    a, s = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led, seed=3)
-    b, _ = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led, seed=3)
-    np.testing.assert_array_equal(a, b)
+    a, s = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led)
+    b, _ = gaussian_mechanism(np.zeros(20000), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led)
+    assert not np.array_equal(a, b)  # fresh noise from OpenDP's CSPRNG every time
+    assert s == pytest.approx(gaussian_sigma(1.0, 1e-5), rel=1e-6)
     # sample sd within ~5 standard errors of sigma (se of sd ~ sigma / sqrt(2N))
     assert abs(a.std() - s) < 5 * s / math.sqrt(2 * a.size)
-    c, scale = laplace_mechanism(np.zeros(20000), sensitivity=2.0, epsilon=4.0, ledger=led, seed=1)
-    assert scale == 0.5
+    c, scale = laplace_mechanism(np.zeros(20000), sensitivity=2.0, epsilon=4.0, ledger=led)
+    assert scale == pytest.approx(0.5, rel=1e-6)
     assert abs(np.abs(c).mean() - scale) < 5 * scale / math.sqrt(c.size)
+    d, sd = discrete_gaussian_mechanism(np.full(20000, 7), sensitivity=1.0, epsilon=1.0, delta=1e-5, ledger=led)
+    assert d.dtype == np.int64 and sd <= gaussian_sigma(1.0, 1e-5)
+    assert abs((d - 7).std() - sd) < 5 * sd / math.sqrt(2 * d.size)
+    e, t = discrete_laplace_mechanism(np.full(20000, 3), sensitivity=2.0, epsilon=4.0, ledger=led)
+    assert e.dtype == np.int64 and t == 0.5
+    assert led.charges[-2].details["variance"] == pytest.approx(sd**2)
+
+
+def test_mechanisms_refuse_bad_values_before_spending():
+    led = PrivacyLedger((10.0, 1e-6))
+    with pytest.raises(ParameterError, match="integer"):
+        discrete_gaussian_mechanism(np.array([1.5, 2.0]), sensitivity=1.0, epsilon=1.0, delta=1e-7, ledger=led)
+    with pytest.raises(ParameterError, match="integer"):
+        discrete_laplace_mechanism(np.array([0.5]), sensitivity=1.0, epsilon=1.0, ledger=led)
+    with pytest.raises(ParameterError, match="finite"):
+        laplace_mechanism(np.array([np.nan]), sensitivity=1.0, epsilon=1.0, ledger=led)
+    assert led.charges == ()
 
 
 # --- NAPSU-MQ Theorem 3.5: sensitivity of n_s full marginal sets is sqrt(2 n_s) ----------------

@@ -56,7 +56,7 @@ def one_repeat(task: tuple[str, int]) -> dict:
     rng = np.random.default_rng([rep, int(lam * 100)])
     prior = NormalInverseGammaPrior(mean=0.0, scale=10.0, shape=2.0, rate=4.0)
     x = rng.normal(size=N_REAL.max())
-    z = laplace_synthetic(rng.normal(size=M_GRID.max()), BOUNDS, lam, rng)
+    z = laplace_synthetic(rng.normal(size=M_GRID.max()), BOUNDS, lam)
     test = rng.normal(size=500)
     dgp = (0.0, 1.0)
     out: dict = {}

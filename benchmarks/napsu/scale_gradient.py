@@ -109,7 +109,7 @@ def _largest_clique_cells(domain, scopes) -> int:
     return max(math.prod(domain.shape[v] for v in c) for c in jt.cliques)
 
 
-def select_capped_pairs(codes, domain, measured, *, k: int, cap: int, budget, ledger, rng) -> list:
+def select_capped_pairs(codes, domain, measured, *, k: int, cap: int, budget, ledger) -> list:
     """``k`` more 2-way marginals, each by the exponential mechanism on MST's pair score among
     the unmeasured pairs that keep every junction-tree clique at most ``cap`` cells.
 
@@ -118,14 +118,15 @@ def select_capped_pairs(codes, domain, measured, *, k: int, cap: int, budget, le
     exponential mechanisms at ``epsilon / (2 k)`` (score sensitivity 2). Which pairs are
     candidates depends only on the public domain and the earlier choices."""
     from synthinfer.data import Marginal, count_codes
-    from synthinfer.privacy import gaussian_mechanism
-    from synthinfer.napsu.selection import SCORE_SENSITIVITY, exponential_mechanism, pair_scores
+    from synthinfer.napsu.selection import SCORE_SENSITIVITY, pair_scores
+    from synthinfer.privacy import discrete_gaussian_mechanism
+    from synthinfer.privacy.samplers import exponential_mechanism
 
     names = domain.names
     ledger.check("capped pair selection", budget.epsilon, budget.delta, mechanism="mst")
     one_way = np.concatenate([count_codes(codes, domain, (c,)) for c in names])
-    noisy, _ = gaussian_mechanism(one_way, sensitivity=float(np.sqrt(2 * len(names))),
-                                  epsilon=budget.epsilon / 2, delta=budget.delta, ledger=ledger, seed=rng,
+    noisy, _ = discrete_gaussian_mechanism(one_way, sensitivity=float(np.sqrt(2 * len(names))),
+                                  epsilon=budget.epsilon / 2, delta=budget.delta, ledger=ledger,
                                   name="capped pairs: noisy 1-way marginals")
     one_way = np.split(noisy, np.cumsum(domain.shape)[:-1])
     eps_step = budget.epsilon / 2 / k
@@ -141,13 +142,13 @@ def select_capped_pairs(codes, domain, measured, *, k: int, cap: int, budget, le
         ledger.spend(f"capped pairs: exponential mechanism {step + 1}/{k}", eps_step, 0.0, mechanism="exponential",
                      sensitivity=SCORE_SENSITIVITY, candidates=len(pairs))
         i, j = pairs[exponential_mechanism(pair_scores(codes, domain, one_way, pairs), epsilon=eps_step,
-                                           sensitivity=SCORE_SENSITIVITY, rng=rng)]
+                                           sensitivity=SCORE_SENSITIVITY)]
         chosen.append(Marginal((names[i], names[j])))
     return chosen[len(measured):]
 
 
-def build_model(name: str, clique_cap: int, seed: int = 0) -> dict:
-    """Selection and measurement as ``NapsuMQ.fit`` does them (same order of random draws), and
+def build_model(name: str, clique_cap: int) -> dict:
+    """Selection and measurement as ``NapsuMQ.fit`` does them (the noise is OpenDP's, unseeded), and
     the network: ``{"network", "noisy", "noisy_all", "queryset", "sigma", "n", "marginals", ...}``."""
     from synthinfer.data import Marginal, QuerySet, encode
     from synthinfer.datasets import load_adult
@@ -155,7 +156,7 @@ def build_model(name: str, clique_cap: int, seed: int = 0) -> dict:
     from synthinfer.napsu.network import network_for
     from synthinfer.napsu.queries import most_frequent_reference
     from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
-    from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, make_rng
+    from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_gaussian_mechanism
 
     n_cols, mst, extra, cap = parse_model(name, clique_cap)
     full = load_adult(categorical=True)
@@ -166,7 +167,6 @@ def build_model(name: str, clique_cap: int, seed: int = 0) -> dict:
     n = int(codes.shape[0])
     budget = PrivacyBudget(EPSILON, n ** -2.0)
     ledger = PrivacyLedger(budget)
-    rng = make_rng(seed)
     fixed = [Marginal(m) for m in ADULT_PAPER_MARGINALS]
     selected: list = []
     meas_budget = budget
@@ -175,16 +175,16 @@ def build_model(name: str, clique_cap: int, seed: int = 0) -> dict:
         fractions = (MST_FRACTION, EXTRA_FRACTION) if extra else (MST_FRACTION,)
         *shares, meas_budget = budget.split(*fractions, 1 - sum(fractions))
         selected = select_mst_marginals(codes, domain, fixed, n_extra=n_spanning_edges(domain, fixed),
-                                        budget=shares[0], ledger=ledger, seed=rng)
+                                        budget=shares[0], ledger=ledger)
         if extra:
             selected += select_capped_pairs(codes, domain, fixed + selected, k=extra, cap=cap, budget=shares[1],
-                                            ledger=ledger, rng=rng)
+                                            ledger=ledger)
     selection_s = time.perf_counter() - t0
     marginals = tuple(fixed) + tuple(selected)
     queryset = QuerySet(domain, marginals)
-    noisy_all, sigma = gaussian_mechanism(queryset.count(codes), sensitivity=queryset.l2_sensitivity,
-                                          epsilon=meas_budget.epsilon, delta=meas_budget.delta, ledger=ledger,
-                                          seed=rng, name="napsu-mq: marginal queries")
+    noisy_all, sigma = discrete_gaussian_mechanism(queryset.count(codes), sensitivity=queryset.l2_sensitivity,
+                                                   epsilon=meas_budget.epsilon, delta=meas_budget.delta,
+                                                   ledger=ledger, name="napsu-mq: marginal queries")
     t0 = time.perf_counter()
     network = network_for(domain, marginals, most_frequent_reference(queryset, noisy_all))
     network_s = time.perf_counter() - t0

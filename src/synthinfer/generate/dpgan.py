@@ -57,6 +57,7 @@ from synthinfer.generate.base import Generator
 from synthinfer.generate.tabular import Continuous, TabularSchema
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta, jax_key, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
+from synthinfer.privacy.samplers import secret_jax_key, secret_rng
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
 
@@ -217,7 +218,7 @@ class DPGAN(Generator):
         rng = make_rng(self.seed)
         label_probs = None
         if self._conditional:
-            label_probs = self._noisy_label_distribution(labels, label_col, eps_label, ledger, rng)
+            label_probs = self._noisy_label_distribution(labels, label_col, eps_label, ledger)
         ledger.spend(
             f"{self._charge_name} discriminator",
             eps_sgd,
@@ -346,8 +347,8 @@ class DPGAN(Generator):
         B, C, sigma = int(self.batch_size), float(self.clip_norm), float(self.noise_multiplier_)
         q, steps = self.sampling_probability_, self.steps_
         _, c, _, latent = self._dims()
-        key = jax_key(rng)
-        key, k_init = jax.random.split(key)
+        k_init = jax_key(rng)
+        key = secret_jax_key()  # the training chain carries DP-SGD's noise keys: never from seed
         gparams, dparams = self._init_params(k_init)
         opt_d, opt_g = self._optimizers()
         state_d, state_g = opt_d.init(dparams), opt_g.init(gparams)
@@ -356,7 +357,7 @@ class DPGAN(Generator):
 
         # Poisson lots padded to one fixed width (masked), so that the whole epoch runs as one
         # compiled scan; the padding never changes the sum of clipped gradients.
-        lot_idx, lot_mask = poisson_lots(n, q, steps, rng, width_multiple=16)
+        lot_idx, lot_mask = poisson_lots(n, q, steps, secret_rng(), width_multiple=16)
         steps_per_epoch = steps // int(self.epochs)
 
         def disc_real_loss(dp, x, cond):
@@ -568,14 +569,14 @@ class DPCGAN(DPGAN):
 
         return encode(df[[label_col.name]], Domain([label_col]))[:, 0]
 
-    def _noisy_label_distribution(self, labels, label_col, eps, ledger, rng) -> np.ndarray:
-        """Laplace-noised label histogram, clipped at 0 and normalised (post-processing)."""
-        from synthinfer.privacy import laplace_mechanism
+    def _noisy_label_distribution(self, labels, label_col, eps, ledger) -> np.ndarray:
+        """Label histogram with discrete Laplace noise, clipped at 0 and normalised (post-processing)."""
+        from synthinfer.privacy import discrete_laplace_mechanism
 
-        counts = np.bincount(labels, minlength=label_col.size).astype(float)
-        noisy, _ = laplace_mechanism(
-            counts, sensitivity=2.0, epsilon=eps, ledger=ledger, seed=rng,
+        counts = np.bincount(labels, minlength=label_col.size)
+        noisy, _ = discrete_laplace_mechanism(
+            counts, sensitivity=2.0, epsilon=eps, ledger=ledger,
             name=f"{self._charge_name} label histogram",
         )
-        noisy = np.clip(noisy, 0.0, None)
+        noisy = np.clip(noisy, 0, None).astype(np.float64)
         return noisy / noisy.sum() if noisy.sum() > 0 else np.full(label_col.size, 1.0 / label_col.size)

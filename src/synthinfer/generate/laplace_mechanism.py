@@ -1,7 +1,9 @@
 """Synthetic data from the truncated Laplace mechanism (Wilde et al. 2021, A.3, Proposition 3).
 
 Each released row is the real row, clamped coordinate-wise to public bounds and perturbed by
-independent Laplace noise:
+independent Laplace noise (OpenDP's grid-based Laplace, :func:`synthinfer.privacy.samplers.laplace`:
+exact, so every output is attainable from every input, and drawn from OpenDP's CSPRNG, never from
+``seed``):
 
     z_ij = min(max(a_j, x_ij), b_j) + delta_ij,    delta_ij ~ Laplace(0, lambda_j).
 
@@ -45,6 +47,7 @@ from synthinfer.errors import (
 from synthinfer.generate.base import Generator
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.privacy.randomness import SeedLike, make_rng, seed_fixed
+from synthinfer.privacy.samplers import laplace
 
 
 class LaplaceMechanismGenerator(Generator):
@@ -161,10 +164,11 @@ class LaplaceMechanismGenerator(Generator):
                 sensitivity_l1=float(b) - float(a), scale=lam[c], bounds=[float(a), float(b)],
             )
         rng = make_rng(self.seed)
-        lo = np.array([float(self.bounds[c][0]) for c in cols])
-        hi = np.array([float(self.bounds[c][1]) for c in cols])
-        scale = np.array([lam[c] for c in cols])
-        z = np.clip(x, lo, hi) + rng.laplace(0.0, 1.0, size=x.shape) * scale
+        z = np.empty_like(x)
+        for j, c in enumerate(cols):
+            a, b = (float(v) for v in self.bounds[c])
+            z[:, j], lam[c] = laplace(np.clip(x[:, j], a, b), sensitivity=b - a, epsilon=eps[c])
+        # the shuffle is no part of the guarantee (each row is private on its own); it hides the input order
         z = z[rng.permutation(len(z))]
         out = pd.DataFrame(z, columns=cols)
         for c in self.integer:
@@ -206,14 +210,14 @@ class LaplaceMechanismGenerator(Generator):
         return [self.synthetic_.iloc[np.sort(idx)].reset_index(drop=True)]
 
 
-def laplace_synthetic(
-    x: np.ndarray, bounds: tuple[float, float], lam: float, rng: np.random.Generator
-) -> np.ndarray:
+def laplace_synthetic(x: np.ndarray, bounds: tuple[float, float], lam: float) -> np.ndarray:
     """The one-column mechanism on an array, for simulation studies: ``clip(x, a, b) + Laplace(0, lam)``.
 
-    Guarantee: (b - a)/lam-DP per released value (Proposition 3). This helper does not touch a
-    ledger; it is for studies on simulated data (e.g. the Gaussian experiment of A.6.3), not for
-    releases of real data, which go through :class:`LaplaceMechanismGenerator`.
+    Guarantee: (b - a)/lam-DP per released value (Proposition 3); the noise is OpenDP's
+    grid-based Laplace (:func:`synthinfer.privacy.samplers.laplace`), as in the generator. This
+    helper does not touch a ledger; it is for studies on simulated data (e.g. the Gaussian
+    experiment of A.6.3), not for releases of real data, which go through
+    :class:`LaplaceMechanismGenerator`.
     """
-    a, b = bounds
-    return np.clip(np.asarray(x, dtype=np.float64), a, b) + rng.laplace(0.0, lam, size=np.shape(x))
+    a, b = (float(v) for v in bounds)
+    return laplace(np.clip(np.asarray(x, dtype=np.float64), a, b), sensitivity=b - a, epsilon=(b - a) / lam)[0]

@@ -25,9 +25,10 @@ Algorithm (pure epsilon-DP, substitution neighbours: one row replaced, ``n`` pub
    ``k' = min(k, d - 1)`` the network's first ``k' + 1`` attributes all lie in the parent
    set of the ``(k'+1)``-th, so ``d - k'`` joint count tables ``(X_i, Pi_i)``, ``i = k'+1..d``,
    determine every conditional. Replacing one row moves one unit of count from one cell to
-   another in each table: L1 sensitivity 2 per table, ``2 (d - k')`` for all of them. Laplace
-   noise of scale ``2 (d - k') / epsilon_2`` on every cell is therefore ``epsilon_2``-DP
-   (Dwork & Roth 2014, Thm 3.6). Negative noisy counts are set to 0 and each table
+   another in each table: L1 sensitivity 2 per table, ``2 (d - k')`` for all of them. Discrete
+   Laplace noise of scale ``2 (d - k') / epsilon_2`` on every (integer) cell is therefore
+   ``epsilon_2``-DP (Ghosh, Roughgarden & Sundararajan 2012; OpenDP's exact sampler,
+   :mod:`synthinfer.privacy.samplers`, as is the exponential mechanism of step 1). Negative noisy counts are set to 0 and each table
    normalised (post-processing); a parent configuration with no mass gets a uniform
    conditional.
 
@@ -55,7 +56,8 @@ from synthinfer.errors import (
     PrivacyError,
 )
 from synthinfer.generate.base import Generator
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, laplace_mechanism, make_rng, seed_fixed
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_laplace_mechanism, make_rng, seed_fixed
+from synthinfer.privacy.samplers import exponential_mechanism
 from synthinfer.privacy.randomness import SeedLike
 
 
@@ -208,8 +210,8 @@ class PrivBayes(Generator):
             network = self._greedy_bayes(codes, shape, k, eps1, rng, ledger)
         tables = table_counts(codes, shape, network, k)
         sens = 2.0 * len(tables)
-        noisy, scale = laplace_mechanism(
-            np.concatenate(tables), sensitivity=sens, epsilon=eps2, ledger=ledger, seed=rng,
+        noisy, scale = discrete_laplace_mechanism(
+            np.concatenate(tables), sensitivity=sens, epsilon=eps2, ledger=ledger,
             name=f"PrivBayes conditionals ({len(tables)} tables of degree {k})",
         )
         self.conditionals_ = self._conditionals(noisy, tables, network, shape, k)
@@ -254,10 +256,8 @@ class PrivBayes(Generator):
             binary = all(shape[x] == 2 or math.prod(shape[p] for p in pa) == 2 for x, pa in cands)
             s = mutual_information_sensitivity(n, binary)
             scores = np.array([mutual_information(codes, shape, x, pa) for x, pa in cands])
-            # Exponential mechanism via the Gumbel-max trick: argmax of score + Gumbel noise
-            # samples exactly from Pr ~ exp(eps u / (2 S)) (hand-written: no library offers it).
-            logits = eps_step * scores / (2 * s)
-            pick = int(np.argmax(logits + rng.gumbel(size=len(cands))))
+            # Pr ~ exp(eps u / (2 S)), OpenDP's exact report-noisy-max with Gumbel noise
+            pick = exponential_mechanism(scores, epsilon=eps_step, sensitivity=s)
             x, pa = cands[pick]
             network.append((x, pa))
             chosen.append(x)

@@ -76,10 +76,9 @@ from synthinfer.data import Domain, Marginal, as_marginals, count_codes
 from synthinfer.errors import ArgumentTypeError, DomainError, ParameterError
 from synthinfer.napsu.junction_tree import JunctionTree
 from synthinfer.napsu.measurements import Measurement, check_measurements
-from synthinfer.napsu.selection import exponential_mechanism
 from synthinfer.napsu.structured import likelihood_flops
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, make_rng
-from synthinfer.privacy.randomness import SeedLike
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger
+from synthinfer.privacy.samplers import discrete_gaussian, discrete_gaussian_variance, exponential_mechanism
 from synthinfer.privacy.zcdp import exponential_rho, gaussian_rho, zcdp_delta, zcdp_epsilon, zcdp_rho
 
 #: L2 sensitivity of one marginal's count vector under substitution of one row.
@@ -563,7 +562,6 @@ def select_aim(
     required: Sequence[Marginal | Sequence[str] | str] = (),
     budget: PrivacyBudget,
     ledger: PrivacyLedger,
-    seed: SeedLike = None,
     max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
     max_clique_cells: int | None = None,
     max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS,
@@ -590,8 +588,11 @@ def select_aim(
         ``(epsilon, delta)`` with ``delta > 0``; converted to ``rho`` (module docstring).
     ledger : PrivacyLedger
         Charged once, ``"napsu-mq: AIM"``, before any noise is drawn.
-    seed : int, Generator or None
-        All noise and selections come from ``make_rng(seed)``.
+
+    All noise and selections come from :mod:`synthinfer.privacy.samplers` (OpenDP, its CSPRNG;
+    no seed): the discrete Gaussian at scale ``sigma_t`` on the integer counts (rho-zCDP as the
+    continuous one, Canonne, Kamath & Steinke 2020, Thm 4), each measurement carrying the
+    discrete noise's actual variance for the likelihood, and the exponential mechanism.
     max_model_cells : int
         Cap on the total cells of the junction tree's clique tables, reached when all of the
         budget is spent (module docstring; :data:`DEFAULT_MAX_MODEL_CELLS`).
@@ -689,7 +690,6 @@ def select_aim(
             f"epsilon={budget.epsilon:g} is too small for AIM on {n:,} rows: spread over {spread}, the first "
             f"measurements' noise sd would be {sigma_0:,.0f}, more than the number of rows, so their counts would be "
             f"noise; at delta={budget.delta:g} AIM needs epsilon >= {need:g}")
-    rng = make_rng(seed)
     candidates = candidate_weights(work, w)
     cand = list(candidates)
     cand_w = np.array([candidates[r] for r in cand])
@@ -712,11 +712,14 @@ def select_aim(
     truth = {m: count_codes(codes, domain, m.columns) for m in cand}
     measurements: list[Measurement] = []
     rho_used = 0.0
+    rho_measured = 0.0  # from the scales (a measurement's variance is the discrete noise's, below scale^2)
 
     def measure(m: Marginal, s: float) -> Measurement:
+        nonlocal rho_measured
         x = truth[m] if m in truth else count_codes(codes, domain, m.columns)
-        meas = Measurement(m, x + rng.normal(0.0, s, size=x.shape), s * s)
+        meas = Measurement(m, discrete_gaussian(x, s), discrete_gaussian_variance(s))
         measurements.append(meas)
+        rho_measured += gaussian_rho(MARGINAL_L2_SENSITIVITY, s)
         return meas
 
     for m in initial:
@@ -760,7 +763,7 @@ def select_aim(
         est = [estimate.project(cand[i]) for i in eligible]
         q = quality_scores([truth[cand[i]] for i in eligible], est, cand_w[eligible], sigma)
         sensitivity = QUALITY_SENSITIVITY_PER_WEIGHT * float(cand_w[eligible].max())
-        pick = exponential_mechanism(q, epsilon=eps_em, sensitivity=sensitivity, rng=rng)
+        pick = exponential_mechanism(q, epsilon=eps_em, sensitivity=sensitivity)
         chosen = cand[eligible[pick]]
         measure(chosen, sigma)
         before = est[pick]
@@ -782,8 +785,7 @@ def select_aim(
     distinct: dict[frozenset, Marginal] = {}
     for m in measurements:
         distinct.setdefault(frozenset(m.marginal.columns), m.marginal)
-    spent = sum(gaussian_rho(MARGINAL_L2_SENSITIVITY, math.sqrt(m.variance)) for m in measurements)
-    spent += sum(exponential_rho(r.epsilon) for r in records)
+    spent = rho_measured + sum(exponential_rho(r.epsilon) for r in records)
     return AIMResult(
         measurements=tuple(measurements),
         marginals=tuple(distinct.values()),

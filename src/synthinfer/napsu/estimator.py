@@ -43,7 +43,7 @@ from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
-    PrivacyBudget, PrivacyLedger, default_delta, gaussian_mechanism, jax_key, make_rng, seed_fixed,
+    PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng, seed_fixed,
 )
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
@@ -293,7 +293,7 @@ class NapsuMQ(Generator):
 
             stage("selecting and measuring marginals (AIM)")
             t0 = time.perf_counter()
-            aim = select_aim(codes, domain, self.workload, required=fixed, budget=budget, ledger=ledger, seed=rng,
+            aim = select_aim(codes, domain, self.workload, required=fixed, budget=budget, ledger=ledger,
                              max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS)
             timings["selection_and_measurement"] = time.perf_counter() - t0
             # the measured scopes not inside another (AIM's 1-ways are, in its 2-ways) or a fixed one
@@ -307,7 +307,7 @@ class NapsuMQ(Generator):
                 stage("selecting marginals (MST)")
                 t0 = time.perf_counter()
                 sel_budget, meas_budget = budget.split(self.mst_budget_fraction, 1 - self.mst_budget_fraction)
-                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger, seed=rng)
+                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger)
                 timings["selection"] = time.perf_counter() - t0
         marginals = tuple(fixed) + tuple(selected)
         unmeasured = [c for c in domain.names if not any(c in m.columns for m in marginals)]
@@ -349,13 +349,12 @@ class NapsuMQ(Generator):
             t0 = time.perf_counter()
             queryset = QuerySet(domain, marginals)
             counts = queryset.count(codes)
-            noisy_all, sigma = gaussian_mechanism(
+            noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
                 epsilon=meas_budget.epsilon,
                 delta=meas_budget.delta,
                 ledger=ledger,
-                seed=rng,
                 name="napsu-mq: marginal queries",
             )
             del counts, codes

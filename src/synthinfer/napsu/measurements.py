@@ -1,8 +1,11 @@
 """Noisy marginal measurements: what the noise-aware likelihood conditions on.
 
-A :class:`Measurement` is the Gaussian mechanism's answer to some cells of one marginal,
-``y = C_M(X)[cells] + N(0, variance I)``, with ``C_M(X)`` the marginal's count table (cells in
-C order over ``marginal.columns``). NAPSU-MQ (Räisä et al. 2023) measures every marginal once
+A :class:`Measurement` is the discrete Gaussian mechanism's answer to some cells of one marginal,
+``y = C_M(X)[cells] + Z``, ``Z_i`` i.i.d. ``N_Z(0, sigma^2)`` (integer noise on integer counts,
+:mod:`synthinfer.privacy.samplers`), with ``C_M(X)`` the marginal's count table (cells in C order
+over ``marginal.columns``). The likelihood models the noise as ``N(0, variance I)`` with the
+discrete noise's *actual* variance (:func:`~synthinfer.privacy.samplers.discrete_gaussian_variance`,
+below ``sigma^2``), which is what a measurement carries; the privacy accounting uses ``sigma``. NAPSU-MQ (Räisä et al. 2023) measures every marginal once
 at one noise level and keeps the canonical cells; AIM (McKenna et al. 2022) measures
 marginals over rounds at different noise levels, sometimes the same marginal twice. The
 noise-aware likelihood (eq. 6) takes any list of measurements: each one adds rows to the
@@ -30,7 +33,8 @@ class Measurement:
     values : ndarray of float64, shape (len(cells),)
         The noisy counts, in the order of ``cells``.
     variance : float
-        The Gaussian noise variance ``sigma^2`` of every value (> 0).
+        The noise variance of every value (> 0): for the discrete Gaussian at scale ``sigma``,
+        its actual variance ``sum_k k^2 N(k) / sum_k N(k)`` (below ``sigma^2``), not ``sigma^2``.
     cells : ndarray of int64
         Flat (C-order over ``marginal.columns``) indices of the measured cells, distinct and
         ascending; all of the marginal's cells when it is measured in full.

@@ -4,7 +4,7 @@ The user fixes the marginals their downstream analysis needs; :func:`select_mst_
 adds 2-way marginals that join the remaining *connected components* of the fixed marginals'
 graph into a maximum spanning tree, choosing each edge privately:
 
-1. **Noisy 1-way marginals** of all columns by the Gaussian mechanism. Under substitution of
+1. **Noisy 1-way marginals** of all columns by the discrete Gaussian mechanism. Under substitution of
    one row each 1-way marginal changes by one unit in two cells, so the concatenation of the
    ``d`` 1-way marginals has L2 sensitivity ``sqrt(2 d)`` (NAPSU-MQ Theorem 3.5).
 2. **Scores**: for each candidate pair ``(i, j)``, ``score_ij = ||C_ij(X) - n p_i p_j||_1``
@@ -34,8 +34,8 @@ from itertools import combinations
 import numpy as np
 
 from synthinfer.data import Domain, Marginal, count_codes
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, make_rng
-from synthinfer.privacy.randomness import SeedLike
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_gaussian_mechanism
+from synthinfer.privacy.samplers import exponential_mechanism
 
 #: L1 sensitivity of an MST pair score under substitution of one row (see module docstring).
 SCORE_SENSITIVITY = 2.0
@@ -99,15 +99,6 @@ def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[np.ndarray]
     return out
 
 
-def exponential_mechanism(scores: np.ndarray, *, epsilon: float, sensitivity: float, rng: np.random.Generator) -> int:
-    """Index drawn with probability ``exp(epsilon * score / (2 sensitivity))`` (McSherry & Talwar 2007).
-
-    ``epsilon``-DP when each score has the given sensitivity. Sampled by the Gumbel-max trick.
-    """
-    logits = epsilon * np.asarray(scores, dtype=np.float64) / (2.0 * sensitivity)
-    return int(np.argmax(logits + rng.gumbel(size=logits.shape)))
-
-
 def select_mst_marginals(
     codes: np.ndarray,
     domain: Domain,
@@ -116,7 +107,6 @@ def select_mst_marginals(
     n_extra: int,
     budget: PrivacyBudget,
     ledger: PrivacyLedger,
-    seed: SeedLike = None,
 ) -> list[Marginal]:
     """Choose ``n_extra`` 2-way marginals joining the fixed marginals' components (MST, private).
 
@@ -124,8 +114,8 @@ def select_mst_marginals(
     ``(budget.epsilon / 2, budget.delta)`` and ``n_extra`` exponential mechanisms at
     ``budget.epsilon / (2 n_extra)`` each), all charged to ``ledger`` before any noise.
     ``n_extra`` may not exceed :func:`n_spanning_edges` (a spanning tree has no more edges).
+    The noise and the selections come from :mod:`synthinfer.privacy.samplers` (no seed).
     """
-    rng = make_rng(seed)
     max_extra = n_spanning_edges(domain, fixed)
     if not (isinstance(n_extra, (int, np.integer)) and 1 <= n_extra <= max_extra):
         from synthinfer.errors import DomainError
@@ -140,13 +130,12 @@ def select_mst_marginals(
     ledger.check("mst selection", budget.epsilon, budget.delta, mechanism="mst")
     names = domain.names
     one_way_counts = np.concatenate([count_codes(codes, domain, (c,)) for c in names])
-    noisy, _ = gaussian_mechanism(
+    noisy, _ = discrete_gaussian_mechanism(
         one_way_counts,
         sensitivity=float(np.sqrt(2 * len(names))),
         epsilon=eps_1way,
         delta=budget.delta,
         ledger=ledger,
-        seed=rng,
         name="mst: noisy 1-way marginals",
     )
     split = np.cumsum(domain.shape)[:-1]
@@ -165,7 +154,7 @@ def select_mst_marginals(
             sensitivity=SCORE_SENSITIVITY,
             candidates=len(pairs),
         )
-        i, j = pairs[exponential_mechanism(scores, epsilon=eps_step, sensitivity=SCORE_SENSITIVITY, rng=rng)]
+        i, j = pairs[exponential_mechanism(scores, epsilon=eps_step, sensitivity=SCORE_SENSITIVITY)]
         comp.union(i, j)
         chosen.append(Marginal((names[i], names[j])))
     return chosen

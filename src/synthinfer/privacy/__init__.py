@@ -3,6 +3,8 @@
 from synthinfer.privacy.budget import MAX_EPSILON, PrivacyBudget, check_budget, default_delta
 from synthinfer.privacy.ledger import Charge, PrivacyLedger
 from synthinfer.privacy.mechanisms import (
+    discrete_gaussian_mechanism,
+    discrete_laplace_mechanism,
     gaussian_delta,
     gaussian_mechanism,
     gaussian_sigma,
@@ -19,6 +21,8 @@ __all__ = [
     "SeedLike",
     "check_budget",
     "default_delta",
+    "discrete_gaussian_mechanism",
+    "discrete_laplace_mechanism",
     "gaussian_delta",
     "gaussian_mechanism",
     "gaussian_sigma",

@@ -15,6 +15,16 @@ analysis would understate the loss under substitution, which is why we use the P
 The private part of a step is :func:`noisy_clipped_sum` on lots from :func:`poisson_lots`.
 Used by the DP-GAN baseline (:mod:`synthinfer.generate.dpgan`) and the DP-MLP importance
 weights (:class:`synthinfer.weights.DPMLPWeights`).
+
+**Noise source.** OpenDP has no sampler that runs inside a compiled JAX program, where the noise
+is added to the clipped gradient sum at every step, so the noise is JAX's float Gaussian, keyed
+by :func:`synthinfer.privacy.samplers.secret_jax_key` (OS CSPRNG bits, never the user's seed),
+and the lots come from :func:`synthinfer.privacy.samplers.secret_rng`: the subsampling
+amplification the accountant assumes needs the lots to be secret too. The floating-point
+attack on textbook noise (Mironov 2012) needs the noisy value itself; DP-SGD publishes only the
+parameters after many noisy, clipped, non-linear updates, never a noisy sum. Opacus' "secure
+mode" (a CSPRNG plus summed Gaussians, Holohan & Braghin 2021) is the reference for a stricter
+alternative.
 """
 
 from __future__ import annotations

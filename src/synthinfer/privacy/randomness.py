@@ -1,9 +1,9 @@
-"""Randomness for mechanisms and samplers.
+"""Randomness for posterior and synthetic sampling (never for privacy noise).
 
-Every noisy function takes ``seed``: an int, a :class:`numpy.random.Generator` or None. A fixed
-seed makes tests reproducible but makes the noise reproducible too, so a real release must not
-fix it: with ``seed=None`` the generator is seeded from OS entropy. Releases record *whether* a
-seed was fixed, never the seed itself (publishing it would let anyone subtract the noise).
+Samplers take ``seed``: an int, a :class:`numpy.random.Generator` or None (OS entropy). A fixed
+seed makes posterior draws and synthetic rows reproducible; it never reaches privacy noise,
+which :mod:`synthinfer.privacy.samplers` draws from OpenDP's CSPRNG. Releases record *whether*
+a seed was fixed, never the seed itself.
 """
 
 from __future__ import annotations

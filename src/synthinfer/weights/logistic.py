@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.errors import ConvergenceError, DebiasingError, NonPrivateWarning, ParameterError, PrivacyError, SynthinferWarning
-from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, make_rng, seed_fixed
+from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_prior_ratio
 from synthinfer.weights.features import Bounds, FeatureMap
@@ -175,7 +175,8 @@ class BetaNoised(LogRegWeights):
     bounds, lam, clip : as :class:`LogRegWeights`.
     epsilon, delta : the budget this estimator spends.
     noise : ``"laplace"`` or ``"gaussian"``.
-    seed : randomness of the noise (int, Generator or None = OS entropy).
+    seed : no effect on the noise, which OpenDP draws from its own CSPRNG
+        (:mod:`synthinfer.privacy.samplers`); only whether it was fixed is recorded.
     """
 
     def __init__(self, bounds: Bounds, *, epsilon: float, delta: float = 0.0, lam: float = 0.1,
@@ -214,11 +215,11 @@ class BetaNoised(LogRegWeights):
             if self.noise == "laplace":
                 self.coef_, self.noise_scale_ = laplace_mechanism(
                     beta_hat, sensitivity=logreg_l1_sensitivity(self.n_real_, self.lam, dim), epsilon=self.epsilon,
-                    ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
+                    ledger=self.ledger_, name=f"{name} coefficients")
             else:
                 self.coef_, self.noise_scale_ = gaussian_mechanism(
                     beta_hat, sensitivity=logreg_l2_sensitivity(self.n_real_, self.lam), epsilon=self.epsilon,
-                    delta=self.delta, ledger=self.ledger_, seed=make_rng(self.seed), name=f"{name} coefficients")
+                    delta=self.delta, ledger=self.ledger_, name=f"{name} coefficients")
         finally:
             # only the privatised coefficients are kept, whatever happened
             self.__dict__.pop("beta_hat_", None)

@@ -39,6 +39,7 @@ from synthinfer.errors import NonPrivateWarning, ParameterError, PrivacyError
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike, jax_key
+from synthinfer.privacy.samplers import secret_jax_key, secret_rng
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_weights_from_logits
 from synthinfer.weights.features import Bounds, FeatureMap
 
@@ -117,7 +118,8 @@ class DPMLPWeights(WeightEstimator):
     lot_size : expected lot size ``L``.
     clip_norm : per-example gradient bound ``C``.
     learning_rate : Adam step size (Adam is post-processing of the noisy gradients).
-    seed : randomness of initialisation, lots and noise.
+    seed : randomness of the initialisation (the lots and the noise come from the OS CSPRNG,
+        :func:`synthinfer.privacy.samplers.secret_rng` / :func:`~synthinfer.privacy.samplers.secret_jax_key`).
     """
 
     def __init__(self, bounds: Bounds, *, epsilon: float, delta: float, hidden: int = 32, epochs: float = 5.0,
@@ -161,10 +163,10 @@ class DPMLPWeights(WeightEstimator):
             noise_multiplier=sigma, sampling_rate=q, steps=steps, clip_norm=float(self.clip_norm),
             accountant="PLD (dp-accounting)", neighbouring="substitution of one real row",
         )
-        rng = make_rng(self.seed)
-        idx, mask = poisson_lots(len(x), q, steps, rng)
-        key = jax_key(rng)
-        k_init, k_noise = jax.random.split(key)
+        # lots and noise from the OS CSPRNG (their secrecy is what the accountant assumes);
+        # only the initialisation follows the seed
+        idx, mask = poisson_lots(len(x), q, steps, secret_rng())
+        k_init, k_noise = jax_key(make_rng(self.seed)), secret_jax_key()
         params = _init_mlp(k_init, x.shape[1], int(self.hidden))
         run = _dp_sgd_runner(float(self.learning_rate))
         self.params_ = jax.device_get(run(

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.errors import PrivacyError, ReleaseError
-from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, make_rng, seed_fixed
+from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_prior_ratio
 from synthinfer.weights.features import Bounds, FeatureMap
@@ -100,7 +100,8 @@ class OutputPerturbedWeights(WeightEstimator):
         below ``max_scale`` (:func:`largest_release_size`), capped at ``N_G``.
     max_scale : limit on ``rho`` / ``gamma`` used when ``n_release`` is None, and checked
         when it is given (Laplace: must be <= 1; 1/2 gives finite variance).
-    seed : randomness of the noise.
+    seed : no effect on the noise, which OpenDP draws from its own CSPRNG
+        (:mod:`synthinfer.privacy.samplers`); only whether it was fixed is recorded.
     """
 
     def __init__(self, bounds: Bounds, *, epsilon: float, delta: float = 0.0, lam: float = 0.1,
@@ -144,14 +145,13 @@ class OutputPerturbedWeights(WeightEstimator):
         beta = fit_regularised_logreg(features.transform(real), features.transform(synthetic), self.lam)
         log_w_hat = x_syn @ beta + log_prior_ratio(n_real, len(synthetic))
         d2 = logreg_l2_sensitivity(n_real, self.lam)
-        rng = make_rng(self.seed)
         if self.noise == "laplace":
             noisy, rho = laplace_mechanism(log_w_hat, sensitivity=n_s * d2, epsilon=self.epsilon, ledger=self.ledger_,
-                                           seed=rng, name="output-perturbed log weights")
+                                           name="output-perturbed log weights")
             self.log_weights_ = noisy + math.log1p(-rho**2)  # location log(1 - rho^2): E[exp(zeta)] = 1
         else:
             noisy, gamma = gaussian_mechanism(log_w_hat, sensitivity=math.sqrt(n_s) * d2, epsilon=self.epsilon,
-                                              delta=self.delta, ledger=self.ledger_, seed=rng,
+                                              delta=self.delta, ledger=self.ledger_,
                                               name="output-perturbed log weights")
             self.log_weights_ = noisy - gamma**2 / 2  # mean -gamma^2/2: E[exp(zeta)] = 1
         self.noise_scale_ = scale

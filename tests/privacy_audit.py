@@ -5,9 +5,10 @@ Jagielski et al. 2020 / Nasr et al. 2021):
 
 1. **Record and replay.** A mechanism runs on a dataset ``D`` and on a neighbour ``D'`` (one row
    substituted) with the same seed, while :class:`Recorder` wraps the mechanism-level functions
-   that add noise (:data:`SEAM`). Each call records its noise-free input (counts, scores) and its
-   declared parameters; on ``D'`` every call returns the output recorded on ``D``, so the run is
-   conditioned on the same released values (adaptive composition). The calls must then agree in
+   that draw privacy noise (:data:`SEAM`). Each call records its noise-free input (counts, scores)
+   and its declared parameters; on ``D'`` every call returns the output recorded on ``D``, so the
+   run is conditioned on the same released values (adaptive composition; the noise itself comes
+   from OpenDP's unseeded generator, so the seam must cover every noise draw). The calls must then agree in
    everything but the noise-free input (the control flow does not depend on the private
    difference), and the measured sensitivity ``||f(D) - f(D')||`` must not exceed the declared one.
 2. **Threshold (hockey-stick) test.** Draw the released value many times on both sides through
@@ -17,28 +18,34 @@ Jagielski et al. 2020 / Nasr et al. 2021):
    violation, with false-alarm probability at most ``alpha``.
 
 The seam is the set of mechanism-level functions in :data:`SEAM` (where the library looks them
-up at call time), not the samplers under them, so the audit does not depend on how noise is drawn.
+up at call time), not the samplers under them. The threshold test audits the *calibration* (a
+declared sensitivity and budget turned into a noise scale): by default it draws its many samples
+through the samplers' test-only numpy stream (``samplers._TEST_ONLY_noise_rng``, the same laws,
+about 1000x faster than OpenDP's exact samplers); ``exact=True`` draws them through OpenDP, as a
+release does (the benchmark in ``benchmarks/privacy`` does both).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.stats import beta as beta_dist
 
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_mechanism, laplace_mechanism
+from synthinfer.privacy import PrivacyBudget, PrivacyLedger, mechanisms, samplers
 
 #: ``(module, function name)`` of each mechanism-level call the audits record: the Gaussian and
 #: Laplace mechanisms (values, sensitivity) and the exponential mechanism (scores, sensitivity),
 #: as imported by each module that spends budget.
 SEAM: tuple[tuple[str, str], ...] = (
-    ("synthinfer.napsu.estimator", "gaussian_mechanism"),
-    ("synthinfer.napsu.selection", "gaussian_mechanism"),
+    ("synthinfer.napsu.estimator", "discrete_gaussian_mechanism"),
+    ("synthinfer.napsu.selection", "discrete_gaussian_mechanism"),
     ("synthinfer.napsu.selection", "exponential_mechanism"),
-    ("synthinfer.generate.privbayes", "laplace_mechanism"),
+    ("synthinfer.generate.privbayes", "discrete_laplace_mechanism"),
+    ("synthinfer.generate.privbayes", "exponential_mechanism"),
     ("synthinfer.generate.privbayes", "mutual_information"),
     ("synthinfer.weights.output_perturbation", "gaussian_mechanism"),
     ("synthinfer.weights.output_perturbation", "laplace_mechanism"),
@@ -88,7 +95,7 @@ class Recorder:
         def wrapper(*args, **kwargs):
             # the real call always runs, so that the random stream and the ledger advance as on D
             out = fn(*args, **kwargs)
-            if where.endswith("mutual_information"):  # a score of PrivBayes' inline exponential mechanism
+            if where.endswith("mutual_information"):  # a score PrivBayes' exponential mechanism is given
                 values, params = np.atleast_1d(float(out)), {"child": args[2], "parents": tuple(args[3])}
             else:
                 values = np.asarray(args[0] if args else kwargs.get("values", kwargs.get("scores")), dtype=float)
@@ -166,55 +173,84 @@ def epsilon_lower_bound(t_d: np.ndarray, t_n: np.ndarray, pilot_d: np.ndarray, p
     return float(np.log(max(p_lo - delta, 1e-300) / q_hi)) if p_lo > delta else 0.0
 
 
+@contextlib.contextmanager
+def noise_stream(seed: int, exact: bool) -> Iterator[None]:
+    """Draw the samplers' noise from a seeded numpy stream (``exact=False``) or from OpenDP."""
+    saved = samplers._TEST_ONLY_noise_rng
+    samplers._TEST_ONLY_noise_rng = None if exact else np.random.default_rng(seed)
+    try:
+        yield
+    finally:
+        samplers._TEST_ONLY_noise_rng = saved
+
+
+#: kind of additive mechanism -> (mechanism-level function, takes delta)
+ADDITIVE = {
+    "gaussian": (mechanisms.gaussian_mechanism, True),
+    "discrete_gaussian": (mechanisms.discrete_gaussian_mechanism, True),
+    "laplace": (mechanisms.laplace_mechanism, False),
+    "discrete_laplace": (mechanisms.discrete_laplace_mechanism, False),
+}
+
+
 def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: float, epsilon: float,
-                   delta: float = 0.0, draws: int = 200_000, seed: int = 0, alpha: float = 1e-3) -> float:
-    """Empirical epsilon lower bound of the Gaussian (``kind="gaussian"``) or Laplace mechanism on
-    the noise-free answers ``f_d``, ``f_n``, with noise calibrated for ``sensitivity``, drawn
-    through :func:`~synthinfer.privacy.gaussian_mechanism` / :func:`~synthinfer.privacy.laplace_mechanism`.
+                   delta: float = 0.0, draws: int = 200_000, seed: int = 0, alpha: float = 1e-3,
+                   exact: bool = False) -> float:
+    """Empirical epsilon lower bound of an additive mechanism of :data:`ADDITIVE` (Gaussian or
+    Laplace, continuous or discrete) on the noise-free answers ``f_d``, ``f_n``, with noise
+    calibrated for ``sensitivity`` by the mechanism-level function of
+    :mod:`synthinfer.privacy.mechanisms`; ``exact``: draw through OpenDP (module docstring).
 
     The statistic is the privacy-loss random variable ``log p_D(y) / p_D'(y)`` (the most powerful
-    test), computed from the noise law the mechanism reports (sigma or b); both orders of the
-    pair are tried and the larger bound returned.
+    test), up to a monotone map: the projection on ``f_D - f_D'`` for the (discrete) Gaussian, whose
+    mass is proportional to the same kernel ``exp(-|y - f|^2 / 2 s^2)`` on its support, and
+    ``sum |y - f_D'| - |y - f_D|`` for the (discrete) Laplace. Both orders of the pair are tried
+    and the larger bound returned.
     """
+    mechanism, takes_delta = ADDITIVE[kind]
     f_d, f_n = np.asarray(f_d, float), np.asarray(f_n, float)
-    rng = np.random.default_rng(seed)
+    if kind.startswith("discrete"):
+        f_d, f_n = np.round(f_d), np.round(f_n)
+    extra = {"delta": delta} if takes_delta else {}
     best = 0.0
-    for a, b in ((f_d, f_n), (f_n, f_d)):
-        samples = []
-        for x in (a, b, a, b):  # pilot D, pilot D', fresh D, fresh D'
-            ledger = PrivacyLedger(PrivacyBudget(epsilon, max(delta, 0.0)))
-            big = np.broadcast_to(x, (draws, x.size))
-            if kind == "gaussian":
-                y, s = gaussian_mechanism(big, sensitivity=sensitivity, epsilon=epsilon, delta=delta, ledger=ledger, seed=rng)
-                u = (a - b) / max(np.linalg.norm(a - b), 1e-300)
-                samples.append((y - b) @ u / s)  # monotone in the privacy loss
-            else:
-                y, s = laplace_mechanism(big, sensitivity=sensitivity, epsilon=epsilon, ledger=ledger, seed=rng)
-                samples.append((np.abs(y - b) - np.abs(y - a)).sum(1) / s)
-        # rounded: where the loss saturates, float rounding of T would itself tell D from D'
-        samples = [np.round(t, 9) for t in samples]
-        best = max(best, epsilon_lower_bound(samples[2], samples[3], samples[0], samples[1], delta, alpha))
+    with noise_stream(seed, exact):
+        for a, b in ((f_d, f_n), (f_n, f_d)):
+            samples = []
+            for x in (a, b, a, b):  # pilot D, pilot D', fresh D, fresh D'
+                ledger = PrivacyLedger(PrivacyBudget(epsilon, max(delta, 0.0)))
+                big = np.broadcast_to(x, (draws, x.size))
+                y, s = mechanism(big, sensitivity=sensitivity, epsilon=epsilon, ledger=ledger, **extra)
+                y = np.asarray(y, float)
+                if "gaussian" in kind:
+                    u = (a - b) / max(np.linalg.norm(a - b), 1e-300)
+                    samples.append((y - b) @ u / s)
+                else:
+                    samples.append((np.abs(y - b) - np.abs(y - a)).sum(1) / s)
+            # rounded: where the loss saturates, float rounding of T would itself tell D from D'
+            samples = [np.round(t, 9) for t in samples]
+            best = max(best, epsilon_lower_bound(samples[2], samples[3], samples[0], samples[1], delta, alpha))
     return best
 
 
 def audit_exponential(scores_d: np.ndarray, scores_n: np.ndarray, *, sensitivity: float, epsilon: float,
-                      draws: int = 20_000, seed: int = 0, alpha: float = 1e-3) -> float:
-    """Empirical epsilon lower bound of :func:`~synthinfer.napsu.selection.exponential_mechanism`
-    on the scores of ``D`` and ``D'``; the statistic is the privacy loss of the chosen index."""
-    from synthinfer.napsu.selection import exponential_mechanism
+                      draws: int = 20_000, seed: int = 0, alpha: float = 1e-3, exact: bool = False) -> float:
+    """Empirical epsilon lower bound of :func:`~synthinfer.privacy.samplers.exponential_mechanism`
+    on the scores of ``D`` and ``D'``; the statistic is the privacy loss of the chosen index;
+    ``exact``: draw through OpenDP (module docstring)."""
+    from synthinfer.privacy.samplers import exponential_mechanism
 
     def loss(s, other):
         la, lb = (epsilon * np.asarray(v, float) / (2 * sensitivity) for v in (s, other))
         return (la - np.logaddexp.reduce(la)) - (lb - np.logaddexp.reduce(lb))
 
-    rng = np.random.default_rng(seed)
     best = 0.0
-    for a, b in ((scores_d, scores_n), (scores_n, scores_d)):
-        llr = loss(a, b)
-        picks = [np.array([exponential_mechanism(x, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
-                           for _ in range(draws)]) for x in (a, b, a, b)]
-        t = [np.round(llr[p], 9) for p in picks]
-        best = max(best, epsilon_lower_bound(t[2], t[3], t[0], t[1], 0.0, alpha))
+    with noise_stream(seed, exact):
+        for a, b in ((scores_d, scores_n), (scores_n, scores_d)):
+            llr = loss(a, b)
+            picks = [np.array([exponential_mechanism(x, epsilon=epsilon, sensitivity=sensitivity)
+                               for _ in range(draws)]) for x in (a, b, a, b)]
+            t = [np.round(llr[p], 9) for p in picks]
+            best = max(best, epsilon_lower_bound(t[2], t[3], t[0], t[1], 0.0, alpha))
     return best
 
 

@@ -47,7 +47,8 @@ class MIResult:
     n_dropped : per coefficient, how many estimates the variance threshold removed.
     separated : indices of the datasets whose logit/probit design was (quasi-)completely
         separated (empty for other models); ``separation`` : the remedy applied to them
-        (``"penalty"``, ``"drop"`` or ``"ignore"``); ``n_separated`` : their number.
+        (``"penalty"``, ``"drop"`` or ``"ignore"``); ``n_separated`` : their number;
+        ``separation_note`` : one line saying both (None when no dataset was separated).
     absent_columns : per dataset index, the design columns absent from it (a category with no
         rows), whose coefficients that dataset does not estimate.
     """
@@ -214,7 +215,7 @@ class MIResult:
         }
         if self.options.get("penalty") is not None:
             info["L2 penalty / bootstrap:"] = f"{self.options['penalty']:g} / {self.options['n_bootstrap']}"
-        sep = self._separation_line()
+        sep = self.separation_note
         if sep:
             info["Separation:"] = sep
         if self.absent_columns:
@@ -234,7 +235,8 @@ class MIResult:
             s.add_text(note)
         return s
 
-    def _separation_line(self) -> str | None:
+    @property
+    def separation_note(self) -> str | None:
         """One line on the separated datasets and what was done, or None if none were."""
         k = self.n_separated
         if not k:

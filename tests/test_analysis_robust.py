@@ -46,9 +46,10 @@ def _quiet_analyze(*a, **k):
 
 
 def test_dropping_removes_the_separated_estimate(datasets):
-    plain = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False)
+    plain = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False, separation="ignore")
     assert plain.records[3].cov.loc["C(g)[T.c]", "C(g)[T.c]"] >= 1e3
-    robust = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False, drop_variance_above=1e3)
+    robust = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False, drop_variance_above=1e3,
+                            separation="ignore")
     assert robust.n_dropped.to_dict() == {"Intercept": 0, "C(g)[T.b]": 0, "C(g)[T.c]": 1, "x": 0}
     assert robust.combined.m[robust.names.index("C(g)[T.c]")] == 7
     assert robust.bse["C(g)[T.c]"] < plain.bse["C(g)[T.c]"] / 3
@@ -62,7 +63,7 @@ def test_penalised_fit_with_bootstrap_variances(datasets):
     res = _quiet_analyze(datasets, "y ~ x + C(g)", seed=7, n_jobs=1, **kw)
     assert np.all(np.isfinite(res.params)) and np.all(np.isfinite(res.bse))
     # the tiny penalty leaves well-determined coefficients essentially at the MLE ...
-    plain = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False)
+    plain = _quiet_analyze(datasets, "y ~ x + C(g)", n=300, progress=False, separation="ignore")
     assert res.params["x"] == pytest.approx(plain.params["x"], abs=1e-3)
     # ... but keeps the separated one finite, so the combined interval is usable
     assert abs(res.records[3].params["C(g)[T.c]"]) < 30

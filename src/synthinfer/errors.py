@@ -92,6 +92,10 @@ class FitFailedWarning(SynthinferWarning):
     """The downstream analysis failed on one synthetic dataset; that dataset is left out."""
 
 
+class UnsupportedAnalysisWarning(SynthinferWarning):
+    """The release's measured marginals lack a relation the analysis needs (its estimates are biased)."""
+
+
 # --- importance weights (synthinfer.weights) -----------------------------------------------
 class DebiasingError(SynthinferError, ValueError):
     """The Laplace debiasing factor b(x) of BetaDebiased does not exist (|x_j| >= 1/rho)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from synthinfer.analysis.models import FitOptions, FitRecord, resolve_model
 from synthinfer.analysis.parallel import run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
+from synthinfer.analysis.separation import DEFAULT_SEPARATION, SEPARATION_PENALTY, SEPARATION_REMEDIES
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning
 from synthinfer.privacy import make_rng
@@ -36,7 +38,7 @@ def _weights_per_dataset(weights: Any, datasets: list[pd.DataFrame]) -> list[np.
 
 def _stack(records: list[FitRecord]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Align the per-dataset estimates by parameter name: (names, (m, k) q, (m, k, k) U); a
-    parameter a dataset lacks (or a failed fit) is NaN."""
+    parameter a dataset lacks (or a failed or dropped fit) is NaN."""
     names: list[str] = []
     for r in records:
         if r.ok:
@@ -45,7 +47,7 @@ def _stack(records: list[FitRecord]) -> tuple[list[str], np.ndarray, np.ndarray]
     q = np.full((m, k), np.nan)
     U = np.full((m, k, k), np.nan)
     for i, r in enumerate(records):
-        if r.ok:
+        if r.used:
             q[i] = r.params.reindex(names).to_numpy()
             U[i] = r.cov.reindex(index=names, columns=names).to_numpy()
     return names, q, U
@@ -60,9 +62,45 @@ def _report(records: list[FitRecord]) -> None:
     for error, idx in failed.items():
         which = f"dataset {idx[0]}" if len(idx) == 1 else f"{len(idx)} datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})"
         warnings.warn(f"the fit on synthetic {which} failed and is left out: {error}", FitFailedWarning, stacklevel=3)
-    counts = Counter(msg for r in records if r.ok for msg in r.warnings)
+    # warnings of fits that were replaced or left out describe no estimate that is used
+    counts = Counter(msg for r in records if r.used and r.remedy is None for msg in r.warnings)
     for msg, c in counts.most_common(5):
         warnings.warn(f"{c} of {len(records)} fits warned: {msg}", SynthinferWarning, stacklevel=3)
+
+
+def _treat_separation(
+    records: list[FitRecord],
+    remedy: str,
+    datasets: list[pd.DataFrame],
+    spec,
+    opts: FitOptions,
+    w: list[np.ndarray] | None,
+    seeds: list[np.random.SeedSequence],
+    n_jobs: int | None,
+    progress: bool,
+) -> list[FitRecord]:
+    """Apply ``remedy`` to the separated fits (see :mod:`synthinfer.analysis.separation`)."""
+    hit = [r.index for r in records if r.separated]
+    if not hit:
+        return records
+    if remedy == "penalty" and opts.penalty is None:
+        penalised = replace(opts, penalty=SEPARATION_PENALTY)
+        refits = run_fits(datasets, spec, penalised, w, seeds, n_jobs, progress, indices=hit)
+        new = {r.index: replace(r, separated=True, remedy="penalty") for r in refits}
+    else:
+        # an analysis fitted with the penalty throughout needs nothing more
+        done = "penalty" if remedy == "penalty" else remedy
+        new = {i: replace(records[i], remedy=done) for i in hit}
+    out = [new.get(r.index, r) for r in records]
+    if remedy == "ignore":
+        warnings.warn(
+            f"{len(hit)} of {len(records)} synthetic datasets are (quasi-)completely separated "
+            f"({', '.join(map(str, hit[:10]))}{' ...' if len(hit) > 10 else ''}); their estimates are kept "
+            "as fitted (separation='ignore'), so the combined intervals may be very wide",
+            SynthinferWarning,
+            stacklevel=3,
+        )
+    return out
 
 
 def analyze(
@@ -78,6 +116,7 @@ def analyze(
     drop_variance_above: float | None = None,
     penalty: float | None = None,
     n_bootstrap: int = 50,
+    separation: str = DEFAULT_SEPARATION,
     seed: int | np.random.Generator | None = None,
     n_jobs: int | None = None,
     fast: bool = True,
@@ -110,7 +149,14 @@ def analyze(
     penalty, n_bootstrap : Section 5.2 option 2: fit with the L2 penalty (alpha/2)|β|² added to
         the negative log-likelihood summed over rows (the paper uses 1e-5) and estimate the
         covariance from ``n_bootstrap`` bootstrap refits (the paper uses 50). GLM models only.
-    seed : seeds the bootstrap resampling (only used with ``penalty``).
+    separation : what to do with a logit or probit fit whose dataset is (quasi-)completely
+        separated (no finite MLE; detected exactly per dataset, see
+        :mod:`synthinfer.analysis.separation`): ``"penalty"`` refits that dataset with the L2
+        penalty 1e-5 and ``n_bootstrap`` bootstrap variances (Section 5.2), ``"drop"`` leaves it
+        out of the combining rules, ``"ignore"`` keeps it as fitted (with a warning). The
+        default was chosen from a measurement (``docs/separation.md``). ``summary()`` and
+        :attr:`MIResult.separated` report the datasets affected.
+    seed : seeds the bootstrap resampling (``penalty``, or the ``"penalty"`` remedy).
     n_jobs : worker processes for the fits that go through statsmodels (None: automatic, from the
         time of the first fit and the free cores, see
         :func:`synthinfer.analysis.parallel.choose_n_jobs`; -1: all cores). The batched GLM fit
@@ -132,6 +178,8 @@ def analyze(
         raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
         raise ParameterError(f"n_jobs must be a positive number of workers, -1 (all cores) or None, got {n_jobs!r}")
+    if separation not in SEPARATION_REMEDIES:
+        raise ParameterError(f"separation must be one of {list(SEPARATION_REMEDIES)}, got {separation!r}")
     spec = resolve_model(model)
     if formula is None and spec.kind != "callable":
         raise ParameterError(f"model {spec.name!r} needs a formula")
@@ -157,10 +205,16 @@ def analyze(
     if rest:
         records += run_fits(datasets, spec, opts, w, seeds, n_jobs, progress, indices=rest)
     records.sort(key=lambda r: r.index)
+    records = _treat_separation(records, separation, datasets, spec, opts, w, seeds, n_jobs, progress)
     _report(records)
-    good = [r for r in records if r.ok]
+    good = [r for r in records if r.used]
     if len(good) < 2:
         first = next((r.error for r in records if not r.ok), "")
+        if any(r.remedy == "drop" for r in records):
+            raise AnalysisError(
+                f"only {len(good)} of {len(records)} fits can be combined: the others failed or are separated "
+                f"and were left out (separation='drop'); try separation='penalty'. First error: {first or '-'}"
+            )
         raise AnalysisError(f"only {len(good)} of {len(records)} fits succeeded; first error: {first}")
 
     names, q, U = _stack(records)
@@ -185,5 +239,6 @@ def analyze(
         n_syn=n_syn,
         alpha=alpha,
         n_dropped=n_dropped,
-        options={"penalty": penalty, "n_bootstrap": int(n_bootstrap), "drop_variance_above": drop_variance_above},
+        options={"penalty": penalty, "n_bootstrap": int(n_bootstrap), "drop_variance_above": drop_variance_above,
+                 "separation": separation},
     )

@@ -31,7 +31,8 @@ instead of a least-squares solve, sums in another order). A dataset whose fit is
 statsmodels path, so that its result and warnings stay exactly what statsmodels gives: a
 design statsmodels would refuse or reduce (an all-zero column, rank deficiency, values outside
 the family's range), no convergence in 100 steps, fitted values at the edge of the family's
-range (a sign of separation), or any non-finite number.
+range (a sign of separation), or any non-finite number. Binary fits record whether their
+design is separated (:mod:`synthinfer.analysis.separation`), as the statsmodels path does.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.analysis.models import FitOptions, FitRecord, ModelSpec, glm_family
+from synthinfer.analysis.separation import is_separated
 
 __all__ = ["FAST_MODELS", "fast_path_applies", "fit_fast"]
 
@@ -347,7 +349,8 @@ def fit_fast(
     cov_type = opts.cov_type or ("HC0" if weights is not None else "nonrobust")
     if weights is not None and cov_type == "nonrobust":
         return [None] * len(datasets)  # the statsmodels path refuses this, with its message
-    designs = _designs(opts.formula, datasets, binary=name in ("logit", "probit"))
+    binary = name in ("logit", "probit")
+    designs = _designs(opts.formula, datasets, binary=binary)
     groups: dict[tuple, list[int]] = {}
     for i, des in enumerate(designs):
         w = None if weights is None else weights[i]
@@ -388,6 +391,7 @@ def fit_fast(
                         params=pd.Series(fit.params[j], index=list(names)),
                         cov=pd.DataFrame(fit.cov[j], index=list(names), columns=list(names)),
                         nobs=len(datasets[i]),
+                        separated=is_separated(X[j], y[j], a[j]) if binary else None,
                     )
     # the design building is shared; spread its cost over the records' per-fit timings
     share = (time.perf_counter() - start - sum(seconds.values())) / len(datasets)

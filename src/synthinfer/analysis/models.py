@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from synthinfer.analysis.separation import is_separated
 from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
 
 _GLM_FAMILIES = {"logit": "Binomial", "probit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
@@ -114,6 +115,11 @@ class FitRecord:
     error : the failure message; warnings : messages of warnings raised during the fit.
     dropped_columns : design columns that were all zero in this dataset (a category absent from
         it); their parameters are missing (NaN) for this dataset.
+    separated : for binary models (logit, probit), whether the design is (quasi-)completely
+        separated (:func:`synthinfer.analysis.separation.is_separated`); None when not checked.
+    remedy : what was done about the separation: ``"penalty"`` (refitted with the L2 penalty
+        and bootstrap variances), ``"drop"`` (left out of the combining rules), ``"ignore"``
+        (kept as fitted), or None.
     """
 
     index: int
@@ -125,6 +131,13 @@ class FitRecord:
     warnings: tuple[str, ...] = ()
     dropped_columns: tuple[str, ...] = ()
     seconds: float = 0.0
+    separated: bool | None = None
+    remedy: str | None = None
+
+    @property
+    def used(self) -> bool:
+        """Whether this fit enters the combining rules (it succeeded and was not dropped)."""
+        return self.ok and self.remedy != "drop"
 
 
 def _design(formula: str, data: pd.DataFrame, binary: bool):
@@ -141,11 +154,16 @@ def _design(formula: str, data: pd.DataFrame, binary: bool):
     return pd.Series(col, index=y.index, name=y.columns[-1 if binary and y.shape[1] == 2 else 0]), X
 
 
-def _check_full_rank(X: np.ndarray) -> None:
+def _check_full_rank(X: np.ndarray, names: list[str]) -> None:
     if np.linalg.matrix_rank(X) < X.shape[1]:
+        # a non-intercept column with one value in every row: a factor with all rows in one
+        # non-reference category, or the reference category absent (the usual cause)
+        const = [nm for nm, col in zip(names, X.T, strict=True)
+                 if nm != "Intercept" and col.size and np.all(col == col[0])]
+        which = f"; constant column(s) {const}" if const else ""
         raise AnalysisError(
             "the design matrix is rank deficient (e.g. the reference category of a "
-            "factor is absent from this dataset)"
+            f"factor is absent from this dataset){which}"
         )
 
 
@@ -223,12 +241,13 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
         cov_type = cov_type or "HC0"
     model = spec.target.from_formula(opts.formula, data=data, **kwargs)
     names = list(model.exog_names)
+    separated = is_separated(model.exog, model.endog, w) if _binary_model(model) else None
     zero = ~np.any(model.exog, axis=0)
     if zero.any():
         # a category absent from this dataset: refit without its all-zero design column
         model = spec.target(model.endog, model.exog[:, ~zero], **kwargs)
     # statsmodels would fall back to a pseudo-inverse: an arbitrary split of aliased coefficients
-    _check_full_rank(model.exog)
+    _check_full_rank(model.exog, [nm for nm, z in zip(names, zero, strict=True) if not z])
     fit_kwargs = dict(opts.fit_kwargs)
     if "disp" in inspect.signature(model.fit).parameters:
         fit_kwargs.setdefault("disp", 0)
@@ -238,7 +257,18 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
     kept = [nm for nm, z in zip(names, zero, strict=True) if not z]
     params = pd.Series(np.asarray(res.params), index=kept).reindex(names)
     cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=names, columns=names)
-    return params, cov, tuple(nm for nm, z in zip(names, zero, strict=True) if z)
+    return params, cov, tuple(nm for nm, z in zip(names, zero, strict=True) if z), separated
+
+
+def _binary_model(model) -> bool:
+    """A statsmodels binary regression (Logit, Probit, or a Binomial GLM) on a 0/1 outcome."""
+    import statsmodels.api as sm
+
+    binary = isinstance(model, (sm.Logit, sm.Probit)) or (
+        isinstance(model, sm.GLM) and isinstance(model.family, sm.families.Binomial)
+    )
+    endog = np.asarray(model.endog)
+    return binary and endog.ndim == 1 and bool(np.all((endog >= 0) & (endog <= 1)))
 
 
 def _callable_fit(fn: Callable, data, w, opts: FitOptions):
@@ -267,6 +297,7 @@ def fit_dataset(
     """Fit the analysis on one dataset; never raises for a failing fit (returns ``ok=False``)."""
     start = time.perf_counter()
     dropped: tuple[str, ...] = ()
+    separated: bool | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -277,14 +308,16 @@ def fit_dataset(
                 if zero:
                     dropped = tuple(zero)
                     X = X.drop(columns=zero)
-                _check_full_rank(X.to_numpy())
+                if spec.name in ("logit", "probit"):
+                    separated = is_separated(X.to_numpy(), y.to_numpy(), weights)
+                _check_full_rank(X.to_numpy(), list(X.columns))
                 rng = np.random.default_rng(seed) if opts.penalty is not None else None
                 est, cov = _glm_fit(spec, y, X, weights, opts, rng)
                 kept = list(X.columns)
                 params = pd.Series(est, index=kept).reindex(names)
                 cov = pd.DataFrame(cov, index=kept, columns=kept).reindex(index=names, columns=names)
             elif spec.kind == "statsmodels":
-                params, cov, dropped = _statsmodels_fit(spec, data, weights, opts)
+                params, cov, dropped, separated = _statsmodels_fit(spec, data, weights, opts)
             else:
                 params, cov = _callable_fit(spec.target, data, weights, opts)
             # only the all-zero columns dropped above may be missing; any other NaN is a failed fit
@@ -307,4 +340,5 @@ def fit_dataset(
         warnings=msgs,
         dropped_columns=dropped,
         seconds=time.perf_counter() - start,
+        separated=separated,
     )

@@ -45,6 +45,12 @@ class MIResult:
     combined : the underlying :class:`CombinedEstimate`.
     records : one :class:`FitRecord` per dataset (failures included).
     n_dropped : per coefficient, how many estimates the variance threshold removed.
+    separated : indices of the datasets whose logit/probit design was (quasi-)completely
+        separated (empty for other models); ``separation`` : the remedy applied to them
+        (``"penalty"``, ``"drop"`` or ``"ignore"``); ``n_separated`` : their number;
+        ``separation_note`` : one line saying both (None when no dataset was separated).
+    absent_columns : per dataset index, the design columns absent from it (a category with no
+        rows), whose coefficients that dataset does not estimate.
     """
 
     def __init__(
@@ -101,8 +107,24 @@ class MIResult:
 
     @property
     def m(self) -> int:
-        """Number of datasets whose fit succeeded."""
-        return sum(r.ok for r in self.records)
+        """Number of datasets combined (fit succeeded and not left out for separation)."""
+        return sum(r.used for r in self.records)
+
+    @property
+    def separated(self) -> list[int]:
+        return [r.index for r in self.records if r.separated]
+
+    @property
+    def n_separated(self) -> int:
+        return len(self.separated)
+
+    @property
+    def separation(self) -> str | None:
+        return self.options.get("separation")
+
+    @property
+    def absent_columns(self) -> dict[int, tuple[str, ...]]:
+        return {r.index: r.dropped_columns for r in self.records if r.dropped_columns}
 
     @property
     def failed(self) -> list[FitRecord]:
@@ -193,6 +215,11 @@ class MIResult:
         }
         if self.options.get("penalty") is not None:
             info["L2 penalty / bootstrap:"] = f"{self.options['penalty']:g} / {self.options['n_bootstrap']}"
+        sep = self.separation_note
+        if sep:
+            info["Separation:"] = sep
+        if self.absent_columns:
+            info["Absent categories:"] = f"{len(self.absent_columns)} datasets (those coefficients left out there)"
         if self.options.get("drop_variance_above") is not None:
             info["Dropped var >=:"] = f"{self.options['drop_variance_above']:g} ({int(self.n_dropped.sum())} estimates)"
         s = Summary()
@@ -207,6 +234,21 @@ class MIResult:
         for note in notes:
             s.add_text(note)
         return s
+
+    @property
+    def separation_note(self) -> str | None:
+        """One line on the separated datasets and what was done, or None if none were."""
+        k = self.n_separated
+        if not k:
+            return None
+        done = {
+            "penalty": f"refitted with L2 penalty 1e-5, {self.options.get('n_bootstrap')} bootstrap refits",
+            "drop": "left out",
+            "ignore": "kept as fitted",
+        }[self.separation or "ignore"]
+        if self.options.get("penalty") is not None:
+            done = "fitted with the L2 penalty like all datasets"
+        return f"{k} of {len(self.records)} datasets; {done}"
 
     def __repr__(self) -> str:
         return (

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import typer
 from rich import box
 from rich.table import Table
 
+from rich.markup import escape
+
+from synthinfer.analysis.separation import DEFAULT_SEPARATION
 from synthinfer.cli.common import console, user_errors
+from synthinfer.errors import UnsupportedAnalysisWarning
 
 
 def _num(x: float, digits: int = 4) -> str:
@@ -34,7 +39,11 @@ def analyze_cmd(
         None, help="Drop estimates with variance >= this before combining (paper: 1e3)."
     ),
     penalty: float | None = typer.Option(None, help="Tiny L2 penalty with bootstrap variances (paper: 1e-5)."),
-    n_bootstrap: int = typer.Option(50, help="Bootstrap refits per dataset with --penalty."),
+    n_bootstrap: int = typer.Option(50, help="Bootstrap refits per dataset with --penalty or --separation penalty."),
+    separation: str = typer.Option(
+        DEFAULT_SEPARATION, help="Logit/probit datasets with (quasi-)complete separation: penalty (refit with L2 "
+        "1e-5 and bootstrap variances), drop (leave them out) or ignore (keep as fitted)."
+    ),
     no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
     fingerprint: str | None = typer.Option(
@@ -50,17 +59,25 @@ def analyze_cmd(
 
     with user_errors():
         rel = open_release(release, fingerprint=fingerprint)
-        res = rel.analyze(
-            formula,
-            model=model,
-            use_weights=False if no_weights else None,
-            alpha=alpha,
-            drop_variance_above=drop_variance_above,
-            penalty=penalty,
-            n_bootstrap=n_bootstrap,
-            n_jobs=jobs,
-            progress=progress and not as_json,
-        )
+        support = rel.supports(formula)
+        if not as_json:
+            # said before fitting: an unsupported model is worth knowing before waiting for it
+            colour = {True: "green", False: "bold red", None: "yellow"}[support.supported]
+            console.print(f"[{colour}]Release supports this model:[/] {escape(support.reason)}", soft_wrap=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnsupportedAnalysisWarning)  # printed above, or in the JSON
+            res = rel.analyze(
+                formula,
+                model=model,
+                use_weights=False if no_weights else None,
+                alpha=alpha,
+                drop_variance_above=drop_variance_above,
+                penalty=penalty,
+                n_bootstrap=n_bootstrap,
+                separation=separation,
+                n_jobs=jobs,
+                progress=progress and not as_json,
+            )
     frame = res.to_frame(alpha)
     if as_json:
         out = {
@@ -74,6 +91,10 @@ def analyze_cmd(
             "n": res.n,
             "n_syn": res.n_syn,
             "failed": [{"dataset": r.index, "error": r.error} for r in res.failed],
+            "supports": {"supported": support.supported, "missing": [list(s) for s in support.missing],
+                         "reason": support.reason},
+            "separation": {"remedy": res.separation, "datasets": res.separated},
+            "absent_categories": {str(i): list(c) for i, c in res.absent_columns.items()},
             "coefficients": [
                 {"name": name, **{k: _json_value(v.item() if hasattr(v, "item") else v) for k, v in row.items()}}
                 for name, row in frame.iterrows()
@@ -91,6 +112,8 @@ def analyze_cmd(
             f"{res.m} of {len(res.records)} synthetic datasets, n = {res.n}, n_syn = {res.n_syn:g}; "
             f"Rubin's rules for fully synthetic data; release {rel.fingerprint[:12]}"
             + ("; T*: fallback variance (n_syn/n) v̄, normal reference" if show_note else "")
+            + (f"; separation: {res.separation_note}" if res.n_separated else "")
+            + (f"; absent categories in {len(res.absent_columns)} datasets" if res.absent_columns else "")
         ),
     )
     rows = []

@@ -7,18 +7,22 @@ import io
 import json
 import os
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, Marginal
-from synthinfer.errors import ReleaseError
+from synthinfer.errors import ReleaseError, UnsupportedAnalysisWarning
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.release.manifest import MANIFEST_NAME, check_manifest, sha256_bytes
+
+if TYPE_CHECKING:
+    from synthinfer.analysis.support import SupportReport
 
 
 class Release:
@@ -86,14 +90,36 @@ class Release:
     def m(self) -> int:
         return int(self.manifest["m"])
 
+    def supports(self, formula: str) -> SupportReport:
+        """Whether the measured marginals hold every relation the model of ``formula`` needs.
+
+        Each term of the formula needs a measured marginal containing the outcome's variables
+        and the term's (a logit of y on x₁..x_k needs every (y, x_j); an interaction x₁:x₂
+        needs (y, x₁, x₂)); the reasoning is in :mod:`synthinfer.analysis.support`. Returns a
+        :class:`~synthinfer.analysis.support.SupportReport` whose ``supported`` is True, False,
+        or None when the release records no marginals (mechanisms without marginal queries).
+        """
+        from synthinfer.analysis.support import check_support
+
+        columns = self.manifest.get("columns") or [str(c) for c in self.datasets[0].columns]
+        return check_support(formula, columns, self.manifest.get("marginals"), f"the {self.manifest['mechanism']} release")
+
     def analyze(self, formula: str, model: Any = "logit", *, use_weights: bool | None = None, **kwargs: Any):
         """Run ``formula`` on every synthetic dataset and combine with the synthetic-data rules.
 
         Passes the release's ``n`` (for the T* fallback of Supplement B eq. 10) and, unless
         ``use_weights=False``, its per-row weights. Other keywords go to
-        :func:`synthinfer.analysis.analyze`.
+        :func:`synthinfer.analysis.analyze`. Before fitting, warns
+        (:class:`~synthinfer.errors.UnsupportedAnalysisWarning`) when the measured marginals
+        do not support the formula's model (:meth:`supports`).
         """
         from synthinfer.analysis import analyze
+
+        if formula is not None:
+            report = self.supports(formula)
+            if report.supported is False:
+                warnings.warn(f"this release does not support {formula!r}: {report.reason}",
+                              UnsupportedAnalysisWarning, stacklevel=2)
 
         if use_weights is None:
             use_weights = self.weights is not None

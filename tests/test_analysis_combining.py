@@ -52,6 +52,25 @@ def test_negative_T_uses_the_fallback_and_flags_it():
     assert c2.fallback[0] and np.isnan(c2.T_star[0])
 
 
+def test_T_below_the_real_data_floor_falls_back_instead_of_unbounded_intervals():
+    # r = 1.001: T = 0.001 v̄ > 0, where eq. 11 alone gives nu ~ 1e-4 and t quantiles ~ 1e150
+    m, v = 100, 1.0
+    z = np.random.default_rng(0).normal(size=m)
+    b = 1.001 * v / (1 + 1 / m)
+    q = 3.0 + z / z.std(ddof=1) * np.sqrt(b)
+    bare = rubins_rules(q, np.full(m, v))
+    assert bare.T[0] == pytest.approx(0.001 * v) and bare.df[0] < 1e-3 and not bare.fallback[0]
+    assert np.ptp(bare.conf_int()[0]) > 1e100  # the paper's rule alone
+    c = rubins_rules(q, np.full(m, v), n=1000, n_syn=1000)
+    assert c.fallback[0] and np.isinf(c.df[0]) and c.T_star[0] == pytest.approx(v)
+    np.testing.assert_allclose(c.conf_int()[0], q.mean() + np.array([-1, 1]) * stats.norm.ppf(0.975))
+    # just above the floor eq. 10-11 apply, with nu >= (m - 1) (n_syn / (n + n_syn))^2
+    q2 = 3.0 + z / z.std(ddof=1) * np.sqrt(2.01 * v / (1 + 1 / m))
+    c2 = rubins_rules(q2, np.full(m, v), n=1000, n_syn=1000)
+    assert not c2.fallback[0] and c2.T_star[0] == pytest.approx(1.01 * v)
+    assert c2.df[0] >= (m - 1) * 0.25
+
+
 def test_vectorised_equals_one_at_a_time_and_nan_is_missing():
     rng = np.random.default_rng(3)
     q = rng.normal(size=(7, 5))

@@ -23,8 +23,9 @@ def _draw(rng, m, k, n, mean=0.0):
 def test_one_component_statistic_is_the_squared_t():
     rng = np.random.default_rng(0)
     q, U = _draw(rng, 200, 1, 100)
-    w = reiter_wald_test(q, U, n=100, n_syn=100)
-    c = rubins_rules(q[:, 0], U[:, 0, 0], n=100, n_syn=100)
+    # n_syn = n / 2: the floor (n_syn/n) v̄ sits well below T ~ v̄, so eqs. 10-11 apply
+    w = reiter_wald_test(q, U, n=100, n_syn=50)
+    c = rubins_rules(q[:, 0], U[:, 0, 0], n=100, n_syn=50)
     assert not w.fallback and not c.fallback[0]
     assert w.statistic == pytest.approx(c.tvalues()[0] ** 2)
     assert w.r_f == pytest.approx(c.r[0])
@@ -58,6 +59,16 @@ def test_fallback_needs_n():
     assert w.fallback and np.isinf(w.df_denom)
     assert w.statistic == pytest.approx((q.mean(axis=0) ** 2).sum() / 2)
     assert w.pvalue == pytest.approx(stats.chi2.sf(2 * w.statistic, 2))
+
+
+def test_r_f_below_the_real_data_floor_falls_back():
+    # the hand-computed example above, r_f = 4: T_f = 3 Ū, against the floor (n_syn/n) Ū
+    q = np.array([[1.0, 0.0], [3.0, 2.0], [2.0, 4.0]])
+    U = np.broadcast_to(np.diag([0.5, 1.0]), (3, 2, 2))
+    assert not reiter_wald_test(q, U, n=10, n_syn=29).fallback  # floor 2.9 < r_f - 1 = 3
+    w = reiter_wald_test(q, U, n=10, n_syn=31)  # floor 3.1 > 3
+    assert w.fallback and np.isinf(w.df_denom)
+    assert w.statistic == pytest.approx(float(q.mean(0) @ np.linalg.solve(U.mean(0), q.mean(0))) / (3.1 * 2))
 
 
 def test_size_under_the_null():

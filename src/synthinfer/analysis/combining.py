@@ -9,11 +9,19 @@ datasets drawn from the posterior predictive (Raghunathan, Reiter & Rubin 2003; 
 
 and (q̄ - Q)/√T* is referred to a t distribution with ν degrees of freedom.
 
-Where the paper is silent: when the fallback T* = (n_syn/n) v̄ is used (T ≤ 0), eq. 11 is not
-meaningful (r < 1 there, and ν → 0 as r → 1 would give unbounded intervals exactly where the
-between-dataset spread is *small*). The fallback variance is built from v̄ alone, whose sampling
-variability Assumption B.2 takes to be negligible, so we use the normal reference (ν = ∞) for
-those estimands and flag them in ``fallback``.
+Where the paper is silent, two choices:
+
+* **The floor.** T estimates the variance of q̄ about the estimand, which includes the sampling
+  variance of the real data's own estimate, about (n_syn/n) v̄ (v̄ is a variance at n_syn rows).
+  We use T* = max(T, (n_syn/n) v̄): eq. 10's fallback also where T is positive but below that
+  floor. The paper's T* = T there is unstable: as r → 1 (T → 0+), eq. 11 gives ν → 0 and
+  t quantiles without bound (intervals of width ~1e150 were seen where the between-dataset
+  spread is *small*). With the floor, T* is continuous in b and ν ≥ (m - 1)(n_syn / (n + n_syn))²
+  wherever eq. 11 is used (about 24.7 at m = 100, n_syn = n). Without n and n_syn only T ≤ 0
+  can be detected (its intervals are NaN, with a warning).
+* **The reference where floored.** The floor is built from v̄ alone, whose sampling variability
+  Assumption B.2 takes to be negligible, so those estimands use the normal reference (ν = ∞)
+  and are flagged in ``fallback``.
 
 NaN entries mean "no estimate from this dataset" (a failed fit, or an estimate dropped by
 :func:`synthinfer.analysis.drop_extreme_variances`); each estimand is combined over the datasets
@@ -124,9 +132,9 @@ def rubins_rules(
     estimates, variances : arrays of shape ``(m,)`` (one estimand) or ``(m, k)`` (k estimands,
         combined independently). NaN marks a missing estimate; both entries of the pair are then
         ignored.
-    n, n_syn : rows of the private data and of each synthetic dataset; needed only for the
-        fallback T* = (n_syn/n) v̄ when T ≤ 0. Without them such estimands get T* = NaN and a
-        warning.
+    n, n_syn : rows of the private data and of each synthetic dataset, for the floor
+        T* = max(T, (n_syn/n) v̄) (module docstring). Without them only T ≤ 0 falls back, and
+        such estimands get T* = NaN and a warning.
     names : optional estimand names carried into the result.
 
     Returns
@@ -159,13 +167,14 @@ def rubins_rules(
         r = (1.0 + 1.0 / mf) * b / v_bar
         df = (mf - 1.0) * (1.0 - 1.0 / r) ** 2
     too_few = m < 2
-    fallback = (T <= 0) & ~too_few
     if n is not None and n_syn is not None:
         if n <= 0 or n_syn <= 0:
             raise ParameterError(f"n and n_syn must be positive, got n={n!r}, n_syn={n_syn!r}")
         T_fb = (float(n_syn) / float(n)) * v_bar
+        fallback = ((T <= 0) | (T <= T_fb)) & ~too_few
     else:
         T_fb = np.full_like(v_bar, np.nan)
+        fallback = (T <= 0) & ~too_few
         if fallback.any():
             warnings.warn(
                 f"{int(fallback.sum())} estimand(s) have a negative variance estimate T; pass n and "

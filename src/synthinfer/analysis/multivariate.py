@@ -29,9 +29,10 @@ the square of the scalar t statistic. We also simulated the analogue of Li et al
 level 0.05 for m = 10..50), while ν_f above is conservative for small m and accurate for m ≥ 50
 (benchmarks/analysis/results/calibration.json; tests/test_analysis_multivariate.py).
 
-When r_f ≤ 1 (T_f not positive), we use the multivariate analogue of the fallback of eq. 10:
-T* = (n_syn/n) Ū, S = (q̄ - Q0)ᵀ T*⁻¹ (q̄ - Q0) / k referred to F(k, ∞) = χ²_k / k (see
-:mod:`synthinfer.analysis.combining` for why the reference is not a t/F with finite df there).
+When T_f = (r_f - 1) Ū is below the floor (n_syn/n) Ū, i.e. r_f ≤ 1 + n_syn/n (the analogue
+of the scalar floor of :mod:`synthinfer.analysis.combining`, which also says why), we use
+T* = (n_syn/n) Ū, S = (q̄ - Q0)ᵀ T*⁻¹ (q̄ - Q0) / k referred to F(k, ∞) = χ²_k / k. Without n
+and n_syn only r_f ≤ 1 (T_f not positive) is detected, and it is an error.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def reiter_wald_test(
     covariances : ``(m, p, p)`` covariance estimates.
     null : Q0, a length-k vector (default zeros).
     r_matrix : optional ``(k, p)`` restriction matrix R (default identity: test all p entries).
-    n, n_syn : rows of the private and of each synthetic dataset (for the r_f ≤ 1 fallback).
+    n, n_syn : rows of the private and of each synthetic dataset (for the floor; module doc).
     """
+    if n is not None and n_syn is not None and not (n > 0 and n_syn > 0):
+        raise ParameterError(f"n and n_syn must be positive, got n={n!r}, n_syn={n_syn!r}")
     q = np.asarray(estimates, dtype=float)
     U = np.asarray(covariances, dtype=float)
     if q.ndim != 2 or U.shape != (q.shape[0], q.shape[1], q.shape[1]):
@@ -126,14 +129,15 @@ def reiter_wald_test(
     U_inv_diff = np.linalg.solve(U_bar, diff)
     r_f = (1.0 + 1.0 / m) * np.trace(np.linalg.solve(U_bar, B)) / k
     quad = float(diff @ U_inv_diff)
-    if r_f > 1.0:
+    floor = None if n is None or n_syn is None else float(n_syn) / float(n)
+    if r_f > 1.0 + (floor or 0.0):
         stat = quad / (k * (r_f - 1.0))
         nu = k * (m - 1) * (1.0 - 1.0 / r_f) ** 2
         return WaldTestResult(stat, k, float(nu), float(stats.f.sf(stat, k, nu)), float(r_f), m, False)
-    if n is None or n_syn is None:
+    if floor is None:
         raise AnalysisError(
             f"r_f = {r_f:.3g} <= 1, so T_f is not positive definite; pass n and n_syn to use the "
             "fallback T* = (n_syn/n) Ū"
         )
-    stat = quad * float(n) / (float(n_syn) * k)
+    stat = quad / (floor * k)
     return WaldTestResult(stat, k, float("inf"), float(stats.chi2.sf(k * stat, k)), float(r_f), m, True)

@@ -195,11 +195,12 @@ ADDITIVE = {
 
 def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: float, epsilon: float,
                    delta: float = 0.0, draws: int = 200_000, seed: int = 0, alpha: float = 1e-3,
-                   exact: bool = False) -> float:
+                   exact: bool = False, unit_changes: int | None = None) -> float:
     """Empirical epsilon lower bound of an additive mechanism of :data:`ADDITIVE` (Gaussian or
     Laplace, continuous or discrete) on the noise-free answers ``f_d``, ``f_n``, with noise
-    calibrated for ``sensitivity`` by the mechanism-level function of
-    :mod:`synthinfer.privacy.mechanisms`; ``exact``: draw through OpenDP (module docstring).
+    calibrated for ``sensitivity`` (and ``unit_changes``, for the discrete Gaussian's tight
+    calibration) by the mechanism-level function of :mod:`synthinfer.privacy.mechanisms`;
+    ``exact``: draw through OpenDP (module docstring).
 
     The statistic is the privacy-loss random variable ``log p_D(y) / p_D'(y)`` (the most powerful
     test), up to a monotone map: the projection on ``f_D - f_D'`` for the (discrete) Gaussian, whose
@@ -212,6 +213,8 @@ def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: 
     if kind.startswith("discrete"):
         f_d, f_n = np.round(f_d), np.round(f_n)
     extra = {"delta": delta} if takes_delta else {}
+    if unit_changes is not None:
+        extra["unit_changes"] = unit_changes
     best = 0.0
     with noise_stream(seed, exact):
         for a, b in ((f_d, f_n), (f_n, f_d)):

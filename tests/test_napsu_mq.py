@@ -19,7 +19,7 @@ from synthinfer.errors import (
     UnknownColumnError,
 )
 from synthinfer.generate import NapsuMQ
-from synthinfer.privacy import PrivacyLedger, gaussian_sigma
+from synthinfer.privacy import PrivacyLedger, discrete_gaussian_sigma
 from synthinfer.progress import Progress
 
 N = 2000
@@ -39,7 +39,7 @@ def test_fit_records_mechanism_and_spends_exactly_the_budget(fitted):
     g = fitted
     assert g.queries_.dimension == 7  # 8 cells of the 3-way marginal minus the normalisation
     assert g.queries_.l2_sensitivity == pytest.approx(np.sqrt(2))
-    assert g.sigma_dp_ == pytest.approx(gaussian_sigma(1.0, N**-2.0, np.sqrt(2)))
+    assert g.sigma_dp_ == pytest.approx(discrete_gaussian_sigma(1.0, N**-2.0, 2))  # tight (PLD) scale
     eps, delta = g.ledger_.spent
     assert eps == pytest.approx(1.0) and delta == pytest.approx(N**-2.0)
     assert g.privacy_["spent"]["epsilon"] == pytest.approx(1.0)
@@ -242,7 +242,7 @@ def test_contained_marginals_are_not_measured_and_unmeasured_columns_warn(toy):
         g = NapsuMQ([("x1", "x2", "y"), ("x1",)], epsilon=1.0, delta=5e-7, inference="laplace", seed=0).fit(
             toy.data, toy.domain, ledger=led)
     assert [m.columns for m in g.marginals_] == [("x1", "x2", "y")]
-    assert g.sigma_dp_ == pytest.approx(gaussian_sigma(1.0, 5e-7, np.sqrt(2 * 1)))  # n_s = 1 marginal
+    assert g.sigma_dp_ == pytest.approx(discrete_gaussian_sigma(1.0, 5e-7, 2 * 1))  # n_s = 1 marginal
     with pytest.warns(SynthinferWarning, match=r"columns \['x2'\] are in no marginal"):
         h = NapsuMQ([("x1", "y")], epsilon=1.0, delta=5e-7, inference="mle", seed=0).fit(toy.data, toy.domain, ledger=led)
     # summary and spent_ describe this fit, not the shared ledger's total

@@ -140,9 +140,61 @@ def test_marginal_sensitivity_substitution(data, n, k):
     qs = QuerySet(DOM, MARGINAL_SETS[:k])
     dist = np.linalg.norm(qs.count(codes) - qs.count(neighbour))
     assert dist <= qs.l2_sensitivity + 1e-12
+    # the tight accounting's premise: at most 2 n_s counts change, each by exactly +-1
+    diff = qs.count(codes) - qs.count(neighbour)
+    assert set(np.unique(diff)) <= {-1, 0, 1} and np.count_nonzero(diff) <= qs.unit_changes == 2 * k
     # equality whenever the substituted row differs in every column
     if all(codes[i, j] != new[j] for j in range(len(DOM))):
         assert dist == pytest.approx(math.sqrt(2 * k))
+
+
+# -- the discrete Gaussian's tight (PLD) calibration ---------------------------------------------
+
+
+def _exact_discrete_gaussian_delta(sigma: float, epsilon: float, k: int) -> float:
+    """Brute force: k coordinates each shifted by 1 under N_Z(0, sigma^2) noise. The privacy loss
+    is (k - 2 S) / (2 sigma^2) with S the sum of the k noises (exact k-fold convolution of the
+    pmf), and delta = E_P[max(0, 1 - exp(epsilon - L))] (both directions agree by symmetry)."""
+    t = int(math.ceil(40 * sigma))
+    z = np.arange(-t, t + 1)
+    pmf = np.exp(-(z.astype(float) ** 2) / (2 * sigma * sigma))
+    pmf /= pmf.sum()
+    total = pmf
+    for _ in range(k - 1):
+        total = np.convolve(total, pmf)
+    s = np.arange(-k * t, k * t + 1)
+    loss = (k - 2.0 * s) / (2 * sigma * sigma)
+    return float(np.sum(total * np.maximum(0.0, 1.0 - np.exp(epsilon - loss))))
+
+
+@pytest.mark.parametrize("epsilon, delta, k", [(1.0, 1e-5, 1), (1.0, 1e-6, 2), (0.5, 1e-8, 4), (4.0, 1e-9, 6)])
+def test_discrete_gaussian_pld_calibration_against_brute_force(epsilon, delta, k):
+    from synthinfer.privacy import discrete_gaussian_pld_delta, discrete_gaussian_sigma
+
+    sigma = discrete_gaussian_sigma(epsilon, delta, k)
+    exact = _exact_discrete_gaussian_delta(sigma, epsilon, k)
+    assert exact <= delta  # valid
+    # the PLD bound is an upper bound, and close to the exact curve
+    assert exact <= discrete_gaussian_pld_delta(sigma, epsilon, k) <= 1.05 * exact + 1e-15
+    # tight: 1% less noise breaks the budget (so the zCDP scale was not simply returned)
+    assert _exact_discrete_gaussian_delta(0.99 * sigma, epsilon, k) > delta
+    zcdp = gaussian_sigma(epsilon, delta, math.sqrt(k))
+    assert 0.85 * zcdp < sigma < 0.97 * zcdp
+
+
+def test_discrete_gaussian_mechanism_with_unit_changes_uses_the_tight_scale():
+    from synthinfer.privacy import discrete_gaussian_mechanism, discrete_gaussian_sigma
+
+    led = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+    discrete_gaussian_mechanism(np.arange(5), sensitivity=2.0, unit_changes=4, epsilon=1.0, delta=1e-6, ledger=led)
+    (charge,) = led.charges
+    assert charge.details["sigma"] == pytest.approx(discrete_gaussian_sigma(1.0, 1e-6, 4))
+    assert charge.details["unit_changes"] == 4 and "privacy loss distribution" in charge.details["accounting"]
+    with pytest.raises(PrivacyError, match="sqrt"):  # unit changes and sensitivity must agree
+        discrete_gaussian_mechanism(np.arange(5), sensitivity=1.0, unit_changes=4, epsilon=1.0, delta=1e-6,
+                                    ledger=PrivacyLedger(PrivacyBudget(1.0, 1e-6)))
+    with pytest.raises(PrivacyError, match="unit_changes"):
+        discrete_gaussian_sigma(1.0, 1e-6, 0)
 
 
 # -- DP-SGD step (synthinfer.privacy.dpsgd) ------------------------------------------------

@@ -98,19 +98,22 @@ def test_napsu_mq_and_mst_record_and_replay(monkeypatch):
     assert measured_sensitivity(*worst[0], "l2") == pytest.approx(worst[0][0].params["sensitivity"])
     # the threshold test on that pair, with the calibration the measurement used
     p = a.params
+    assert p["unit_changes"] == 6  # (a, b) and MST's two pairs
     assert audit_additive("discrete_gaussian", a.values, b.values, sensitivity=p["sensitivity"],
-                          epsilon=p["epsilon"], delta=p["delta"], draws=100_000) <= p["epsilon"]
+                          epsilon=p["epsilon"], delta=p["delta"], draws=100_000,
+                          unit_changes=p["unit_changes"]) <= p["epsilon"]
 
 
 def test_napsu_mq_with_understated_sensitivity_is_flagged(monkeypatch):
     df = _table()
-    monkeypatch.setattr(QuerySet, "l2_sensitivity", property(lambda self: np.sqrt(2 * len(self.marginals)) / 2))
+    # one unit change declared where a substitution makes 2 per marginal (L2 1 for sqrt(6))
+    monkeypatch.setattr(QuerySet, "unit_changes", property(lambda self: max(1, len(self.marginals) // 2)))
     (_, _, _, (a, b)) = record_and_replay(_napsu, df, next(_neighbours(df)), monkeypatch,
                                           stop_after="estimator.discrete_gaussian_mechanism")
     assert measured_sensitivity(a, b, "l2") > a.params["sensitivity"]
     p = a.params
     assert audit_additive("discrete_gaussian", a.values, b.values, sensitivity=p["sensitivity"],
-                          epsilon=p["epsilon"], delta=p["delta"]) > p["epsilon"]
+                          epsilon=p["epsilon"], delta=p["delta"], unit_changes=p["unit_changes"]) > p["epsilon"]
 
 
 @pytest.mark.filterwarnings("ignore::synthinfer.errors.SynthinferWarning")

@@ -9,7 +9,7 @@ import pandas as pd
 from synthinfer.data import Domain
 from synthinfer.datasets import make_toy_logistic
 from synthinfer.generate import NapsuMQ, PrivBayes
-from synthinfer.privacy import gaussian_sigma
+from synthinfer.privacy import discrete_gaussian_sigma
 from synthinfer.privacy.samplers import discrete_gaussian_variance
 
 N = 500
@@ -27,7 +27,8 @@ def test_napsu_noisy_counts_are_integers_unseeded_and_the_likelihood_uses_their_
         assert np.array_equal(g.noisy_counts_, np.round(g.noisy_counts_))
     assert not np.array_equal(a.noisy_counts_, b.noisy_counts_)  # same seed, fresh noise
     charge = a.ledger_.charges[-1]
-    sigma = gaussian_sigma(1.0, N**-2.0, charge.details["sensitivity_l2"])
+    assert charge.details["unit_changes"] == 2  # one marginal: the tight (PLD) calibration
+    sigma = discrete_gaussian_sigma(1.0, N**-2.0, 2)
     assert charge.details["sigma"] == sigma
     assert a.sigma_dp_ == math.sqrt(discrete_gaussian_variance(sigma)) <= sigma
     assert charge.details["variance"] == a.sigma_dp_**2

@@ -115,9 +115,16 @@ class QuerySet:
         return int(sum(self.sizes))
 
     @property
+    def unit_changes(self) -> int:
+        """``2 n_s``: a substitution moves one count down and one up by 1 in each of the ``n_s``
+        full marginals (or none), so neighbouring count vectors differ by +-1 in at most this
+        many coordinates."""
+        return 2 * len(self.marginals)
+
+    @property
     def l2_sensitivity(self) -> float:
         """``sqrt(2 n_s)`` for ``n_s`` full marginal sets (NAPSU-MQ Theorem 3.5)."""
-        return math.sqrt(2 * len(self.marginals))
+        return math.sqrt(self.unit_changes)
 
     def offsets(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)

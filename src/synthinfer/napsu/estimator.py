@@ -352,6 +352,7 @@ class NapsuMQ(Generator):
             noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
+                unit_changes=queryset.unit_changes,
                 epsilon=meas_budget.epsilon,
                 delta=meas_budget.delta,
                 ledger=ledger,

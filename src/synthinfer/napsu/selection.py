@@ -133,6 +133,7 @@ def select_mst_marginals(
     noisy, _ = discrete_gaussian_mechanism(
         one_way_counts,
         sensitivity=float(np.sqrt(2 * len(names))),
+        unit_changes=2 * len(names),  # a substitution moves two counts of each 1-way marginal by 1
         epsilon=eps_1way,
         delta=budget.delta,
         ledger=ledger,

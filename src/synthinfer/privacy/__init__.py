@@ -4,6 +4,8 @@ from synthinfer.privacy.budget import MAX_EPSILON, PrivacyBudget, check_budget, 
 from synthinfer.privacy.ledger import Charge, PrivacyLedger
 from synthinfer.privacy.mechanisms import (
     discrete_gaussian_mechanism,
+    discrete_gaussian_pld_delta,
+    discrete_gaussian_sigma,
     discrete_laplace_mechanism,
     gaussian_delta,
     gaussian_mechanism,
@@ -22,6 +24,8 @@ __all__ = [
     "check_budget",
     "default_delta",
     "discrete_gaussian_mechanism",
+    "discrete_gaussian_pld_delta",
+    "discrete_gaussian_sigma",
     "discrete_laplace_mechanism",
     "gaussian_delta",
     "gaussian_mechanism",

@@ -15,16 +15,24 @@ with ``rho = zcdp_rho(epsilon, delta)`` (the Canonne-Kamath-Steinke conversion, 
 :mod:`synthinfer.privacy.zcdp`): valid for any rho-zCDP mechanism. The analytic (epsilon, delta)
 calibration of the continuous Gaussian (Balle & Wang 2018; :func:`gaussian_delta`) is not used:
 it is proven for the continuous distribution only (CKS 2020, Thm 7 gives the discrete Gaussian's
-own, different, one-dimensional curve). It needs about 8% less noise at (1, 1e-5); a tighter
-accountant can recover most of it from ``dp_accounting``'s exact discrete-Gaussian privacy loss
-(``dp_accounting.pld.privacy_loss_mechanism.DiscreteGaussianPrivacyLoss``, one-dimensional
-with integer sensitivity: a substitution moves a marginal's counts by +-1 in two cells, so the
-vector mechanism is the composition of ``2 d`` such one-dimensional losses).
+own, different, one-dimensional curve).
+
+**Tight accounting for counts.** Where the caller states that neighbouring count vectors differ
+by +-1 in at most ``k`` coordinates (``unit_changes=k``: a substitution moves each marginal's
+counts in two cells, so ``k = 2 n_s`` and ``Delta = sqrt(k)``), the discrete Gaussian vector
+mechanism is the composition of ``k`` one-dimensional discrete Gaussians of sensitivity 1 (the
+coordinates' noises are independent, and unchanged coordinates lose nothing). Its exact privacy
+loss distribution (PLD) is ``dp_accounting``'s ``from_discrete_gaussian_mechanism(sigma, 1)``
+self-composed ``k`` times, with pessimistic rounding, so its ``delta(epsilon)`` is an upper
+bound (Koskela et al. 2021; Doroshenko et al. 2022); :func:`discrete_gaussian_sigma` takes the
+smallest sigma at which it meets the budget. About 6-7% less noise than the zCDP calibration at
+epsilon 1 (:func:`gaussian_sigma` stays the bound for everything else).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -62,6 +70,55 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     sensitivity = _check_positive("sensitivity", sensitivity)
     rho = _gaussian_rho(epsilon, delta)
     return sensitivity / math.sqrt(2.0 * rho)
+
+
+#: dp_accounting truncates each discrete Gaussian where its tails hold at most this mass; the
+#: calibration adds the resulting slack to the PLD's delta (hockey-stick triangle inequality).
+_PLD_TAIL_MASS = 1e-30
+#: Relative width to which :func:`discrete_gaussian_sigma` brackets the smallest valid sigma.
+_PLD_SIGMA_RTOL = 1e-4
+
+
+def discrete_gaussian_pld_delta(sigma: float, epsilon: float, unit_changes: int) -> float:
+    """Upper bound on the delta at ``epsilon`` of the discrete Gaussian ``N_Z(0, sigma^2)`` on
+    count vectors whose neighbours differ by +-1 in at most ``unit_changes`` coordinates: the
+    pessimistic PLD of ``dp_accounting`` (module docstring), plus the truncation slack."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    pld = privacy_loss_distribution.from_discrete_gaussian_mechanism(float(sigma), sensitivity=1,
+                                                                     pessimistic_estimate=True)
+    if unit_changes > 1:
+        pld = pld.self_compose(int(unit_changes))
+    slack = 2.0 * unit_changes * _PLD_TAIL_MASS * (1.0 + math.exp(epsilon))
+    return float(pld.get_delta_for_epsilon(float(epsilon))) + slack
+
+
+@lru_cache(maxsize=256)
+def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> float:
+    hi = gaussian_sigma(epsilon, delta, math.sqrt(unit_changes))  # zCDP: valid, so feasible
+    lo = hi / 2.0
+    if discrete_gaussian_pld_delta(lo, epsilon, unit_changes) <= delta:
+        return hi  # not expected (the PLD never halves sigma); keep the proven zCDP value
+    while hi / lo > 1.0 + _PLD_SIGMA_RTOL:
+        mid = math.sqrt(lo * hi)
+        if discrete_gaussian_pld_delta(mid, epsilon, unit_changes) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def discrete_gaussian_sigma(epsilon: float, delta: float, unit_changes: int) -> float:
+    """The smallest scale (to 1e-4 relatively) at which the discrete Gaussian on count vectors
+    whose neighbours differ by +-1 in at most ``unit_changes`` coordinates is (epsilon, delta)-DP
+    by the exact privacy loss distribution (module docstring); never above the zCDP scale
+    ``gaussian_sigma(epsilon, delta, sqrt(unit_changes))``. Bisection on ``log sigma`` between
+    half and all of the zCDP scale; each step composes the PLD (~25 ms); cached."""
+    epsilon = _check_positive("epsilon", epsilon)
+    _gaussian_rho(epsilon, delta)  # validates delta
+    if isinstance(unit_changes, bool) or not isinstance(unit_changes, (int, np.integer)) or unit_changes < 1:
+        raise PrivacyError(f"unit_changes must be a positive integer, got {unit_changes!r}")
+    return _pld_sigma(float(epsilon), float(delta), int(unit_changes))
 
 
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
@@ -106,23 +163,39 @@ def discrete_gaussian_mechanism(
     delta: float,
     ledger: PrivacyLedger,
     name: str = "discrete gaussian",
+    unit_changes: int | None = None,
 ) -> tuple[np.ndarray, float]:
     """Release integer ``counts`` plus discrete Gaussian noise ``N_Z(0, sigma^2)`` (CKS 2020).
 
-    ``sigma`` is :func:`gaussian_sigma`; the released values are integers, so every output is
-    attainable from every input. Guarantee: ``rho``-zCDP for integer vectors whose L2 distance
-    between neighbours is at most ``sensitivity`` (module docstring), hence (epsilon, delta)-DP.
-    Returns the noisy counts (int64) and the noise's standard deviation
-    ``sqrt(discrete_gaussian_variance(sigma))`` (at most sigma; what a likelihood of the
-    noisy counts needs). The ledger's charge records both ``sigma`` and this variance.
+    Without ``unit_changes``, ``sigma`` is :func:`gaussian_sigma`. Guarantee: ``rho``-zCDP for
+    integer vectors whose L2 distance between neighbours is at most ``sensitivity`` (module
+    docstring), hence (epsilon, delta)-DP. With ``unit_changes=k`` the caller states that
+    neighbouring ``counts`` differ by +-1 in at most ``k`` coordinates (``sensitivity`` must then
+    be ``sqrt(k)``), and ``sigma`` is :func:`discrete_gaussian_sigma`, (epsilon, delta)-DP by
+    the exact privacy loss distribution (module docstring). The released values are integers,
+    so every output is attainable from every input. Returns the noisy counts (int64) and the
+    noise's standard deviation ``sqrt(discrete_gaussian_variance(sigma))`` (at most sigma; what
+    a likelihood of the noisy counts needs). The ledger's charge records both ``sigma`` and
+    this variance.
     """
     x = samplers.as_counts(counts)
-    sigma = gaussian_sigma(epsilon, delta, sensitivity)
+    sensitivity = _check_positive("sensitivity", sensitivity)
+    if unit_changes is None:
+        sigma = gaussian_sigma(epsilon, delta, sensitivity)
+        accounting = "zCDP (Canonne, Kamath & Steinke 2020, Thm 4), converted by their Cor. 13"
+        extra = {}
+    else:
+        if not math.isclose(sensitivity, math.sqrt(unit_changes), rel_tol=1e-12):
+            raise PrivacyError(f"unit_changes={unit_changes!r} +-1 changes have L2 sensitivity "
+                               f"sqrt({unit_changes!r}), not the stated {sensitivity!r}")
+        sigma = discrete_gaussian_sigma(epsilon, delta, unit_changes)
+        accounting = ("privacy loss distribution of the discrete Gaussian (dp_accounting, pessimistic), "
+                      f"composed over {int(unit_changes)} unit changes")
+        extra = {"unit_changes": int(unit_changes)}
     rho = samplers.discrete_gaussian_rho(sensitivity, sigma)
     variance = samplers.discrete_gaussian_variance(sigma)
     ledger.spend(name, epsilon, delta, mechanism="discrete gaussian (OpenDP)", sensitivity_l2=float(sensitivity),
-                 sigma=sigma, variance=variance, rho=rho,
-                 accounting="zCDP (Canonne, Kamath & Steinke 2020, Thm 4), converted by their Cor. 13")
+                 sigma=sigma, variance=variance, rho=rho, accounting=accounting, **extra)
     return samplers.discrete_gaussian(x, sigma), math.sqrt(variance)
 
 

@@ -1,4 +1,5 @@
-"""Generalised Bayesian learning from real and synthetic data (Wilde et al. 2021)."""
+"""Bayesian analysts: generalised Bayesian learning from real and synthetic data (Wilde et al.
+2021), and mixing per-dataset posteriors on a release (Räisä, Jälkö & Honkela 2025)."""
 
 from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.choose_m import (
@@ -11,6 +12,7 @@ from synthinfer.bayes.choose_m import (
     n_effective,
     predictive_average,
 )
+from synthinfer.bayes.mixing import mix_posteriors
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss, NoiseAwareLoss, normal_laplace_logpdf
 from synthinfer.bayes.models import (
     GaussianLocationScale,
@@ -24,6 +26,7 @@ from synthinfer.bayes.models import (
 from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
 
 __all__ = [
+    "mix_posteriors",
     "BetaLoss",
     "ChooseMResult",
     "GaussianLocationScale",

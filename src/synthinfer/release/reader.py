@@ -104,6 +104,29 @@ class Release:
         columns = self.manifest.get("columns") or [str(c) for c in self.datasets[0].columns]
         return check_support(formula, columns, self.manifest.get("marginals"), f"the {self.manifest['mechanism']} release")
 
+    def _warn_unsupported(self, formula: str) -> None:
+        report = self.supports(formula)
+        if report.supported is False:
+            warnings.warn(f"this release does not support {formula!r}: {report.reason}",
+                          UnsupportedAnalysisWarning, stacklevel=3)
+
+    def mix_posteriors(self, formula: str, model: str = "logit", **kwargs: Any):
+        """A Bayesian analysis of the release: the analyst's posterior of ``formula`` on every
+        synthetic dataset, mixed (:func:`synthinfer.bayes.mix_posteriors`; ArviZ InferenceData).
+
+        Passes the release's ``n``; other keywords (prior, NUTS settings, seed) go to that
+        function. Warns first when the measured marginals do not support the model
+        (:meth:`supports`). Per-row weights are not used (the mixture is for unweighted
+        releases; :class:`ReleaseError` if the release has them).
+        """
+        from synthinfer.bayes import mix_posteriors
+
+        if self.weights is not None:
+            raise ReleaseError("this release carries per-row weights, which the mixture of posteriors does not "
+                               "use; analyse it with analyze()")
+        self._warn_unsupported(formula)
+        return mix_posteriors(self.datasets, formula, model, n=self.n, **kwargs)
+
     def analyze(self, formula: str, model: Any = "logit", *, use_weights: bool | None = None, **kwargs: Any):
         """Run ``formula`` on every synthetic dataset and combine with the synthetic-data rules.
 
@@ -116,10 +139,7 @@ class Release:
         from synthinfer.analysis import analyze
 
         if formula is not None:
-            report = self.supports(formula)
-            if report.supported is False:
-                warnings.warn(f"this release does not support {formula!r}: {report.reason}",
-                              UnsupportedAnalysisWarning, stacklevel=2)
+            self._warn_unsupported(formula)
 
         if use_weights is None:
             use_weights = self.weights is not None

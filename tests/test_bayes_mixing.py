@@ -1,0 +1,127 @@
+"""Mixing per-dataset posteriors (Räisä, Jälkö & Honkela 2025), against the theory of a
+conjugate model and on a logistic model sampled by NUTS."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.bayes import mix_posteriors
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
+
+
+def _normal_release(n: int, n_syn: int, m: int, seed: int = 0):
+    """Real y ~ N(0.3, 1) (n rows); each synthetic dataset from the posterior predictive of the
+    normal-mean model with the variance known: mu_i ~ N(ybar, 1/n), z ~ N(mu_i, 1)."""
+    rng = np.random.default_rng(seed)
+    y = rng.normal(0.3, 1.0, n)
+    mus = rng.normal(y.mean(), 1 / np.sqrt(n), m)
+    return y, [pd.DataFrame({"y": rng.normal(mu, 1.0, n_syn)}) for mu in mus]
+
+
+@pytest.mark.parametrize("ratio", [20, 1])
+def test_mixture_recovers_the_real_posterior_as_the_theory_says(ratio):
+    # the mixture's variance is 1/n (the real posterior) + 1/n_syn (where each component sits)
+    # + 1/n_syn (each component's own width)
+    n, m = 200, 400
+    y, datasets = _normal_release(n, ratio * n, m)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        idata = mix_posteriors(datasets, "y ~ 1", "ols", n=n, seed=1)
+    assert any("overstate" in str(x.message) for x in w) == (ratio < 5)
+    mu = idata.posterior["coef"].sel(term="Intercept").values.ravel()
+    assert idata.posterior.attrs["sampler"] == "exact" and idata.posterior.attrs["m"] == m
+    assert mu.size == m * 2 * 500
+    # mean: within 4 sd of the m-component average around ybar (sd sqrt(1/n/m))
+    assert abs(mu.mean() - y.mean()) < 4 * np.sqrt((1 / n + 1 / (ratio * n)) / m)
+    # variance ratio to the real posterior's 1/n: 1 + 2/ratio; the estimate's sd is ~sqrt(2/m) relative
+    assert mu.var() * n == pytest.approx(1 + 2 / ratio, rel=4 * np.sqrt(2 / m))
+    sigma = idata.posterior["sigma"].values.ravel()
+    assert np.median(sigma) == pytest.approx(1.0, abs=0.05)
+
+
+def test_logit_mixture_by_nuts_names_the_coefficients_and_checks_convergence():
+    rng = np.random.default_rng(3)
+    m, n_syn = 10, 1500
+    datasets = []
+    for _ in range(m):
+        x = rng.normal(size=n_syn)
+        g = rng.choice(["a", "b", "c"], size=n_syn)
+        eta = -0.5 + 1.0 * x + np.where(g == "b", 0.8, 0.0)
+        datasets.append(pd.DataFrame({"y": rng.random(n_syn) < 1 / (1 + np.exp(-eta)), "x": x, "g": g}))
+    datasets[-1] = datasets[-1][datasets[-1]["g"] != "c"].head(n_syn)  # a level absent from one dataset
+    datasets[-1] = pd.concat([datasets[-1], datasets[0].iloc[: n_syn - len(datasets[-1])]], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no convergence or size warning: n_syn = 5 n, m = 10
+        idata = mix_posteriors([d.astype({"y": float}) for d in datasets], "y ~ x + C(g)", n=300, seed=0)
+    post = idata.posterior
+    assert list(post["coef"].coords["term"].values) == ["Intercept", "C(g)[T.b]", "C(g)[T.c]", "x"]
+    assert post.sizes["chain"] == m * 2 and post.attrs["datasets_not_converged"] == 0
+    est = post["coef"].mean(("chain", "draw")).values
+    np.testing.assert_allclose(est[[0, 1, 3]], [-0.5, 0.8, 1.0], atol=0.15)
+
+
+def test_bad_input_is_refused_with_the_parameter_named():
+    d = [pd.DataFrame({"y": [0.0, 1.0, 1.0], "x": [1.0, 2.0, 3.0]})] * 2
+    with pytest.raises(ParameterError, match="model"):
+        mix_posteriors(d, "y ~ x", "probit", n=1)
+    with pytest.raises(ParameterError, match="formula"):
+        mix_posteriors(d, "y x", n=1)
+    with pytest.raises(ParameterError, match="n "):
+        mix_posteriors(d, "y ~ x", n=0)
+    with pytest.raises(ParameterError, match="common"):
+        mix_posteriors([d[0], d[0].head(2)], "y ~ x", n=1)
+    with pytest.raises(AnalysisError, match="formula"):
+        with pytest.warns(SynthinferWarning):
+            mix_posteriors(d, "y ~ nope", n=1)
+
+
+def _release(path, n=100, n_syn=500, m=10):
+    from synthinfer.privacy import PrivacyLedger
+    from synthinfer.release import ReleaseRecord, write_release
+
+    rng = np.random.default_rng(5)
+
+    def table():
+        x = rng.choice(["lo", "hi"], n_syn)
+        y = np.where(rng.random(n_syn) < np.where(x == "hi", 0.7, 0.3), "yes", "no")
+        return pd.DataFrame({"y": pd.Categorical(y, ["no", "yes"]), "x": pd.Categorical(x, ["lo", "hi"])})
+
+    ledger = PrivacyLedger((1.0, 1e-6))
+    ledger.spend("marginals", 1.0, 1e-6, mechanism="gaussian")
+    record = ReleaseRecord(mechanism="toy", settings={}, ledger=ledger, n=n, seed_fixed=True, marginals=[["x"]])
+    return write_release(path, [table() for _ in range(m)], record=record, skip_private_data_check=True)
+
+
+def test_release_mixes_with_its_n_and_warns_when_unsupported(tmp_path):
+    from synthinfer.errors import UnsupportedAnalysisWarning
+    from synthinfer.release import open_release
+
+    n, n_syn, m = 100, 500, 10
+    rel = open_release(_release(tmp_path / "r", n, n_syn, m))
+    with pytest.warns(UnsupportedAnalysisWarning, match=r"\(x, y\)"):
+        idata = rel.mix_posteriors("y ~ C(x)", num_samples=300, seed=0)
+    post = idata.posterior
+    assert post.attrs["n"] == n and post.attrs["n_syn"] == n_syn and post.sizes["chain"] == 2 * m
+    # log-odds of "yes": -0.85 at lo, +1.69 higher at hi; the mixture is wide (n = 100)
+    est = post["coef"].mean(("chain", "draw")).values
+    np.testing.assert_allclose(est, [np.log(0.3 / 0.7), np.log(0.7 / 0.3) - np.log(0.3 / 0.7)], atol=0.3)
+
+
+def test_cli_analyze_bayes(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from synthinfer.cli import app
+
+    path = _release(tmp_path / "r")
+    out = CliRunner().invoke(app, ["analyze", str(path), "-f", "y ~ C(x)", "--bayes", "--seed", "0", "--json"])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.output[out.output.index("{"):])
+    assert res["m"] == 10 and res["draws"] == 10 * 2 * 500 and res["supports"]["supported"] is False
+    (a, b) = res["coefficients"]
+    assert a["name"] == "Intercept" and a["lower"] < np.log(0.3 / 0.7) < a["upper"]
+    bad = CliRunner().invoke(app, ["analyze", str(path), "-f", "y ~ C(x)", "--bayes", "-m", "poisson"])
+    assert bad.exit_code == 2 and "error:" in bad.output and "model" in bad.output

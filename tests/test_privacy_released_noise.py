@@ -44,3 +44,20 @@ def test_privbayes_counts_get_integer_noise_not_from_the_seed():
     charges = [f.ledger_.charges[-1] for f in fits]
     assert all(c.mechanism.startswith("discrete laplace") for c in charges)
     assert any(not np.array_equal(x, y) for x, y in zip(fits[0].conditionals_, fits[1].conditionals_))
+
+
+def test_napsu_fits_at_large_epsilon_where_the_discrete_variance_underflows():
+    # at epsilon 100 the discrete noise's variance (~1e-10) is far below the lattice; the
+    # likelihood floors it at the rounding variance 1/12 and the Laplace fit succeeds
+    from synthinfer.napsu.estimator import INTEGER_ROUNDING_VARIANCE
+
+    toy = make_toy_logistic(2000, seed=10_000)
+    g = NapsuMQ([("x1", "x2", "y")], epsilon=100.0, delta=2000**-2.0, inference="laplace", seed=0)
+    g.fit(toy.data, toy.domain)
+    assert g.sigma_dp_**2 < 1e-6 < INTEGER_ROUNDING_VARIANCE
+    # the posterior is the non-private one: synthetic P(y = 1 | x1) within sampling error of the real
+    syn = g.generate(1, 20_000, seed=1)[0]
+    for x1 in toy.domain["x1"].categories:
+        real = (toy.data.loc[toy.data["x1"] == x1, "y"].astype(str) == "1").mean()
+        fake = (syn.loc[syn["x1"] == x1, "y"].astype(str) == "1").mean()
+        assert abs(fake - real) < 4 * np.sqrt(0.25 / 1000 + 0.25 / 10_000)

@@ -79,6 +79,33 @@ def toy() -> None:
     (R / "toy_coverage_summary.json").write_text(json.dumps(summary, indent=1))
 
 
+def toy_vetted() -> None:
+    """The toy study's Laplace method before and after OpenDP's discrete noise and the PLD
+    calibration, on the same data seeds (``toy_coverage_before_vetted.json``: the same command
+    at commit 0306e68; ``toy_coverage_vetted.json``: after)."""
+    files = {"numpy Gaussian noise (before)": R / "toy_coverage_before_vetted.json",
+             "OpenDP discrete Gaussian, PLD (after)": R / "toy_coverage_vetted.json"}
+    if not all(f.exists() for f in files.values()):
+        return
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    for label, f in files.items():
+        records = _merged_records([f])
+        eps = sorted({k[1] for k in records})
+        cw = [_toy_coverage([r for k, r in records.items() if k[1] == e]) for e in eps]
+        cov, wid = np.array([c for c, _ in cw]), np.array([w for _, w in cw])
+        for j in range(2):
+            axes[j].plot(eps, cov[:, j], marker="o", label=label)
+            axes[2 + j].plot(eps, wid[:, j], marker="o", label=label)
+    for j, name in enumerate(["x1 (coef 1)", "x2 (coef 0)"]):
+        axes[j].axhspan(0.92, 0.98, color="0.9")
+        axes[j].set(xscale="log", ylim=(0.85, 1.0), xlabel="epsilon", ylabel="95% CI coverage", title=f"coverage, {name}")
+        axes[2 + j].set(xscale="log", yscale="log", xlabel="epsilon", ylabel="median CI width", title=f"width, {name}")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("NAPSU-MQ (Laplace), toy data, 200 repeats per epsilon")
+    fig.tight_layout()
+    fig.savefig(R / "toy_coverage_vetted.png", dpi=110)
+
+
 def toy_nuts_defaults() -> None:
     """NUTS with the library's defaults (reference categories from the noisy counts, the
     one-sided map): 95% coverage per epsilon with exact (Clopper-Pearson) 95% intervals."""
@@ -163,6 +190,7 @@ def speed() -> None:
 
 if __name__ == "__main__":
     toy()
+    toy_vetted()
     toy_nuts_defaults()
     adult("adult_coverage")
     adult("adult_coverage_laplace")

@@ -62,6 +62,31 @@ def test_logit_mixture_by_nuts_names_the_coefficients_and_checks_convergence():
     np.testing.assert_allclose(est[[0, 1, 3]], [-0.5, 0.8, 1.0], atol=0.15)
 
 
+def test_an_analysts_own_logdensity_mixes_the_exact_component_posteriors():
+    # y ~ N(mu, 1), prior mu ~ N(0, 10^2): each component is N(zbar_i / (1 + 1/(100 n_syn)), .),
+    # so the mixture's mean and variance follow from the datasets themselves
+    import jax.numpy as jnp
+    import jax.scipy.stats as jst
+
+    from synthinfer.bayes import mix_logdensity_posteriors
+
+    n, n_syn, m = 200, 1000, 20
+    _, datasets = _normal_release(n, n_syn, m, seed=4)
+
+    def logdensity(p, d):
+        return jst.norm.logpdf(p["mu"], 0.0, 10.0) + jnp.sum(jst.norm.logpdf(d["y"], p["mu"], 1.0))
+
+    idata = mix_logdensity_posteriors(datasets, logdensity, {"mu": 0.0}, n=n, seed=0)
+    mu = idata.posterior["mu"].values.ravel()
+    prec = n_syn + 1 / 100
+    means = np.array([d["y"].sum() / prec for d in datasets])
+    assert mu.mean() == pytest.approx(means.mean(), abs=4 * np.sqrt(1 / prec / 400 / m))
+    assert mu.var() == pytest.approx(means.var() + 1 / prec, rel=0.1)
+    assert idata.posterior.attrs["sampler"] == "nuts" and idata.posterior.sizes["chain"] == 2 * m
+    with pytest.raises(AnalysisError, match="logdensity"):
+        mix_logdensity_posteriors(datasets, lambda p, d: d["nope"], {"mu": 0.0}, n=n)
+
+
 def test_bad_input_is_refused_with_the_parameter_named():
     d = [pd.DataFrame({"y": [0.0, 1.0, 1.0], "x": [1.0, 2.0, 3.0]})] * 2
     with pytest.raises(ParameterError, match="model"):

@@ -18,27 +18,31 @@ variance is ``1/n + 2/n_syn`` against the target ``1/n``, a factor ``1 + 2 n / n
 in ``tests/test_bayes_mixing.py``). Hence synthetic datasets several times the size of the
 private table (:data:`MIN_SIZE_RATIO`) and many of them.
 
-The per-dataset posteriors are sampled by :class:`synthinfer.bayes.GeneralisedPosterior` with
-the log loss (Bayes' rule on the synthetic rows), exactly where the model is conjugate and by
-NUTS (BlackJAX) otherwise, all datasets in one vectorised program.
+The per-dataset posteriors of a formula GLM (:func:`mix_posteriors`) are sampled by
+:class:`synthinfer.bayes.GeneralisedPosterior` with the log loss (Bayes' rule on the synthetic
+rows), exactly where the model is conjugate and by NUTS (BlackJAX) otherwise; an analyst's own
+log-density (:func:`mix_logdensity_posteriors`) by NUTS. Either way all datasets run in one
+vectorised program (:func:`synthinfer.bayes.nuts.nuts_batch`).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from synthinfer._jax import jax, uses_float64
 from synthinfer.bayes.losses import LogLoss
 from synthinfer.bayes.models import LinearRegression, LogisticRegression
+from synthinfer.bayes.nuts import nuts_batch
 from synthinfer.bayes.posterior import GeneralisedPosterior
 from synthinfer.errors import AnalysisError, ConvergenceWarning, ParameterError, SynthinferWarning
 from synthinfer.mcmc import convergence_diagnostics, import_arviz
-from synthinfer.privacy.randomness import SeedLike, seed_fixed
+from synthinfer.privacy.randomness import SeedLike, jax_key, make_rng, seed_fixed
 
 #: Warn below this ratio n_syn / n: the mixture then overstates the posterior variance by up
 #: to ``1 + 2 n / n_syn`` (40% at 5, about 18% on interval widths).
@@ -123,6 +127,26 @@ def mix_posteriors(
         raise ParameterError(f"model must be one of {sorted(_FAMILIES)}, got {model!r}")
     if not isinstance(formula, str) or "~" not in formula:
         raise ParameterError(f"formula must be a patsy formula 'y ~ x1 + ...', got {formula!r}")
+    datasets, n_syn, m = _check_release(datasets, n)
+    designs, names = _designs(formula, datasets, binary=model == "logit")
+    intercept = "Intercept" in names
+    bmodel = _FAMILIES[model](n_features=len(names) - intercept, fit_intercept=intercept)
+    post = GeneralisedPosterior(bmodel, LogLoss(1.0), prior, num_warmup=num_warmup, num_samples=num_samples,
+                                num_chains=num_chains, max_tree_depth=max_tree_depth, seed=seed)
+    try:
+        draws = post.sample_many([(None, d) for d in designs])  # (m, C, S, dim), unconstrained
+    except np.linalg.LinAlgError as e:
+        raise AnalysisError(f"formula {formula!r}: the design is singular on a synthetic dataset ({e})") from None
+    k = len(names)
+    posterior: dict[str, np.ndarray] = {"coef": draws[..., :k]}
+    if draws.shape[-1] > k:  # the linear model's log sigma
+        posterior["sigma"] = np.exp(draws[..., k])
+    return _to_idata(posterior, {"coef": ["term"]}, {"term": names}, type(bmodel).__name__, post.method_,
+                     m=m, n=n, n_syn=n_syn, seed=seed)
+
+
+def _check_release(datasets: Sequence[pd.DataFrame], n: int) -> tuple[list[pd.DataFrame], int, int]:
+    """The datasets as a list, their common size and number; warns when they are small or few."""
     datasets = list(datasets)
     if not datasets or not all(isinstance(d, pd.DataFrame) for d in datasets):
         raise ParameterError("datasets must be a non-empty list of pandas DataFrames")
@@ -138,50 +162,109 @@ def mix_posteriors(
             f"is consistent as n_syn/n grows, and at n_syn/n = {n_syn / n:.3g} it can overstate the "
             f"posterior variance by up to a factor {1 + 2 * n / n_syn:.3g}; generate datasets of at least "
             f"{math.ceil(MIN_SIZE_RATIO * n)} rows",
-            SynthinferWarning, stacklevel=2)
+            SynthinferWarning, stacklevel=3)
     if m < MIN_DATASETS:
         warnings.warn(f"{m} synthetic datasets: the mixture's tails rest on few components; use at least "
-                      f"{MIN_DATASETS}", SynthinferWarning, stacklevel=2)
-    designs, names = _designs(formula, datasets, binary=model == "logit")
-    intercept = "Intercept" in names
-    bmodel = _FAMILIES[model](n_features=len(names) - intercept, fit_intercept=intercept)
-    post = GeneralisedPosterior(bmodel, LogLoss(1.0), prior, num_warmup=num_warmup, num_samples=num_samples,
-                                num_chains=num_chains, max_tree_depth=max_tree_depth, seed=seed)
+                      f"{MIN_DATASETS}", SynthinferWarning, stacklevel=3)
+    return datasets, n_syn, m
+
+
+def _columns_as_arrays(data: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Every column as a float64 array; categorical columns as their integer codes (as floats)."""
+    return {str(c): (data[c].cat.codes if isinstance(data[c].dtype, pd.CategoricalDtype) else data[c])
+            .to_numpy(dtype=np.float64) for c in data.columns}
+
+
+@uses_float64
+def mix_logdensity_posteriors(
+    datasets: Sequence[pd.DataFrame],
+    logdensity: Callable[[Any, Any], Any],
+    init: Any,
+    *,
+    n: int,
+    to_arrays: Callable[[pd.DataFrame], Any] | None = None,
+    num_warmup: int = 300,
+    num_samples: int = 500,
+    num_chains: int = 2,
+    max_tree_depth: int = 8,
+    seed: SeedLike = None,
+) -> Any:
+    """The mixture of an analyst's own posteriors on ``datasets`` (module docstring), by NUTS.
+
+    Parameters
+    ----------
+    logdensity : ``logdensity(params, data) -> scalar``, the analyst's log posterior density
+        (log prior plus log likelihood, up to a constant) in unconstrained coordinates, written
+        in JAX (BlackJAX's convention); ``data`` is ``to_arrays(dataset)``. A NumPyro model can
+        be wrapped as ``lambda p, d: -numpyro.infer.util.potential_energy(model, (d,), {}, p)``
+        with ``p`` in NumPyro's unconstrained space (``potential_energy`` adds the Jacobians).
+    init : the initial position, a pytree (an array, or a dict of arrays); chains start at
+        ``init`` plus N(0, 0.1^2) jitter.
+    to_arrays : dataset -> the pytree of arrays ``logdensity`` reads (default: a dict of every
+        column as float64, categorical columns as integer codes). Every dataset must give the
+        same shapes (the datasets have one size).
+    n, num_warmup, num_samples, num_chains, max_tree_depth, seed : as :func:`mix_posteriors`.
+
+    Returns
+    -------
+    InferenceData whose ``posterior`` holds ``init``'s entries (``theta`` for a bare array) with
+    the ``m * num_chains`` per-dataset chains as its chains, and the attributes of
+    :func:`mix_posteriors`.
+    """
+    if not callable(logdensity):
+        raise ParameterError(f"logdensity must be a function logdensity(params, data), got {type(logdensity).__name__}")
+    datasets, n_syn, m = _check_release(datasets, n)
+    for name, v in (("num_warmup", num_warmup), ("num_samples", num_samples), ("num_chains", num_chains),
+                    ("max_tree_depth", max_tree_depth)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ParameterError(f"{name} must be a positive integer, got {v!r}")
+    arrays = [(to_arrays or _columns_as_arrays)(d) for d in datasets]
+    shapes = [jax.tree.map(np.shape, a) for a in arrays]
+    if any(s != shapes[0] for s in shapes):
+        raise ParameterError("to_arrays gave different shapes on different datasets; it must give one shape")
+    batch = jax.tree.map(lambda *xs: np.stack(xs), *arrays)
+    rng = make_rng(seed)
+    init_arr = jax.tree.map(lambda x: np.asarray(x, dtype=np.float64), init)
+    inits = jax.tree.map(lambda x: x + 0.1 * rng.standard_normal((m, num_chains, *x.shape)), init_arr)
     try:
-        draws = post.sample_many([(None, d) for d in designs])  # (m, C, S, dim), unconstrained
-    except np.linalg.LinAlgError as e:
-        raise AnalysisError(f"formula {formula!r}: the design is singular on a synthetic dataset ({e})") from None
-    return _to_idata(draws, bmodel, names, post, m=m, n=n, n_syn=n_syn, seed=seed)
+        lp = float(logdensity(init_arr, jax.tree.map(lambda x: x[0], batch)))
+    except Exception as e:  # the analyst's function: say where it failed, before compiling the batch
+        raise AnalysisError(f"logdensity(init, data of dataset 0) failed: {type(e).__name__}: {e}") from None
+    if not np.isfinite(lp):
+        raise AnalysisError(f"logdensity(init, data of dataset 0) = {lp}: start where the density is finite")
+    keys = jax.random.split(jax_key(rng), m * num_chains).reshape(m, num_chains)
+    pos, _, _ = nuts_batch(logdensity, keys, inits, batch, num_warmup=int(num_warmup),
+                           num_samples=int(num_samples), max_tree_depth=int(max_tree_depth))
+    posterior = {k: np.asarray(v) for k, v in pos.items()} if isinstance(pos, dict) else {"theta": np.asarray(pos)}
+    return _to_idata(posterior, None, None, "log-density", "nuts", m=m, n=n, n_syn=n_syn, seed=seed)
 
 
-def _to_idata(draws: np.ndarray, bmodel: Any, names: list[str], post: GeneralisedPosterior, *, m: int, n: int,
-              n_syn: int, seed: SeedLike) -> Any:
+def _to_idata(posterior: dict[str, np.ndarray], dims: dict | None, coords: dict | None, model: str, sampler: str,
+              *, m: int, n: int, n_syn: int, seed: SeedLike) -> Any:
+    """InferenceData of per-dataset draws ``(m, C, S, ...)``: the m * C chains as ArviZ chains."""
     az = import_arviz()
-    m_, C, S, dim = draws.shape
-    k = len(names)
-    coef = draws[..., :k]
-    posterior: dict[str, np.ndarray] = {"coef": coef.reshape(m_ * C, S, k)}
-    if dim > k:  # the linear model's log sigma
-        posterior["sigma"] = np.exp(draws[..., k]).reshape(m_ * C, S)
-    idata = az.from_dict(posterior=posterior, coords={"term": names}, dims={"coef": ["term"]})
+    first = next(iter(posterior.values()))
+    C = first.shape[1]
+    flat = {k: v.reshape(m * C, *v.shape[2:]) for k, v in posterior.items()}
+    idata = az.from_dict(posterior=flat, coords=coords, dims=dims)
     attrs = {
         "method": "mixture of per-dataset posteriors (Räisä, Jälkö & Honkela 2025)",
-        "sampler": post.method_,
-        "model": type(bmodel).__name__,
+        "sampler": sampler,
+        "model": model,
         "m": m, "n": n, "n_syn": n_syn,
         "dataset": [i for i in range(m) for _ in range(C)],
         "seed_fixed": seed_fixed(seed),
     }
-    if post.method_ == "nuts" and C > 1:
+    if sampler == "nuts" and C > 1:
         failing = [i for i in range(m) if not convergence_diagnostics(
-            az.from_dict(posterior={"coef": coef[i]}), rhat_max=MIXTURE_RHAT_MAX, ess_per_chain=MIXTURE_ESS_PER_CHAIN,
-            warn=False)["ok"]]
+            az.from_dict(posterior={k: v[i] for k, v in posterior.items()}), rhat_max=MIXTURE_RHAT_MAX,
+            ess_per_chain=MIXTURE_ESS_PER_CHAIN, warn=False)["ok"]]
         attrs["datasets_not_converged"] = len(failing)
         if failing:
             warnings.warn(
                 f"NUTS on {len(failing)} of {m} synthetic datasets missed the mixture's convergence check (split "
-                f"R-hat < {MIXTURE_RHAT_MAX}, bulk ESS >= {MIXTURE_ESS_PER_CHAIN:g} per chain; datasets {failing[:10]}{'...' if len(failing) > 10 else ''}): "
-                "raise num_samples or num_warmup", ConvergenceWarning, stacklevel=3)
+                f"R-hat < {MIXTURE_RHAT_MAX}, bulk ESS >= {MIXTURE_ESS_PER_CHAIN:g} per chain; datasets "
+                f"{failing[:10]}{'...' if len(failing) > 10 else ''}): raise num_samples or num_warmup",
+                ConvergenceWarning, stacklevel=3)
     idata.posterior.attrs.update(attrs)
     return idata
-

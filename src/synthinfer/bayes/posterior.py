@@ -6,7 +6,7 @@ with the log loss ``l_0 = -log f`` on the real data and a loss ``l`` from
 :mod:`synthinfer.bayes.losses` on the synthetic data.
 
 Sampling: NUTS (BlackJAX) with window adaptation, ``jax.vmap``-ed over chains *and* over many
-(real, synthetic) configurations at once (:meth:`GeneralisedPosterior.sample_many`). Datasets of
+(real, synthetic) configurations at once (:func:`synthinfer.bayes.nuts.nuts_batch`) (:meth:`GeneralisedPosterior.sample_many`). Datasets of
 different sizes are padded to a common length and padded rows get row-weight 0, so one compiled
 program serves a whole experiment grid. Where the model allows it the posterior is sampled
 exactly instead (``method="exact"``, chosen by ``"auto"``): the weighted log loss with the
@@ -30,6 +30,7 @@ from synthinfer._params import ParamsMixin
 from synthinfer.bayes.calibration import calibrate_beta_weight
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss
 from synthinfer.bayes.models import GaussianLocationScale, LinearRegression, NormalInverseGammaPrior
+from synthinfer.bayes.nuts import nuts_batch
 from synthinfer.errors import EmptyDataError, NotFittedError, ParameterError
 from synthinfer.mcmc import convergence_diagnostics, import_arviz
 from synthinfer.privacy.randomness import SeedLike, jax_key, make_rng, seed_fixed
@@ -256,9 +257,6 @@ class GeneralisedPosterior(ParamsMixin):
 
     # ------------------------------------------------------------------ NUTS
     def _sample_nuts(self, reals: list, syns: list, loss: Any, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-        import blackjax
-        from blackjax.adaptation.base import get_filter_adapt_info_fn
-
         model, prior = self.model, self._prior()
         template = next((d for d in (*reals, *syns) if d is not None), None)
         if template is None:
@@ -278,37 +276,14 @@ class GeneralisedPosterior(ParamsMixin):
         keys = jax.random.split(jax_key(rng), C * self.num_chains).reshape(C, self.num_chains)
         n_warm, n_samp, depth = int(self.num_warmup), int(self.num_samples), int(self.max_tree_depth)
 
-        def logdensity(u, dr, wr_, ds, ws_):
+        def logdensity(u, d):
+            dr, wr_, ds, ws_ = d
             lp = model.log_prior(u, prior)
             lp = lp + jnp.sum(wr_ * model.log_density(u, dr))
             return lp - jnp.sum(ws_ * loss.per_row(model, u, ds))
 
-        def one_chain(key, init, dr, wr_, ds, ws_):
-            ld = lambda u: logdensity(u, dr, wr_, ds, ws_)  # noqa: E731
-            k_warm, k_samp = jax.random.split(key)
-            warm = blackjax.window_adaptation(
-                blackjax.nuts, ld, adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth
-            )
-            (state, params), _ = warm.run(k_warm, init, num_steps=n_warm)
-            step = blackjax.nuts(ld, **{**params, "max_num_doublings": depth}).step
-
-            def body(st, k):
-                st, info = step(k, st)
-                return st, (st.position, info.is_divergent, info.acceptance_rate)
-
-            _, (pos, div, acc) = jax.lax.scan(body, state, jax.random.split(k_samp, n_samp))
-            return pos, div, acc
-
-        per_config = jax.vmap(one_chain, in_axes=(0, 0, None, None, None, None))
-        run = jax.jit(jax.vmap(per_config, in_axes=(0, 0, 0, 0, 0, 0)))
-        pos, div, acc = run(
-            keys,
-            jnp.asarray(inits),
-            {k: jnp.asarray(v) for k, v in batch_r.items()},
-            jnp.asarray(wr),
-            {k: jnp.asarray(v) for k, v in batch_s.items()},
-            jnp.asarray(ws),
-        )
+        pos, div, acc = nuts_batch(logdensity, keys, inits, (batch_r, wr, batch_s, ws), num_warmup=n_warm,
+                                   num_samples=n_samp, max_tree_depth=depth)
         return np.asarray(pos), {"diverging": np.asarray(div), "acceptance_rate": np.asarray(acc)}
 
     # ------------------------------------------------------------------ outputs

@@ -51,16 +51,21 @@ def main() -> None:
         # the samplers' test stream refuses to run outside a test; this script is one (no release)
         os.environ.setdefault("PYTEST_CURRENT_TEST", "benchmarks/privacy/audit.py")
     rows = []
-    for kind, epsilons, delta in (("discrete_gaussian", (0.1, 1.0, 4.0), 1e-6),
-                                  ("discrete_laplace", (0.1, 1.0, 4.0), 0.0)):
-        for n_s in (1, 3):
+    # "discrete_gaussian_pld": the calibration NAPSU-MQ and MST use (unit_changes = 2 n_s; half the
+    # sensitivity is a quarter of the unit changes, hence n_s in {2, 4})
+    for kind, epsilons, delta, n_ss in (("discrete_gaussian", (0.1, 1.0, 4.0), 1e-6, (1, 3)),
+                                        ("discrete_gaussian_pld", (0.1, 1.0, 4.0), 1e-6, (2, 4)),
+                                        ("discrete_laplace", (0.1, 1.0, 4.0), 0.0, (1, 3))):
+        for n_s in n_ss:
             f_d, f_n = pair(n_s)
-            sens = float(np.linalg.norm(f_d - f_n)) if kind == "discrete_gaussian" else float(np.abs(f_d - f_n).sum())
+            gaussian = kind.startswith("discrete_gaussian")
+            sens = float(np.linalg.norm(f_d - f_n)) if gaussian else float(np.abs(f_d - f_n).sum())
             for eps in epsilons:
                 for factor, label in ((1.0, "declared"), (0.5, "half (broken)")):
                     t0 = time.perf_counter()
-                    lb = audit_additive(kind, f_d, f_n, sensitivity=sens * factor, epsilon=eps, delta=delta,
-                                        draws=args.draws, seed=len(rows), exact=args.exact)
+                    extra = {"unit_changes": round(2 * n_s * factor**2)} if kind.endswith("_pld") else {}
+                    lb = audit_additive(kind.removesuffix("_pld"), f_d, f_n, sensitivity=sens * factor, epsilon=eps,
+                                        delta=delta, draws=args.draws, seed=len(rows), exact=args.exact, **extra)
                     rows.append({"mechanism": kind, "marginals": n_s, "sensitivity": sens, "noise_for": label,
                                  "epsilon": eps, "delta": delta, "epsilon_lower_bound": lb,
                                  "violation": lb > eps, "seconds": round(time.perf_counter() - t0, 2)})

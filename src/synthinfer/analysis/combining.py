@@ -52,7 +52,7 @@ class CombinedEstimate:
     r : (1 + 1/m) b / v̄.
     df : degrees of freedom ν (eq. 11; ``inf`` where the fallback is used).
     m : number of datasets that contributed to each estimand.
-    fallback : True where T ≤ 0 and T* = (n_syn/n) v̄ was used.
+    fallback : True where T* = (n_syn/n) v̄ was used (T below it; module docstring).
     names : estimand names, or None.
     """
 

@@ -228,7 +228,8 @@ class MIResult:
         s.add_df(table)
         notes = []
         if frame["fallback"].any():
-            notes.append("T*: T <= 0, so the variance is the fallback (n_syn/n) v̄ with a normal reference.")
+            notes.append("T*: T is below the real data's sampling variance (n_syn/n) v̄, which is used instead, "
+                         "with a normal reference.")
         if self.failed:
             notes.append(f"{len(self.failed)} fit(s) failed and were left out; see .records.")
         for note in notes:

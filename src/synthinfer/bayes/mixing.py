@@ -60,9 +60,12 @@ MIXTURE_ESS_PER_CHAIN = 50.0
 _FAMILIES = {"logit": LogisticRegression, "ols": LinearRegression}
 
 
-def _designs(formula: str, datasets: Sequence[pd.DataFrame], binary: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
+def _shared_design(formula: str, datasets: Sequence[pd.DataFrame],
+                   binary: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
     """(X without the intercept column, y) per dataset, all on the first dataset's patsy design
-    (so every dataset has the same columns; a category absent from one dataset is a zero column)."""
+    (so every dataset has the same columns; a category absent from one dataset is a zero column).
+    Why not :func:`synthinfer.analysis.fastglm._designs`: its designs may differ in columns
+    between datasets (one per level signature), and one vectorised posterior needs one design."""
     import patsy
 
     from synthinfer.analysis.models import outcome_column
@@ -128,7 +131,7 @@ def mix_posteriors(
     if not isinstance(formula, str) or "~" not in formula:
         raise ParameterError(f"formula must be a patsy formula 'y ~ x1 + ...', got {formula!r}")
     datasets, n_syn, m = _check_release(datasets, n)
-    designs, names = _designs(formula, datasets, binary=model == "logit")
+    designs, names = _shared_design(formula, datasets, binary=model == "logit")
     intercept = "Intercept" in names
     bmodel = _FAMILIES[model](n_features=len(names) - intercept, fit_intercept=intercept)
     post = GeneralisedPosterior(bmodel, LogLoss(1.0), prior, num_warmup=num_warmup, num_samples=num_samples,

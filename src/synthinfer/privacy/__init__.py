@@ -1,6 +1,7 @@
 """DP primitives: budgets, the ledger every mechanism spends through, and mechanisms."""
 
 from synthinfer.privacy.budget import MAX_EPSILON, PrivacyBudget, check_budget, default_delta
+from synthinfer.privacy.composition import Composition, PrivacyLoss
 from synthinfer.privacy.ledger import Charge, PrivacyLedger
 from synthinfer.privacy.mechanisms import (
     discrete_gaussian_mechanism,
@@ -18,8 +19,10 @@ from synthinfer.privacy.zcdp import zcdp_delta, zcdp_epsilon, zcdp_rho
 __all__ = [
     "MAX_EPSILON",
     "Charge",
+    "Composition",
     "PrivacyBudget",
     "PrivacyLedger",
+    "PrivacyLoss",
     "SeedLike",
     "check_budget",
     "default_delta",

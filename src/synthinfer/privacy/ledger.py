@@ -2,8 +2,11 @@
 
 Every mechanism in synthinfer calls :meth:`PrivacyLedger.spend` *before* drawing noise. A
 request that would exceed the total raises :class:`BudgetExceededError` and changes nothing.
-The ledger composes charges by basic sequential composition (epsilons and deltas add), and its
-record (:meth:`PrivacyLedger.to_dict`) goes into every release.
+The ledger composes its charges two ways, basic composition (epsilons and deltas add) and the
+composition of their privacy loss distributions (:mod:`synthinfer.privacy.composition`), and
+admits a charge when either bound keeps everything spent within the total: both are valid
+bounds on the same mechanisms, so the tighter one is. Its record
+(:meth:`PrivacyLedger.to_dict`) goes into every release.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from synthinfer.errors import BudgetExceededError, ParameterError, PrivacyError
 from synthinfer.privacy.budget import PrivacyBudget, check_budget
+from synthinfer.privacy.composition import Composition, PrivacyLoss
 
 # Float slack when the parts of a budget are spent exactly (e.g. 0.9 + 0.1 of epsilon).
 _TOL = 1e-9
@@ -22,7 +26,9 @@ _TOL = 1e-9
 
 @dataclass(frozen=True)
 class Charge:
-    """One entry of the ledger: a mechanism's (epsilon, delta) spend and its settings."""
+    """One entry of the ledger: a mechanism's (epsilon, delta) spend, its settings and its
+    privacy loss (:class:`~synthinfer.privacy.composition.PrivacyLoss` as a dict; ``None``: the
+    ``(epsilon, delta)`` pair's own)."""
 
     name: str
     mechanism: str
@@ -30,6 +36,13 @@ class Charge:
     delta: float
     details: dict[str, Any] = field(default_factory=dict)
     time: str = ""
+    loss: dict[str, Any] | None = None
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        """The charge's dominating pair for PLD composition."""
+        return PrivacyLoss.from_dict(self.loss) if self.loss is not None else PrivacyLoss.epsilon_delta(
+            self.epsilon, self.delta)
 
 
 class PrivacyLedger:
@@ -59,6 +72,7 @@ class PrivacyLedger:
         self.allow_large_delta = allow_large_delta
         self.allow_large_epsilon = allow_large_epsilon
         self._charges: list[Charge] = []
+        self._composition: Composition | None = None  # PLD composition of _charges, built lazily
 
     @property
     def unsafe_overrides(self) -> list[str]:
@@ -82,41 +96,79 @@ class PrivacyLedger:
 
     @property
     def spent(self) -> tuple[float, float]:
-        """(epsilon, delta) spent so far."""
+        """(epsilon, delta) spent so far by basic composition (the sums of the charges). Where the
+        PLD composition admitted charges these sums may exceed the total; the guarantee is
+        :meth:`guarantee`."""
         return (math.fsum(c.epsilon for c in self._charges), math.fsum(c.delta for c in self._charges))
 
     @property
     def remaining(self) -> PrivacyBudget | None:
-        """The budget left, or None when (up to float slack) nothing is left."""
+        """The budget left by basic composition, or None when (up to float slack) nothing is left
+        (a lower bound: :meth:`can_spend` may still admit a charge by PLD composition)."""
         eps = self.total.epsilon - self.spent[0]
         delta = max(self.total.delta - self.spent[1], 0.0)
         return PrivacyBudget(eps, delta) if eps > _TOL else None
 
-    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+    @property
+    def composition(self) -> Composition:
+        """The privacy loss distribution composition of every charge so far."""
+        if self._composition is None:
+            self._composition = Composition.of([c.privacy_loss for c in self._charges])
+        return self._composition
+
+    def guarantee(self) -> tuple[float, float]:
+        """The ``(epsilon, delta)`` guarantee of everything spent: basic composition's sums, or,
+        where tighter, the PLD composition's epsilon at the total's delta."""
+        e, d = self.spent
+        if not self._charges:
+            return (0.0, 0.0)
+        e_pld = self.composition.epsilon(self.total.delta) if self.total.delta > 0 else math.inf
+        return (e_pld, self.total.delta) if e_pld < e else (e, d)
+
+    def _fits_basic(self, epsilon: float, delta: float) -> bool:
         e, d = self.spent
         return e + epsilon <= self.total.epsilon * (1 + _TOL) and d + delta <= self.total.delta * (1 + _TOL) + 1e-300
 
-    def check(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str) -> None:
+    def _fits_pld(self, loss: PrivacyLoss) -> bool:
+        return self.composition.then(loss).delta(self.total.epsilon) <= self.total.delta
+
+    def can_spend(self, epsilon: float, delta: float = 0.0, *, loss: PrivacyLoss | None = None) -> bool:
+        """Whether a charge of ``(epsilon, delta)`` (with privacy loss ``loss``, default that of the
+        pair) keeps the total within budget by basic or by PLD composition (module docstring)."""
+        if self._fits_basic(epsilon, delta):
+            return True
+        return self._fits_pld(PrivacyLoss.epsilon_delta(epsilon, delta) if loss is None else loss)
+
+    def check(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str,
+              loss: PrivacyLoss | None = None) -> None:
         """Raise :class:`BudgetExceededError` unless ``(epsilon, delta)`` fits; spends nothing.
 
         Mechanisms with several charges (or private work before their charge) call it first,
-        so that a refused fit records no partial charge and touches no private data.
+        so that a refused fit records no partial charge and touches no private data. ``loss``
+        is the charge's privacy loss when it is tighter than its ``(epsilon, delta)``
+        (:class:`~synthinfer.privacy.composition.PrivacyLoss`); it must be implied by the
+        mechanism's own analysis (e.g. its exact PLD).
         """
         if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
             raise PrivacyError(f"{name}: epsilon must be finite and >= 0, got {epsilon!r}")
         if not isinstance(delta, (int, float)) or not (0 <= delta < 1):
             raise PrivacyError(f"{name}: delta must be in [0, 1), got {delta!r}")
-        if not self.can_spend(epsilon, delta):
+        if loss is not None and not isinstance(loss, PrivacyLoss):
+            raise PrivacyError(f"{name}: loss must be a PrivacyLoss, got {type(loss).__name__}")
+        if not self.can_spend(epsilon, delta, loss=loss):
             e, d = self.spent
             raise BudgetExceededError(
                 f"{name} ({mechanism}) asks for epsilon={epsilon:g}, delta={delta:g}, but only "
                 f"epsilon={self.total.epsilon - e:g}, delta={max(self.total.delta - d, 0):g} of the "
-                f"total ({self.total.epsilon:g}, {self.total.delta:g}) remain"
+                f"total ({self.total.epsilon:g}, {self.total.delta:g}) remain by basic composition, "
+                "and the composition of the privacy loss distributions does not fit either"
             )
 
-    def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str, **details: Any) -> Charge:
-        """Record a charge of ``(epsilon, delta)``; raise before anything is spent if it does not fit."""
-        self.check(name, epsilon, delta, mechanism=mechanism)
+    def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str,
+              loss: PrivacyLoss | None = None, **details: Any) -> Charge:
+        """Record a charge of ``(epsilon, delta)`` (privacy loss ``loss``, default the pair's own);
+        raise before anything is spent if it does not fit (:meth:`check`)."""
+        self.check(name, epsilon, delta, mechanism=mechanism, loss=loss)
         charge = Charge(
             name=name,
             mechanism=mechanism,
@@ -124,17 +176,23 @@ class PrivacyLedger:
             delta=float(delta),
             details=dict(details),
             time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            loss=None if loss is None else loss.to_dict(),
         )
+        if self._composition is not None:
+            self._composition = self._composition.then(charge.privacy_loss)
         self._charges.append(charge)
         return charge
 
     def to_dict(self) -> dict[str, Any]:
         e, d = self.spent
+        ge, gd = self.guarantee()
         return {
-            "composition": "basic (epsilons and deltas add)",
+            "composition": ("basic (epsilons and deltas add), or the privacy loss distributions' composition "
+                            "(dp_accounting, pessimistic) where tighter"),
             "total": self.total.to_dict(),
             "unsafe_overrides": self.unsafe_overrides,
             "spent": {"epsilon": e, "delta": d},
+            "guarantee": {"epsilon": ge, "delta": gd},
             "charges": [asdict(c) for c in self._charges],
         }
 

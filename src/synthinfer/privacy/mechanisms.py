@@ -26,7 +26,9 @@ loss distribution (PLD) is ``dp_accounting``'s ``from_discrete_gaussian_mechanis
 self-composed ``k`` times, with pessimistic rounding, so its ``delta(epsilon)`` is an upper
 bound (Koskela et al. 2021; Doroshenko et al. 2022); :func:`discrete_gaussian_sigma` takes the
 smallest sigma at which it meets the budget. About 6-7% less noise than the zCDP calibration at
-epsilon 1 (:func:`gaussian_sigma` stays the bound for everything else).
+epsilon 1 (:func:`gaussian_sigma` stays the bound for everything else). The charge carries that
+PLD (:class:`~synthinfer.privacy.composition.PrivacyLoss`), so the ledger composes it exactly
+with the other charges.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 from synthinfer.errors import PrivacyError
 from synthinfer.privacy import samplers
+from synthinfer.privacy.composition import PrivacyLoss
 from synthinfer.privacy.ledger import PrivacyLedger
 
 
@@ -72,12 +75,6 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     return sensitivity / math.sqrt(2.0 * rho)
 
 
-#: dp_accounting truncates each discrete Gaussian where its tails hold at most this mass; the
-#: calibration adds the resulting slack to the PLD's delta. Why that suffices: the real
-#: mechanism is the truncated one except on an event of probability tau_k <= k * 1e-30 (some
-#: coordinate's noise beyond the cut), on both neighbours alike, so its hockey-stick divergence
-#: is at most (1 - tau_k) H(truncated) + tau_k.
-_PLD_TAIL_MASS = 1e-30
 #: Above this epsilon the zCDP scale is used as it is (studies only: budgets are capped at 100
 #: unless overridden; the PLD of huge losses is slow and its discretisation coarse there).
 _PLD_MAX_EPSILON = 100.0
@@ -88,14 +85,11 @@ _PLD_SIGMA_RTOL = 1e-4
 def discrete_gaussian_pld_delta(sigma: float, epsilon: float, unit_changes: int) -> float:
     """Upper bound on the delta at ``epsilon`` of the discrete Gaussian ``N_Z(0, sigma^2)`` on
     count vectors whose neighbours differ by +-1 in at most ``unit_changes`` coordinates: the
-    pessimistic PLD of ``dp_accounting`` (module docstring), plus the truncation slack."""
-    from dp_accounting.pld import privacy_loss_distribution
+    pessimistic PLD of ``dp_accounting`` (module docstring), plus the truncation slack
+    (:class:`synthinfer.privacy.composition.PrivacyLoss`)."""
+    from synthinfer.privacy.composition import Composition
 
-    pld = privacy_loss_distribution.from_discrete_gaussian_mechanism(float(sigma), sensitivity=1,
-                                                                     pessimistic_estimate=True)
-    if unit_changes > 1:
-        pld = pld.self_compose(int(unit_changes))
-    return float(pld.get_delta_for_epsilon(float(epsilon))) + unit_changes * _PLD_TAIL_MASS
+    return Composition.of([PrivacyLoss.discrete_gaussian(float(sigma), int(unit_changes))]).delta(float(epsilon))
 
 
 @lru_cache(maxsize=256)
@@ -195,6 +189,7 @@ def discrete_gaussian_mechanism(
     """
     x = samplers.as_counts(counts)
     sensitivity = _check_positive("sensitivity", sensitivity)
+    loss = None
     if unit_changes is None:
         sigma = gaussian_sigma(epsilon, delta, sensitivity)
         accounting = "zCDP (Canonne, Kamath & Steinke 2020, Thm 4), converted by their Cor. 13"
@@ -209,10 +204,12 @@ def discrete_gaussian_mechanism(
                       "zCDP (Canonne, Kamath & Steinke 2020, Thm 4), converted by their Cor. 13 "
                       "(the PLD was not tighter here)")
         extra = {"unit_changes": int(unit_changes)}
+        if by_pld:  # the ledger composes this charge by its exact PLD (synthinfer.privacy.composition)
+            loss = PrivacyLoss.discrete_gaussian(sigma, int(unit_changes))
     rho = samplers.discrete_gaussian_rho(sensitivity, sigma)
     variance = samplers.discrete_gaussian_variance(sigma)
     ledger.spend(name, epsilon, delta, mechanism="discrete gaussian (OpenDP)", sensitivity_l2=float(sensitivity),
-                 sigma=sigma, variance=variance, rho=rho, accounting=accounting, **extra)
+                 sigma=sigma, variance=variance, rho=rho, accounting=accounting, loss=loss, **extra)
     return samplers.discrete_gaussian(x, sigma), math.sqrt(variance)
 
 

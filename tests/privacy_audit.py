@@ -195,12 +195,13 @@ ADDITIVE = {
 
 def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: float, epsilon: float,
                    delta: float = 0.0, draws: int = 200_000, seed: int = 0, alpha: float = 1e-3,
-                   exact: bool = False, unit_changes: int | None = None) -> float:
+                   exact: bool = False, unit_changes: int | None = None, sigma: float | None = None) -> float:
     """Empirical epsilon lower bound of an additive mechanism of :data:`ADDITIVE` (Gaussian or
     Laplace, continuous or discrete) on the noise-free answers ``f_d``, ``f_n``, with noise
     calibrated for ``sensitivity`` (and ``unit_changes``, for the discrete Gaussian's tight
-    calibration) by the mechanism-level function of :mod:`synthinfer.privacy.mechanisms`;
-    ``exact``: draw through OpenDP (module docstring).
+    calibration) by the mechanism-level function of :mod:`synthinfer.privacy.mechanisms`, or at
+    the given ``sigma`` (a discrete Gaussian calibrated jointly with other charges, whose own
+    epsilon at ``delta`` is ``epsilon``); ``exact``: draw through OpenDP (module docstring).
 
     The statistic is the privacy-loss random variable ``log p_D(y) / p_D'(y)`` (the most powerful
     test), up to a monotone map: the projection on ``f_D - f_D'`` for the (discrete) Gaussian, whose
@@ -215,6 +216,8 @@ def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: 
     extra = {"delta": delta} if takes_delta else {}
     if unit_changes is not None:
         extra["unit_changes"] = unit_changes
+    if sigma is not None:
+        extra["sigma"] = sigma
     best = 0.0
     with noise_stream(seed, exact):
         for a, b in ((f_d, f_n), (f_n, f_d)):
@@ -222,7 +225,8 @@ def audit_additive(kind: str, f_d: np.ndarray, f_n: np.ndarray, *, sensitivity: 
             for x in (a, b, a, b):  # pilot D, pilot D', fresh D, fresh D'
                 ledger = PrivacyLedger(PrivacyBudget(epsilon, max(delta, 0.0)))
                 big = np.broadcast_to(x, (draws, x.size))
-                y, s = mechanism(big, sensitivity=sensitivity, epsilon=epsilon, ledger=ledger, **extra)
+                y, s = mechanism(big, sensitivity=sensitivity, epsilon=None if sigma is not None else epsilon,
+                                 ledger=ledger, **extra)
                 y = np.asarray(y, float)
                 if "gaussian" in kind:
                     u = (a - b) / max(np.linalg.norm(a - b), 1e-300)

@@ -23,6 +23,7 @@ from synthinfer.data import Domain, QuerySet
 from synthinfer.datasets import make_triangle_square
 from synthinfer.generate import LaplaceMechanismGenerator, PrivBayes
 from synthinfer.napsu import NapsuMQ
+from synthinfer.privacy import discrete_gaussian_epsilon
 from synthinfer.weights import OutputPerturbedWeights
 
 DOMAIN = Domain({"a": ["0", "1", "2"], "b": ["x", "y"], "c": ["p", "q"], "d": ["u", "v", "w"]})
@@ -99,9 +100,10 @@ def test_napsu_mq_and_mst_record_and_replay(monkeypatch):
     # the threshold test on that pair, with the calibration the measurement used
     p = a.params
     assert p["unit_changes"] == 6  # (a, b) and MST's two pairs
+    declared = discrete_gaussian_epsilon(p["sigma"], p["delta"], p["unit_changes"])  # jointly calibrated
     assert audit_additive("discrete_gaussian", a.values, b.values, sensitivity=p["sensitivity"],
-                          epsilon=p["epsilon"], delta=p["delta"], draws=100_000,
-                          unit_changes=p["unit_changes"]) <= p["epsilon"]
+                          epsilon=declared, delta=p["delta"], draws=100_000,
+                          unit_changes=p["unit_changes"], sigma=p["sigma"]) <= declared
 
 
 def test_napsu_mq_with_understated_sensitivity_is_flagged(monkeypatch):
@@ -112,8 +114,10 @@ def test_napsu_mq_with_understated_sensitivity_is_flagged(monkeypatch):
                                           stop_after="estimator.discrete_gaussian_mechanism")
     assert measured_sensitivity(a, b, "l2") > a.params["sensitivity"]
     p = a.params
+    declared = discrete_gaussian_epsilon(p["sigma"], p["delta"], p["unit_changes"])
     assert audit_additive("discrete_gaussian", a.values, b.values, sensitivity=p["sensitivity"],
-                          epsilon=p["epsilon"], delta=p["delta"], unit_changes=p["unit_changes"]) > p["epsilon"]
+                          epsilon=declared, delta=p["delta"], unit_changes=p["unit_changes"],
+                          sigma=p["sigma"]) > declared
 
 
 @pytest.mark.filterwarnings("ignore::synthinfer.errors.SynthinferWarning")

@@ -31,6 +31,7 @@ from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
+    BudgetExceededError,
     OutOfDomainError,
     ParameterError,
     SynthinferWarning,
@@ -43,7 +44,8 @@ from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
-    PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng, seed_fixed,
+    Composition, PrivacyBudget, PrivacyLedger, PrivacyLoss, default_delta, discrete_gaussian_mechanism,
+    discrete_gaussian_sigma, discrete_gaussian_sigma_after, jax_key, make_rng, seed_fixed,
 )
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
@@ -295,6 +297,7 @@ class NapsuMQ(Generator):
         # -- query selection (own budget share) ------------------------------------------
         selected: list[Marginal] = []
         meas_budget = budget
+        plan = None  # MST's and the measurement's jointly calibrated noise (napsu.selection)
         aim = None
         if self.select_extra == "aim":
             from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, select_aim
@@ -308,14 +311,21 @@ class NapsuMQ(Generator):
             selected = [m for m in aim.marginals
                         if not any(set(m.columns) < set(o.columns) for o in aim.marginals) and not _contained(m, fixed)]
         elif self.select_extra:
-            from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
+            from synthinfer.napsu.selection import mst_noise_plan, n_spanning_edges, select_mst_marginals
 
             k = n_spanning_edges(domain, fixed) if self.select_extra == "mst" else int(self.select_extra)
             if k > 0:
                 stage("selecting marginals (MST)")
                 t0 = time.perf_counter()
                 sel_budget, meas_budget = budget.split(self.mst_budget_fraction, 1 - self.mst_budget_fraction)
-                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger)
+                plan = mst_noise_plan(len(domain), len(fixed) + k, k, sel_budget, meas_budget)
+                if plan is not None:
+                    try:  # the plan against what a shared ledger already holds, before any spend
+                        ledger.check_losses("napsu-mq with MST", plan.losses, mechanism="napsu-mq")
+                    except BudgetExceededError:
+                        plan = None  # the basic split, which the check above admitted
+                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger,
+                                                one_way_sigma=None if plan is None else plan.one_way_sigma)
                 timings["selection"] = time.perf_counter() - t0
         marginals = tuple(fixed) + tuple(selected)
         unmeasured = [c for c in domain.names if not any(c in m.columns for m in marginals)]
@@ -357,11 +367,20 @@ class NapsuMQ(Generator):
             t0 = time.perf_counter()
             queryset = QuerySet(domain, marginals)
             counts = queryset.count(codes)
+            measure_sigma = None
+            if plan is not None:  # the rest of the jointly calibrated budget, for the marginals measured
+                fit_so_far = Composition.of([c.privacy_loss for c in ledger.charges[charges_before:]])
+                measure_sigma = discrete_gaussian_sigma_after(
+                    fit_so_far, budget.epsilon, budget.delta, queryset.unit_changes,
+                    upper=discrete_gaussian_sigma(meas_budget.epsilon, meas_budget.delta, queryset.unit_changes))
+                if plan.losses[-1] == PrivacyLoss.discrete_gaussian(plan.measure_sigma, queryset.unit_changes):
+                    measure_sigma = max(measure_sigma, plan.measure_sigma)  # what the ledger's check admitted
             noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
                 unit_changes=queryset.unit_changes,
-                epsilon=meas_budget.epsilon,
+                epsilon=meas_budget.epsilon if plan is None else None,
+                sigma=measure_sigma,
                 delta=meas_budget.delta,
                 ledger=ledger,
                 name="napsu-mq: marginal queries",
@@ -390,8 +409,7 @@ class NapsuMQ(Generator):
             self._infer(rng, stage, timings)
         if aim_record is not None:
             self.diagnostics_["aim"] = aim_record
-        fit_charges = ledger.charges[charges_before:]
-        self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
+        self.spent_ = ledger.guarantee(ledger.charges[charges_before:], delta=budget.delta)
         self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later

@@ -24,6 +24,14 @@ its epsilon and all of its delta to step 1, the other half of epsilon split even
 Gaussian mechanism) gets the rest, so selection + measurement never exceed the total. (The
 reference implementation of the NAPSU-MQ experiments runs MST at a separate budget and then
 spends the full budget again on the queries; we do not.)
+
+**Joint calibration** (:func:`mst_noise_plan`). Split that way, the two discrete Gaussian
+releases (step 1 and the measurement) are each calibrated to their own share, but Gaussians
+compose far better than their epsilons add. The plan keeps the split's shape (the exponential
+mechanisms' epsilons, the ratio of the two Gaussian scales) and shrinks both Gaussian scales by
+the one factor at which the privacy loss distributions of all ``K + 2`` charges compose to the
+whole ``(epsilon, delta)`` (:func:`synthinfer.privacy.joint_scale`): on the 15-column Adult
+table at epsilon 1 about 9% less noise on every measured count.
 """
 
 from __future__ import annotations
@@ -33,12 +41,59 @@ from itertools import combinations
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from synthinfer.data import Domain, Marginal, count_codes
-from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_gaussian_mechanism
+from synthinfer.privacy import (
+    PrivacyBudget,
+    PrivacyLedger,
+    PrivacyLoss,
+    discrete_gaussian_mechanism,
+    discrete_gaussian_sigma,
+    joint_scale,
+)
 from synthinfer.privacy.samplers import exponential_mechanism
 
 #: L1 sensitivity of an MST pair score under substitution of one row (see module docstring).
 SCORE_SENSITIVITY = 2.0
+#: Above this epsilon the split is kept as it is (the PLD of huge losses is slow and coarse).
+JOINT_MAX_EPSILON = 100.0
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """Jointly calibrated noise of MST selection + the NAPSU-MQ measurement (module docstring):
+    the 1-way marginals' and the measurement's discrete Gaussian scales, each exponential
+    mechanism's epsilon, the factor ``scale`` applied to the split's own Gaussian scales, and
+    the charges' privacy losses in the order they are spent."""
+
+    one_way_sigma: float
+    measure_sigma: float
+    step_epsilon: float
+    scale: float
+    losses: tuple[PrivacyLoss, ...]
+
+
+def mst_noise_plan(n_columns: int, n_marginals: int, n_extra: int, selection: PrivacyBudget,
+                   measurement: PrivacyBudget) -> NoisePlan | None:
+    """The joint calibration of :func:`select_mst_marginals` at ``selection`` followed by the
+    discrete Gaussian measurement of ``n_marginals`` marginals at ``measurement``
+    (``unit_changes = 2 n_marginals``), or ``None`` when the split stays as it is (epsilon above
+    :data:`JOINT_MAX_EPSILON`). The plan composes to at most ``selection + measurement``."""
+    total = selection.epsilon + measurement.epsilon
+    if total > JOINT_MAX_EPSILON:
+        return None
+    k1, km = 2 * n_columns, 2 * n_marginals
+    step = selection.epsilon / 2.0 / n_extra
+    s1 = discrete_gaussian_sigma(selection.epsilon / 2.0, selection.delta, k1)
+    sm = discrete_gaussian_sigma(measurement.epsilon, measurement.delta, km)
+
+    def losses(c: float) -> list[PrivacyLoss]:
+        return ([PrivacyLoss.discrete_gaussian(c * s1, k1)] + [PrivacyLoss.epsilon_delta(step, 0.0)] * n_extra
+                + [PrivacyLoss.discrete_gaussian(c * sm, km)])
+
+    c = joint_scale(losses, total, selection.delta + measurement.delta)
+    return NoisePlan(c * s1, c * sm, step, c, tuple(losses(c)))
 
 
 class _Components:
@@ -107,12 +162,16 @@ def select_mst_marginals(
     n_extra: int,
     budget: PrivacyBudget,
     ledger: PrivacyLedger,
+    one_way_sigma: float | None = None,
 ) -> list[Marginal]:
     """Choose ``n_extra`` 2-way marginals joining the fixed marginals' components (MST, private).
 
     The whole procedure is ``budget``-DP (basic composition of a Gaussian mechanism at
     ``(budget.epsilon / 2, budget.delta)`` and ``n_extra`` exponential mechanisms at
     ``budget.epsilon / (2 n_extra)`` each), all charged to ``ledger`` before any noise.
+    ``one_way_sigma`` (from :func:`mst_noise_plan`) replaces the first one's scale by a jointly
+    calibrated one; its charge then states its own epsilon at ``budget.delta`` and the ledger
+    composes it by its privacy loss distribution.
     ``n_extra`` may not exceed :func:`n_spanning_edges` (a spanning tree has no more edges).
     The noise and the selections come from :mod:`synthinfer.privacy.samplers` (no seed).
     """
@@ -134,7 +193,8 @@ def select_mst_marginals(
         one_way_counts,
         sensitivity=float(np.sqrt(2 * len(names))),
         unit_changes=2 * len(names),  # a substitution moves two counts of each 1-way marginal by 1
-        epsilon=eps_1way,
+        epsilon=None if one_way_sigma is not None else eps_1way,
+        sigma=one_way_sigma,
         delta=budget.delta,
         ledger=ledger,
         name="mst: noisy 1-way marginals",

@@ -34,13 +34,14 @@ with the other charges.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
 
 from synthinfer.errors import PrivacyError
 from synthinfer.privacy import samplers
-from synthinfer.privacy.composition import PrivacyLoss
+from synthinfer.privacy.composition import Composition, PrivacyLoss
 from synthinfer.privacy.ledger import PrivacyLedger
 
 
@@ -87,8 +88,6 @@ def discrete_gaussian_pld_delta(sigma: float, epsilon: float, unit_changes: int)
     count vectors whose neighbours differ by +-1 in at most ``unit_changes`` coordinates: the
     pessimistic PLD of ``dp_accounting`` (module docstring), plus the truncation slack
     (:class:`synthinfer.privacy.composition.PrivacyLoss`)."""
-    from synthinfer.privacy.composition import Composition
-
     return Composition.of([PrivacyLoss.discrete_gaussian(float(sigma), int(unit_changes))]).delta(float(epsilon))
 
 
@@ -164,17 +163,82 @@ def gaussian_mechanism(
     return noisy, scale
 
 
+def discrete_gaussian_epsilon(sigma: float, delta: float, unit_changes: int) -> float:
+    """The epsilon at ``delta`` of ``N_Z(0, sigma^2)`` on counts whose neighbours differ by +-1 in
+    at most ``unit_changes`` coordinates, by its exact PLD (an upper bound; module docstring)."""
+    return Composition.of([PrivacyLoss.discrete_gaussian(float(sigma), int(unit_changes))]).epsilon(float(delta))
+
+
+def joint_scale(losses_at: Callable[[float], Sequence[PrivacyLoss]], epsilon: float, delta: float,
+                *, rtol: float = 1e-4) -> float:
+    """The smallest factor ``c`` in ``[1/2, 1]`` (to ``rtol``) at which the composition of the
+    charges ``losses_at(c)`` is ``(epsilon, delta)``-DP by their PLDs.
+
+    For mechanisms whose parts were calibrated apart by basic composition (each part's noise
+    scale at ``c = 1``), ``c`` shrinks every scale by one factor so that the parts together use
+    the whole budget: the Gaussian parts compose far better than their epsilons add. The parts'
+    noise must shrink with ``c`` (so the composition's delta only grows as ``c`` falls); a
+    composition that does not fit at ``c = 1`` raises :class:`PrivacyError`."""
+    def fits(c: float) -> bool:
+        return Composition.of(list(losses_at(c))).delta(epsilon) <= delta
+
+    if not fits(1.0):
+        raise PrivacyError(f"the parts do not fit (epsilon={epsilon:g}, delta={delta:g}) even at their own scales")
+    lo, hi = 0.5, 1.0
+    if fits(lo):
+        return lo
+    while hi / lo > 1.0 + rtol:  # hi only ever moves to a factor that fits
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def discrete_gaussian_sigma_after(spent: Composition, epsilon: float, delta: float, unit_changes: int,
+                                  upper: float) -> float:
+    """The smallest scale (to 1e-4 relatively) in ``[upper / 2, upper]`` at which the discrete
+    Gaussian on ``unit_changes`` unit changes, composed after ``spent`` (the PLD composition of a
+    mechanism's earlier charges), keeps the whole within ``(epsilon, delta)``: the rest of a
+    jointly calibrated budget (:func:`joint_scale`). :class:`PrivacyError` when even ``upper``
+    does not fit."""
+    def fits(sigma: float) -> bool:
+        return spent.then(PrivacyLoss.discrete_gaussian(sigma, int(unit_changes))).delta(epsilon) <= delta
+
+    hi = _check_positive("upper", upper)
+    if not fits(hi):
+        raise PrivacyError(f"no discrete Gaussian scale up to {hi:g} keeps the charges within "
+                           f"(epsilon={epsilon:g}, delta={delta:g})")
+    lo = hi / 2.0
+    if fits(lo):
+        return lo
+    while hi / lo > 1.0 + _PLD_SIGMA_RTOL:  # hi only ever moves to a scale that fits
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def discrete_gaussian_mechanism(
     counts: np.ndarray,
     *,
     sensitivity: float,
-    epsilon: float,
+    epsilon: float | None,
     delta: float,
     ledger: PrivacyLedger,
     name: str = "discrete gaussian",
     unit_changes: int | None = None,
+    sigma: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Release integer ``counts`` plus discrete Gaussian noise ``N_Z(0, sigma^2)`` (CKS 2020).
+
+    With ``sigma`` given (a scale calibrated jointly with other charges, :func:`joint_scale`;
+    ``unit_changes`` required, ``epsilon=None``), the charge is ``(epsilon', delta)`` with
+    ``epsilon' = discrete_gaussian_epsilon(sigma, delta, unit_changes)``, composed by its exact
+    PLD; the ledger admits it when the composition fits.
 
     Without ``unit_changes``, ``sigma`` is :func:`gaussian_sigma`. Guarantee: ``rho``-zCDP for
     integer vectors whose L2 distance between neighbours is at most ``sensitivity`` (module
@@ -190,14 +254,26 @@ def discrete_gaussian_mechanism(
     x = samplers.as_counts(counts)
     sensitivity = _check_positive("sensitivity", sensitivity)
     loss = None
-    if unit_changes is None:
+    if unit_changes is not None and not math.isclose(sensitivity, math.sqrt(unit_changes), rel_tol=1e-12):
+        raise PrivacyError(f"unit_changes={unit_changes!r} +-1 changes have L2 sensitivity "
+                           f"sqrt({unit_changes!r}), not the stated {sensitivity!r}")
+    if sigma is not None:
+        if unit_changes is None or epsilon is not None:
+            raise PrivacyError("a given sigma needs unit_changes, and epsilon=None (it follows from sigma and delta)")
+        sigma = _check_positive("sigma", sigma)
+        _gaussian_rho(1.0, delta)  # validates delta
+        loss = PrivacyLoss.discrete_gaussian(sigma, int(unit_changes))
+        epsilon = discrete_gaussian_epsilon(sigma, delta, int(unit_changes))
+        accounting = ("privacy loss distribution of the discrete Gaussian (dp_accounting, pessimistic), "
+                      f"composed over {int(unit_changes)} unit changes; scale calibrated jointly with other charges")
+        extra = {"unit_changes": int(unit_changes)}
+    elif epsilon is None:
+        raise PrivacyError("epsilon is required unless sigma is given")
+    elif unit_changes is None:
         sigma = gaussian_sigma(epsilon, delta, sensitivity)
         accounting = "zCDP (Canonne, Kamath & Steinke 2020, Thm 4), converted by their Cor. 13"
         extra = {}
     else:
-        if not math.isclose(sensitivity, math.sqrt(unit_changes), rel_tol=1e-12):
-            raise PrivacyError(f"unit_changes={unit_changes!r} +-1 changes have L2 sensitivity "
-                               f"sqrt({unit_changes!r}), not the stated {sensitivity!r}")
         sigma, by_pld = _discrete_gaussian_calibration(epsilon, delta, unit_changes)
         accounting = ("privacy loss distribution of the discrete Gaussian (dp_accounting, pessimistic), "
                       f"composed over {int(unit_changes)} unit changes" if by_pld else

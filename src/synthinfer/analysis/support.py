@@ -28,7 +28,7 @@ for categorical variables.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from synthinfer.errors import ParameterError
@@ -97,10 +97,15 @@ def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str,
 
 
 def check_support(
-    formula: str, columns: Sequence[str], marginals: Iterable[Sequence[str]] | None, mechanism: str = "this release"
+    formula: str, columns: Sequence[str], marginals: Iterable[Sequence[str]] | None, mechanism: str = "this release",
+    derived: Mapping[str, str] | None = None,
 ) -> SupportReport:
-    """Check ``formula`` against the measured ``marginals`` (None: not recorded -> unknown)."""
+    """Check ``formula`` against the measured ``marginals`` (None: not recorded -> unknown).
+    ``derived`` maps each derived column of the Domain to its source: a relation with a derived
+    column is preserved when the same relation with its source is (the column is a function of it)."""
     outcome, required = required_marginals(formula, columns)
+    if derived:
+        required = [tuple(dict.fromkeys(derived.get(c, c) for c in s)) for s in required]
     if marginals is None:
         return SupportReport(
             None, tuple(required), (), None,

@@ -11,8 +11,8 @@ from synthinfer.cli.common import console, user_errors
 
 
 def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True, dir_okay=False)) -> None:
-    """Show a Domain: its columns (categorical, discretised or continuous with public bounds),
-    category counts and the number of cells."""
+    """Show a Domain: its columns (categorical, discretised, derived from another column or
+    continuous with public bounds), category counts and the number of cells."""
     from synthinfer.data import Continuous, Domain
 
     with user_errors():
@@ -34,7 +34,9 @@ def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exis
             t.add_row(c.name, kind, "-", f"[{c.lower:g}, {c.upper:g}]")
         else:
             cats = ", ".join(map(str, c.categories[:6])) + (" ..." if c.size > 6 else "")
-            t.add_row(c.name, "categorical" if c.binning is None else "discretised", str(c.size), cats)
+            kind = ("categorical" if c.binning is None else "discretised") if c.derived_from is None else (
+                f"derived from {c.derived_from}")
+            t.add_row(c.name, kind, str(c.size), cats)
     console.print(t)
 
 

@@ -117,11 +117,20 @@ def _fmt(x: float) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One Domain column: a name, its ordered categories and, if discretised, its Binning."""
+    """One Domain column: a name, its ordered categories and, if discretised, its Binning.
+
+    A **derived** column is a public function of another categorical column of its Domain
+    (``derived_from``): ``derive`` pairs each of the source's categories with this column's
+    category, e.g. Adult's ``education-num`` of ``education`` (a code and its label). Data must
+    agree with it (:func:`~synthinfer.data.encode` checks every row); generators that model the
+    dependency (NAPSU-MQ) fit the Domain without its derived columns and add them back, which
+    keeps synthetic rows consistent and spends no budget on a known dependency."""
 
     name: str
     categories: tuple[Any, ...]
     binning: Binning | None = None
+    derived_from: str | None = None
+    derive: tuple[tuple[Any, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -146,6 +155,20 @@ class Column:
             raise DomainError(
                 f"column {self.name!r}: {len(cats)} categories but {self.binning.n_bins} bins"
             )
+        if (self.derived_from is None) != (self.derive is None):
+            raise DomainError(f"column {self.name!r}: a derived column needs both 'derived_from' and its map")
+        if self.derived_from is not None:
+            if self.binning is not None:
+                raise DomainError(f"column {self.name!r}: a derived column takes its categories from its map, "
+                                  "not from bins")
+            pairs = tuple(tuple(p) for p in self.derive)
+            if any(len(p) != 2 for p in pairs):
+                raise DomainError(f"column {self.name!r}: the map of a derived column is a list of "
+                                  "[source category, category] pairs")
+            bad = [v for _, v in pairs if v not in seen]
+            if bad:
+                raise DomainError(f"column {self.name!r}: its map gives values that are not its categories: {bad[:3]!r}")
+            object.__setattr__(self, "derive", pairs)
 
     @property
     def size(self) -> int:
@@ -274,7 +297,7 @@ def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
 
 
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
-_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer"})
+_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer", "derived_from", "map"})
 
 @dataclass(frozen=True)
 class Domain:
@@ -310,6 +333,61 @@ class Domain:
         if not cols:
             raise DomainError("a Domain needs at least one column")
         object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "_derived", self._check_derived())
+
+    def _check_derived(self) -> dict[str, tuple[str, np.ndarray]]:
+        """Each derived column's source and its code map (source code -> code), validated."""
+        out: dict[str, tuple[str, np.ndarray]] = {}
+        by_name = {c.name: c for c in self.columns}
+        for c in self.columns:
+            if not isinstance(c, Column) or c.derived_from is None:
+                continue
+            src = by_name.get(c.derived_from)
+            if src is None:
+                raise DomainError(f"column {c.name!r} is derived from {c.derived_from!r}, which is not in the Domain")
+            if not isinstance(src, Column) or src.derived_from is not None or src.name == c.name:
+                raise DomainError(f"column {c.name!r} must be derived from a categorical column that is not itself "
+                                  f"derived; {src.name!r} is not one")
+            given = [a for a, _ in c.derive]
+            missing = [v for v in src.categories if v not in given]
+            extra = [v for v in given if v not in src.categories]
+            twice = sorted({str(v) for v in given if given.count(v) > 1})
+            if missing or extra or twice:
+                raise DomainError(
+                    f"column {c.name!r}: its map must give exactly one value for each category of {src.name!r}"
+                    + (f"; missing {missing[:3]!r}" if missing else "") + (f"; not categories {extra[:3]!r}" if extra else "")
+                    + (f"; repeated {twice[:3]!r}" if twice else ""))
+            to = dict(c.derive)
+            code = {v: k for k, v in enumerate(c.categories)}
+            out[c.name] = (src.name, np.array([code[to[v]] for v in src.categories], dtype=np.int64))
+        return out
+
+    @property
+    def derived(self) -> dict[str, tuple[str, np.ndarray]]:
+        """``{derived column: (source column, code map)}``: ``map[source code]`` is the derived code."""
+        return dict(self._derived)
+
+    def without_derived(self) -> Domain:
+        """The Domain of the columns that are not derived (itself when none is)."""
+        if not self._derived:
+            return self
+        return Domain([c for c in self.columns if c.name not in self._derived])
+
+    def with_derived(self, codes: np.ndarray) -> np.ndarray:
+        """Codes of every column from ``codes`` of :meth:`without_derived`'s columns (``(n, k)``),
+        the derived columns' codes computed by their maps."""
+        if not self._derived:
+            return np.asarray(codes)
+        base = self.without_derived()
+        codes = np.asarray(codes)
+        out = np.empty((codes.shape[0], len(self)), dtype=np.int64)
+        for j, name in enumerate(self.names):
+            if name in self._derived:
+                src, table = self._derived[name]
+                out[:, j] = table[codes[:, base.index(src)]]
+            else:
+                out[:, j] = codes[:, base.index(name)]
+        return out
 
     # -- basic accessors -------------------------------------------------------------------
     @property
@@ -378,9 +456,12 @@ class Domain:
         return names
 
     def project(self, names: Iterable[str]) -> Domain:
-        """The Domain restricted to ``names`` (in the order given)."""
+        """The Domain restricted to ``names`` (in the order given); a derived column whose source is
+        left out becomes a plain categorical column."""
         names = self.check_columns(names)
-        return Domain([self[n] for n in names])
+        cols = [self[n] for n in names]
+        return Domain([Column(c.name, c.categories) if isinstance(c, Column) and c.derived_from is not None
+                       and c.derived_from not in names else c for c in cols])
 
     def midpoints(self, name: str) -> np.ndarray:
         """Bin midpoints of a discretised column (raises for a categorical or continuous one)."""
@@ -468,6 +549,9 @@ class Domain:
                 d = {"name": c.name, "categories": [_py(v) for v in c.categories]}
                 if c.binning is not None:
                     d["bin_edges"] = list(c.binning.edges)
+                if c.derived_from is not None:
+                    d["derived_from"] = c.derived_from
+                    d["map"] = [[_py(a), _py(b)] for a, b in c.derive]
             cols.append(d)
         return {"columns": cols}
 
@@ -498,7 +582,10 @@ class Domain:
         - ``{"name": "age", "bounds": [17, 90], "bins": 5}`` or ``{"name": "x", "bin_edges":
           [...]}``: a number discretised into bins (labels as categories unless given);
         - ``{"name": "x", "bounds": [0, 1]}`` (no bins; ``"integer": true`` for whole numbers):
-          continuous with public bounds.
+          continuous with public bounds;
+        - ``{"name": "education-num", "categories": [1, ..., 16], "derived_from": "education",
+          "map": [["Preschool", 1], ...]}``: derived from another categorical column, one
+          ``[source category, category]`` pair per source category (:class:`Column`).
         """
         p = Path(str(path_or_text))
         text = str(path_or_text)
@@ -582,6 +669,16 @@ def _column_from_dict(i: int, c: Any) -> DomainColumn:
             f"Domain column {name!r} needs 'categories', 'bounds' (continuous), or 'bin_edges' or "
             "'bounds'+'bins' (discretised)"
         )
+    if ("derived_from" in c) != ("map" in c):
+        raise DomainError(f"Domain column {name!r}: a derived column needs both 'derived_from' and 'map'")
+    if "derived_from" in c:
+        src, pairs = c["derived_from"], c["map"]
+        if not isinstance(src, str):
+            raise DomainError(f"Domain column {name!r}: 'derived_from' must be a column name, got {src!r}")
+        if isinstance(pairs, (str, Mapping)) or not isinstance(pairs, Sequence) or any(
+                isinstance(p, (str, Mapping)) or not isinstance(p, Sequence) or len(p) != 2 for p in pairs):
+            raise DomainError(f"Domain column {name!r}: 'map' must be a list of [source category, category] pairs")
+        return Column(name, cats, binning, src, tuple((a, b) for a, b in pairs))
     return Column(name, cats, binning)
 
 

@@ -87,7 +87,8 @@ def encode(
     ------
     DomainError : the Domain has a continuous column (codes need categories: discretise it).
     OutOfDomainError : a value is not a category of its column (or lies outside the bin
-        edges); the message names the column, example values and how many rows.
+        edges), or a derived column disagrees with its map; the message names the column,
+        example values and how many rows.
     NonFiniteError : infinite numbers in a discretised column.
     EmptyDataError : no rows (also after dropping missing values).
     """
@@ -121,6 +122,16 @@ def encode(
     codes = np.empty((len(sub), len(domain)), dtype=np.int64)
     for j, col in enumerate(domain.columns):
         codes[:, j] = _encode_column(sub.iloc[:, j], col, isna[:, j])
+    for name, (source, table) in domain.derived.items():
+        j, i = domain.index(name), domain.index(source)
+        bad = np.flatnonzero(codes[:, j] != table[codes[:, i]])
+        if bad.size:
+            src, col = domain[source], domain[name]
+            r = bad[0]
+            raise OutOfDomainError(
+                f"column {name!r} is derived from {source!r} in the Domain, but {bad.size} row(s) disagree with its "
+                f"map, e.g. {source}={src.categories[codes[r, i]]!r} with {name}={col.categories[codes[r, j]]!r} "
+                f"(the map gives {col.categories[table[codes[r, i]]]!r})")
     return codes
 
 

@@ -85,12 +85,15 @@ def adult_paper_domain() -> Domain:
     return Domain(cols)
 
 
-def adult_domain() -> Domain:
+def adult_domain(*, derived: bool = False) -> Domain:
     """The public Domain of all 15 Adult columns, categorical (about 5.6e14 cells).
 
     As :func:`adult_paper_domain` for its 10 columns; fnlwgt in 5 equal-width bins over its
     documented range [12285, 1490400], education-num as 16 categories 1..16, occupation,
     relationship and native-country with the category sets of the dataset's description.
+    ``derived=True``: education-num is declared a derived column of education (the dataset's
+    documented code of each level, 1 for Preschool to 16 for Doctorate, in the order of
+    education's categories), so generators that model the dependency keep it exact.
     """
     paper = {c.name: c for c in adult_paper_domain().columns}
     cols = []
@@ -100,7 +103,12 @@ def adult_domain() -> Domain:
         elif name == "fnlwgt":
             cols.append(binned_column("fnlwgt", bounds=(12285, 1490400), bins=5))
         elif name == "education-num":
-            cols.append(Column(name, tuple(str(v) for v in range(1, 17))))
+            levels = tuple(str(v) for v in range(1, 17))
+            if derived:  # the documented code of each education level, in education's order
+                cols.append(Column(name, levels, derived_from="education",
+                                   derive=tuple(zip(paper["education"].categories, levels))))
+            else:
+                cols.append(Column(name, levels))
         else:
             cols.append(Column(name, tuple(_ADULT_CATEGORIES[name])))
     return Domain(cols)

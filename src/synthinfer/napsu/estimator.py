@@ -248,6 +248,9 @@ class NapsuMQ(Generator):
         for name, value in self.reference.items():
             if name not in domain.names:
                 raise UnknownColumnError(f"reference: unknown column {name!r}")
+            if name in domain.derived:
+                raise ParameterError(f"reference: column {name!r} is derived from {domain.derived[name][0]!r}, "
+                                     "which is modelled in its place; give that column's reference instead")
             cats = list(domain[name].categories)
             if value not in cats:
                 raise OutOfDomainError(f"reference[{name!r}] = {value!r} is not a category of {name!r}")
@@ -280,9 +283,15 @@ class NapsuMQ(Generator):
             raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        fixed = _drop_contained(as_marginals(self.marginals))
+        full_domain = domain
+        for m in as_marginals(self.marginals):
+            full_domain.check_columns(m.columns)  # UnknownColumnError, before the derived columns go
+        # derived columns are functions of their sources: the model is fitted without them, on
+        # the marginals with each derived column replaced by its source, and generate() adds them
+        domain = full_domain.without_derived()
+        fixed = _drop_contained(_model_marginals(self.marginals, full_domain))
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
-        reference = self._user_reference(domain)  # validated before any budget is spent
+        reference = self._user_reference(full_domain)  # validated before any budget is spent
         if not self.select_extra and CanonicalQueries(domain, fixed, reference={}).dimension == 0:
             raise ParameterError("the marginals measure nothing: every column in them has a single category")
         ledger = self._ledger_for(budget, data, ledger)
@@ -290,7 +299,9 @@ class NapsuMQ(Generator):
         charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
         rng = make_rng(self.seed)
         stage = progress or (lambda s: None)
-        codes = encode(data, domain)
+        codes = encode(data, full_domain)  # checks the derived columns against their maps too
+        if domain is not full_domain:
+            codes = codes[:, [full_domain.index(c) for c in domain.names]]
         n = int(codes.shape[0])
         timings: dict[str, float] = {}
 
@@ -304,7 +315,8 @@ class NapsuMQ(Generator):
 
             stage("selecting and measuring marginals (AIM)")
             t0 = time.perf_counter()
-            aim = select_aim(codes, domain, self.workload, required=fixed, budget=budget, ledger=ledger,
+            workload = None if self.workload is None else _model_marginals(self.workload, full_domain)
+            aim = select_aim(codes, domain, workload, required=fixed, budget=budget, ledger=ledger,
                              max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS)
             timings["selection_and_measurement"] = time.perf_counter() - t0
             # the measured scopes not inside another (AIM's 1-ways are, in its 2-ways) or a fixed one
@@ -397,7 +409,7 @@ class NapsuMQ(Generator):
 
         self.marginals_ = marginals
         self.selected_marginals_ = tuple(selected)
-        self.domain_ = domain
+        self.domain_ = full_domain
         self.network_ = network
         self.queries_ = queries
         self.noisy_counts_ = noisy
@@ -503,7 +515,7 @@ class NapsuMQ(Generator):
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
             codes = np.asarray(program(chunk, jax_key(rng)))
             for i in range(batch - pad):
-                out.append(decode(codes[i], self.domain_, midpoints=midpoints))
+                out.append(decode(self.domain_.with_derived(codes[i]), self.domain_, midpoints=midpoints))
             if progress:
                 progress(len(out), m)
         return out
@@ -615,6 +627,17 @@ def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _model_marginals(marginals, domain: Domain) -> list[Marginal]:
+    """``marginals`` on the model's columns: each derived column replaced by its source (a
+    derived column's counts follow from its source's), repeats within a marginal dropped."""
+    derived = domain.derived
+    out = []
+    for m in as_marginals(marginals):
+        domain.check_columns(m.columns)
+        out.append(Marginal(tuple(dict.fromkeys(derived[c][0] if c in derived else c for c in m.columns))))
+    return out
 
 
 def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:

@@ -84,7 +84,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     obj.delta_ = params["delta"]  # the release settings hold the delta the fit used
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
-    net = network_for(domain, marginals, meta.get("reference"))  # older files: all first categories
+    net = network_for(domain.without_derived(), marginals, meta.get("reference"))  # older files: all first categories
     if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
         raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
     obj.marginals_ = marginals
@@ -101,7 +101,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
         obj.measurements_ = tuple(
             Measurement(Marginal(tuple(m["columns"])), v, m["variance"], cells=np.asarray(m["cells"], dtype=np.int64))
             for m, v in zip(meta["measurements"], values))
-        obj.layout_ = measurement_layout(obj.measurements_, domain)
+        obj.layout_ = measurement_layout(obj.measurements_, domain.without_derived())
     obj.n_ = int(meta["n"])
     obj.seed_fixed_ = bool(meta["seed_fixed"])
     obj.ledger_ = PrivacyLedger.from_dict(meta["ledger"])

@@ -102,7 +102,10 @@ class Release:
         from synthinfer.analysis.support import check_support
 
         columns = self.manifest.get("columns") or [str(c) for c in self.datasets[0].columns]
-        return check_support(formula, columns, self.manifest.get("marginals"), f"the {self.manifest['mechanism']} release")
+        domain = self.domain
+        derived = {} if domain is None else {k: src for k, (src, _) in domain.derived.items()}
+        return check_support(formula, columns, self.manifest.get("marginals"), f"the {self.manifest['mechanism']} release",
+                             derived=derived)
 
     def _warn_unsupported(self, formula: str) -> None:
         report = self.supports(formula)

@@ -1,0 +1,118 @@
+"""Derived columns: a public function of another categorical column, declared in the Domain."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from synthinfer.cli import app
+from synthinfer.data import Column, Domain, encode
+from synthinfer.errors import DomainError, OutOfDomainError, ParameterError, UnknownColumnError
+from synthinfer.generate import NapsuMQ
+
+LEVEL = Column("level", ("low", "mid", "high", "top"))
+CODE = Column("code", (1, 2, 3), derived_from="level", derive=(("low", 1), ("mid", 2), ("high", 3), ("top", 3)))
+
+
+def _table(n: int = 600, seed: int = 0) -> tuple[pd.DataFrame, Domain]:
+    rng = np.random.default_rng(seed)
+    level = rng.choice(["low", "mid", "high", "top"], size=n, p=[0.4, 0.3, 0.2, 0.1])
+    y = (rng.random(n) < np.where(np.isin(level, ["high", "top"]), 0.7, 0.3)).astype(int)
+    code = pd.Series(level).map({"low": 1, "mid": 2, "high": 3, "top": 3})
+    df = pd.DataFrame({"level": level, "code": code, "y": y, "z": rng.integers(0, 2, n)})
+    return df, Domain([LEVEL, CODE, Column("y", (0, 1)), Column("z", (0, 1))])
+
+
+def test_domain_knows_its_derived_columns_and_round_trips():
+    _, d = _table()
+    src, table = d.derived["code"]
+    assert src == "level" and table.tolist() == [0, 1, 2, 2]
+    assert d.without_derived().names == ("level", "y", "z")
+    codes = np.array([[3, 1, 0], [0, 0, 1]])
+    full = d.with_derived(codes)
+    assert full.tolist() == [[3, 2, 1, 0], [0, 0, 0, 1]]
+    again = Domain.from_json(d.to_json())
+    assert again == d and again.derived["code"][1].tolist() == [0, 1, 2, 2]
+    # a projection without the source keeps the column as a plain categorical one
+    assert d.project(["code", "y"]).derived == {}
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"name": "c", "categories": [1, 2], "derived_from": "nope", "map": [["a", 1]]}, "not in the Domain"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "s", "map": [["a", 1]]}, r"missing \['b'\]"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "s", "map": [["a", 1], ["b", 2], ["b", 1]]}, "repeated"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "s", "map": [["a", 1], ["b", 7]]}, "not its categories"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "s"}, "both 'derived_from' and 'map'"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "s", "map": {"a": 1, "b": 2}}, "pairs"),
+    ({"name": "c", "bounds": [0, 2], "bins": 2, "derived_from": "s", "map": [["a", "[0, 1)"], ["b", "[1, 2]"]]},
+     "not from bins"),
+    ({"name": "c", "categories": [1, 2], "derived_from": "c", "map": [[1, 1], [2, 2]]}, "not itself derived"),
+])
+def test_bad_derived_columns_are_refused(spec, match):
+    with pytest.raises(DomainError, match=match):
+        Domain.from_dict({"columns": [{"name": "s", "categories": ["a", "b"]}, spec]})
+
+
+def test_encode_checks_every_row_against_the_map():
+    df, d = _table()
+    encode(df, d)
+    bad = df.copy()
+    bad.loc[[3, 7], "code"] = 1
+    bad.loc[[3, 7], "level"] = "top"
+    with pytest.raises(OutOfDomainError, match=r"'code' is derived from 'level'.*2 row\(s\).*level='top' with code=1 "
+                                               r"\(the map gives 3\)"):
+        encode(bad, d)
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_napsu_mq_models_the_source_and_keeps_synthetic_rows_consistent(tmp_path):
+    df, d = _table()
+    g = NapsuMQ([("code", "y"), ("level", "code", "z")], epsilon=2.0, inference="laplace", seed=0).fit(df, d)
+    # marginals on the model's columns: code replaced by level, repeats dropped
+    assert [m.columns for m in g.marginals_] == [("level", "y"), ("level", "z")]
+    assert g.queries_.queryset.domain.names == ("level", "y", "z")
+    syn = g.generate(3, seed=1)
+    for s in syn:
+        assert list(s.columns) == list(d.names)
+        expect = s["level"].astype(str).map({"low": 1, "mid": 2, "high": 3, "top": 3})
+        assert (s["code"].astype(int) == expect).all()
+    # a release: the Domain records the derivation, and relations of the derived column are supported
+    from synthinfer.release import open_release, write_release
+
+    rel = open_release(write_release(tmp_path / "rel", syn, record=g.release_record(), private_data=df))
+    assert rel.domain == d
+    assert rel.supports("y ~ C(code)").supported is True
+    assert rel.supports("y ~ C(z)").supported is False
+    path = tmp_path / "g.nc"
+    g.save(path)
+    h = NapsuMQ.load(path)
+    assert h.domain_ == d
+    pd.testing.assert_frame_equal(h.generate(1, seed=4)[0], g.generate(1, seed=4)[0])
+    # the user's reference must name the modelled column
+    with pytest.raises(ParameterError, match="derived from 'level'"):
+        NapsuMQ([("level", "y")], epsilon=1.0, inference="laplace", reference={"code": 2}).fit(df, d)
+    with pytest.raises(UnknownColumnError):
+        NapsuMQ([("nope", "y")], epsilon=1.0, inference="laplace").fit(df, d)
+
+
+def test_napsu_mq_with_mst_never_selects_a_derived_column():
+    df, d = _table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = NapsuMQ([("level", "y")], epsilon=2.0, inference="mle", select_extra="mst", seed=0).fit(df, d)
+    assert all("code" not in m.columns for m in g.marginals_)
+    assert {c for m in g.marginals_ for c in m.columns} == {"level", "y", "z"}
+
+
+def test_cli_domain_shows_derived_columns(tmp_path):
+    _, d = _table()
+    dj = tmp_path / "d.json"
+    dj.write_text(json.dumps(d.to_dict()))
+    r = CliRunner().invoke(app, ["domain", str(dj)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "derived from level" in next(line for line in r.output.splitlines() if " code " in line)

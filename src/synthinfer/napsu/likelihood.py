@@ -117,11 +117,17 @@ def _gauss_newton_posterior(theta, D_eff, n, prior_sd, *, mean_and_cov) -> np.nd
     measurements, their inverse-variance combination: :func:`synthinfer.napsu.structured.
     canonical_information`). Used only to precondition the optimiser; NumPy around the
     network's compiled ``mean_and_cov`` (no program of its own to compile)."""
+    from scipy.linalg import solve_triangular
+
     _, sig = mean_and_cov(jnp.asarray(theta))
     j = float(n) * np.asarray(sig, dtype=np.float64)
     d = j.shape[0]
-    c = j + np.diag(D_eff)
-    return j @ np.linalg.solve(c, j) + np.eye(d) / float(prior_sd) ** 2
+    # C = J + diag(D) is positive definite: with C = L L^T, J C^-1 J = X^T X for X = L^-1 J (half
+    # the work of an LU solve with d right-hand sides; the Woodbury form J - D + D C^-1 D would
+    # cancel catastrophically where the noise dominates, as for AIM's sparse marginals)
+    lc = np.linalg.cholesky(j + np.diag(D_eff))
+    x = solve_triangular(lc, j, lower=True, check_finite=False)
+    return x.T @ x + np.eye(d) / float(prior_sd) ** 2
 
 
 def _gauss_newton_pgm(theta, s_tilde, n, *, mean):

@@ -90,10 +90,12 @@ def _lbfgs_run(vg: Callable, args: tuple, max_iter: int, tol: float, *, x0: np.n
 
 def _preconditioner(curvature: np.ndarray) -> np.ndarray:
     """``P`` with ``P P^T = H^{-1}`` (``P = L^{-T}`` for ``H = L L^T``), H floored to be PD."""
+    from scipy.linalg import solve_triangular
+
     h = 0.5 * (curvature + curvature.T)
     h = h + (1e-10 * np.trace(h) / h.shape[0] + 1e-300) * np.eye(h.shape[0])
     lh = np.linalg.cholesky(h)
-    return np.linalg.solve(lh.T, np.eye(h.shape[0]))
+    return solve_triangular(lh.T, np.eye(h.shape[0]), lower=False, check_finite=False)  # L^-T: triangular
 
 
 def lbfgs_minimize(

@@ -75,7 +75,7 @@ import numpy as np
 from synthinfer.data import Domain, Marginal, as_marginals, count_codes
 from synthinfer.errors import ArgumentTypeError, DomainError, ParameterError
 from synthinfer.napsu.junction_tree import JunctionTree
-from synthinfer.napsu.measurements import Measurement, check_measurements
+from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, check_measurements
 from synthinfer.napsu.structured import likelihood_flops
 from synthinfer.privacy import PrivacyBudget, PrivacyLedger
 from synthinfer.privacy.samplers import discrete_gaussian, discrete_gaussian_variance, exponential_mechanism
@@ -322,8 +322,9 @@ def estimate_pgm(
         shape = tuple(domain.shape[i] for i in idx)
         p = np.zeros(math.prod(shape))
         wy = np.zeros(math.prod(shape))
-        p[m.cells] = 1.0 / m.variance
-        wy[m.cells] = m.values / m.variance
+        v = max(m.variance, INTEGER_ROUNDING_VARIANCE)  # as the noise-aware likelihood floors it
+        p[m.cells] = 1.0 / v
+        wy[m.cells] = m.values / v
         perm = np.argsort(idx)  # to axes in ascending column order
         key = tuple(sorted(idx))
         p = np.transpose(p.reshape(shape), perm)

@@ -40,6 +40,7 @@ from synthinfer.errors import (
 from synthinfer.generate.base import Generator
 from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backend_names, get_backend
 from synthinfer.napsu.likelihood import PRIOR_SD
+from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
@@ -52,15 +53,6 @@ from synthinfer.release.record import ReleaseRecord
 
 #: Noise level the authors used in inference for the "without noise awareness" ablation (Fig. 3b).
 NON_NOISE_AWARE_SIGMA = 0.005
-#: The likelihood's floor on a released count's noise variance: 1/12, the variance of rounding
-#: to the integers (Sheppard's correction). The counts and their discrete noise are integers,
-#: which eq. 6 models as Gaussian; at large epsilon the discrete Gaussian's variance falls far
-#: below the lattice (8e-11 at epsilon 100 on the toy data, against sigma^2 = 0.02), and 1/variance
-#: then makes the structured likelihood's matrices too ill-conditioned for the Laplace fit. The
-#: floor is below the sampling variance n p (1 - p) of any count that is not near-empty, so it
-#: changes the posterior only where the noise was already negligible.
-INTEGER_ROUNDING_VARIANCE = 1.0 / 12.0
-
 #: The number of datasets fit() compiles generate()'s sampler for ahead of time (a typical m)
 PRECOMPILED_M = 100
 

@@ -9,7 +9,14 @@ rejection rate is 1 - the 95% coverage of beta_x2, so the NAPSU-MQ rows are read
 study's records; PrivBayes (not noise-aware; its m datasets are drawn from one fit, then
 Rubin's rules) is run here on the same data seeds.
 
-    PYTHONPATH=src python benchmarks/validity/type1_error.py --repeats 200
+The baselines run here on the same data seeds, each from one fit and m datasets: PrivBayes,
+the MLE (PGM) point estimate of NAPSU-MQ's model and DP-GAN, each combined by Rubin's rules for
+fully synthetic data, by the rule Nombo & Charest (2024) study for DP synthetic data
+(``T_p = u_bar + b / m``, Reiter's rule for partially synthetic data, with
+``nu = (m - 1)(1 + m u_bar / b)^2``), and one dataset analysed as if real; and NAPSU-MQ with
+the vetted noise at the epsilons the toy study lacks (4).
+
+    PYTHONPATH=src python benchmarks/validity/type1_error.py --repeats 200 --dpgan-repeats 40
 
 writes ``results/type1_error.json`` and ``.png``: per method and epsilon the rejection rate,
 its 95% Clopper-Pearson interval and whether it lies in the binomial band of a 0.05-level test.
@@ -33,16 +40,22 @@ TOY = HERE.parent / "napsu" / "results"
 sys.path.insert(0, str(HERE.parent / "napsu"))
 from toy_coverage import M, N, cell_counts, grouped_logit  # noqa: E402
 
-EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 100.0]
+EPSILONS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 100.0]
+DPGAN_EPSILONS = [0.5, 1.0, 4.0]
 LABELS = {
     "napsu_laplace": "NAPSU-MQ (Laplace), noise-aware, Rubin",
     "napsu_laplace_vetted": "NAPSU-MQ (Laplace), OpenDP noise + PLD, Rubin",
     "napsu_nuts": "NAPSU-MQ (NUTS), noise-aware, Rubin",
     "napsu_laplace_not_noise_aware": "NAPSU-MQ, not noise-aware, Rubin",
     "mle_mi": "MLE (PGM) + repeated datasets, Rubin",
+    "mle_tp": "MLE (PGM) + repeated datasets, T_p (Nombo & Charest)",
     "mle_single": "MLE, one dataset as if real",
     "privbayes_mi": "PrivBayes + repeated datasets, Rubin",
+    "privbayes_tp": "PrivBayes + repeated datasets, T_p (Nombo & Charest)",
     "privbayes_single": "PrivBayes, one dataset as if real",
+    "dpgan_mi": "DP-GAN + repeated datasets, Rubin",
+    "dpgan_tp": "DP-GAN + repeated datasets, T_p (Nombo & Charest)",
+    "dpgan_single": "DP-GAN, one dataset as if real",
 }
 
 
@@ -65,38 +78,80 @@ def toy_rejections() -> dict[tuple[str, float], list[bool]]:
     return out
 
 
-def privbayes_rejections(repeats: int) -> dict[tuple[str, float], list[bool]]:
+def partial_synthesis_rejects(q: np.ndarray, v: np.ndarray, alpha: float = 0.05) -> bool | None:
+    """Whether the T_p interval of Nombo & Charest (2024) misses 0 for the second estimand:
+    ``q_bar +- t_nu sqrt(u_bar + b / m)``, ``nu = (m - 1)(1 + m u_bar / b)^2`` (Reiter 2003's rule
+    for partially synthetic data). None where fewer than 2 datasets gave an estimate."""
+    ok = np.isfinite(q[:, 1]) & np.isfinite(v[:, 1])
+    qs, vs = q[ok, 1], v[ok, 1]
+    m = qs.size
+    if m < 2:
+        return None
+    u_bar, b = vs.mean(), qs.var(ddof=1)
+    t_p = u_bar + b / m
+    nu = (m - 1) * (1 + m * u_bar / b) ** 2 if b > 0 else np.inf
+    return bool(abs(qs.mean()) > stats.t.ppf(1 - alpha / 2, nu) * np.sqrt(t_p))
+
+
+def _fit(kind: str, eps: float, data, dom, rng: np.random.Generator):
+    from synthinfer.generate import DPGAN, NapsuMQ, PrivBayes
+
+    if kind == "privbayes":
+        return PrivBayes(epsilon=eps, seed=rng).fit(data, dom)
+    if kind == "dpgan":
+        return DPGAN(epsilon=eps, seed=rng).fit(data, dom)
+    inference = "mle" if kind == "mle" else "laplace"
+    return NapsuMQ([("x1", "x2", "y")], epsilon=eps, delta=N**-2.0, inference=inference, seed=rng).fit(data, dom)
+
+
+def baseline_rejections(kind: str, repeats: int, epsilons: list[float]) -> dict[tuple[str, float], list[bool]]:
+    """Rejections of H0 by ``kind`` ("privbayes", "mle", "dpgan": Rubin, T_p and one dataset;
+    "napsu": noise-aware NAPSU-MQ with the vetted noise, Rubin) on the toy study's data seeds."""
     from synthinfer.analysis import rubins_rules
     from synthinfer.datasets import make_toy_logistic
-    from synthinfer.generate import PrivBayes
 
     out: dict[tuple[str, float], list[bool]] = {}
     dom = make_toy_logistic(1, (1.0, 0.0), seed=0).domain
     z = stats.norm.ppf(0.975)
+    salt = {"privbayes": 0, "mle": 1, "dpgan": 2, "napsu": 3}[kind]
     for r in range(repeats):
         data = make_toy_logistic(N, (1.0, 0.0), seed=10_000 + r).data
-        for eps in EPSILONS:
-            gen = PrivBayes(epsilon=eps, seed=np.random.default_rng([r, int(eps * 100)])).fit(data, dom)
-            q, v = grouped_logit(cell_counts(gen.generate(M)))
+        for eps in epsilons:
+            rng = np.random.default_rng([r, int(eps * 100)] + ([salt] if salt else []))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                gen = _fit(kind, eps, data, dom, rng)
+                q, v = grouped_logit(cell_counts(gen.generate(M, seed=rng)))
                 res = rubins_rules(q, v, n=N, n_syn=N)
             lo, hi = res.conf_int(0.05)[1]
+            name = "napsu_laplace_vetted" if kind == "napsu" else f"{kind}_mi"
             if np.isfinite(lo) and np.isfinite(hi):
-                out.setdefault(("privbayes_mi", eps), []).append(not (lo <= 0.0 <= hi))
+                out.setdefault((name, eps), []).append(not (lo <= 0.0 <= hi))
+            if kind == "napsu":
+                continue
+            tp = partial_synthesis_rejects(q, v)
+            if tp is not None:
+                out.setdefault((f"{kind}_tp", eps), []).append(tp)
             if np.isfinite(q[0, 1]):
-                out.setdefault(("privbayes_single", eps), []).append(abs(q[0, 1]) > z * np.sqrt(v[0, 1]))
-        print(f"PrivBayes repeat {r + 1}/{repeats}", flush=True)
+                out.setdefault((f"{kind}_single", eps), []).append(abs(q[0, 1]) > z * np.sqrt(v[0, 1]))
+        print(f"{kind} repeat {r + 1}/{repeats}", flush=True)
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=200, help="PrivBayes repeats (the toy study's are read)")
+    ap.add_argument("--repeats", type=int, default=200,
+                    help="PrivBayes and MLE repeats, and NAPSU-MQ's at epsilon 4 (the toy study's are read)")
+    ap.add_argument("--dpgan-repeats", type=int, default=40, help="DP-GAN repeats (about 15 s per fit)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "type1_error.json")
     a = ap.parse_args()
     t0, c0 = time.perf_counter(), time.process_time()
-    rej = {**toy_rejections(), **privbayes_rejections(a.repeats)}
+    rej = toy_rejections()
+    missing = [e for e in EPSILONS if ("napsu_laplace_vetted", e) not in rej]
+    rej.update(baseline_rejections("napsu", a.repeats, missing))
+    rej.update(baseline_rejections("privbayes", a.repeats, EPSILONS))
+    rej.update(baseline_rejections("mle", a.repeats, EPSILONS))
+    rej.update(baseline_rejections("dpgan", a.dpgan_repeats, DPGAN_EPSILONS))
     rows = []
     for (method, eps), r in sorted(rej.items(), key=lambda kv: (list(LABELS).index(kv[0][0]), kv[0][1])):
         k, n = int(np.sum(r)), len(r)
@@ -109,9 +164,12 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({
         "alpha": 0.05, "n": N, "m": M, "null": "beta_x2 = 0 (y independent of x2 given x1)",
-        "sources": {"napsu_*, mle_*": "benchmarks/napsu/results/toy_coverage*.json (numpy noise, 2026-11-22 code)",
-                    "napsu_laplace_vetted": "benchmarks/napsu/results/toy_coverage_vetted.json (OpenDP noise)",
-                    "privbayes_*": "this run"},
+        "command": "PYTHONPATH=src python benchmarks/validity/type1_error.py --repeats "
+                   f"{a.repeats} --dpgan-repeats {a.dpgan_repeats}",
+        "sources": {"napsu_* except vetted": "benchmarks/napsu/results/toy_coverage*.json (numpy noise, 2026-11-22 code)",
+                    "napsu_laplace_vetted": "benchmarks/napsu/results/toy_coverage_vetted.json (OpenDP noise), "
+                                            f"this run at epsilon {missing}",
+                    "privbayes_*, mle_*, dpgan_*": "this run (mle_mi and mle_single replace the toy study's)"},
         "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "loadavg": os.getloadavg(),
         "results": rows}, indent=1) + "\n")
     plot(rows, a.out.with_suffix(".png"))

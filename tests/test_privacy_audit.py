@@ -108,8 +108,9 @@ def test_napsu_mq_and_mst_record_and_replay(monkeypatch):
 
 def test_napsu_mq_with_understated_sensitivity_is_flagged(monkeypatch):
     df = _table()
-    # one unit change declared where a substitution makes 2 per marginal (L2 1 for sqrt(6))
-    monkeypatch.setattr(QuerySet, "unit_changes", property(lambda self: max(1, len(self.marginals) // 2)))
+    # one unit change declared where a substitution makes 2 per marginal (L2 1 for sqrt(6)); the
+    # jointly calibrated plan is made with the same (understated) count
+    monkeypatch.setattr(QuerySet, "unit_changes_for", staticmethod(lambda n: max(1, n // 2)))
     (_, _, _, (a, b)) = record_and_replay(_napsu, df, next(_neighbours(df)), monkeypatch,
                                           stop_after="estimator.discrete_gaussian_mechanism")
     assert measured_sensitivity(a, b, "l2") > a.params["sensitivity"]

@@ -44,66 +44,80 @@ def test_pure_dp_charges_compose_optimally(eps0, k, epsilon):
     assert comp.delta(k * eps0 + 1e-3) == 0.0  # basic composition's point is reached
 
 
-def test_ledger_admits_by_either_bound_and_refuses_when_neither_holds():
-    # two 0.6-DP charges on a (1, delta) ledger: basic needs 1.2; the optimal composition's delta at
-    # epsilon 1 is 0.0756, so they fit at delta 0.1 but not at 0.05
-    led = PrivacyLedger(PrivacyBudget(1.0, 0.1), allow_large_delta=True)
-    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.6, ledger=led)
-    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.6, ledger=led)
-    assert led.spent == (pytest.approx(1.2), 0.0)
-    e, d = led.guarantee()
-    assert e < 1.0 and d == 0.1
-    tight = PrivacyLedger(PrivacyBudget(1.0, 0.05), allow_large_delta=True)
-    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.6, ledger=tight)
-    with pytest.raises(BudgetExceededError, match="privacy loss distributions"):
-        laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.6, ledger=tight)
-    assert len(tight.charges) == 1
-    # basic composition still admits an exact split (the PLD's grid would round it up)
-    exact = PrivacyLedger(PrivacyBudget(1.0, 0.0))
-    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.9, ledger=exact)
-    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.1, ledger=exact)
-    assert exact.guarantee() == (pytest.approx(1.0), 0.0)
-
-
-@pytest.mark.parametrize("eps_each, admitted", [(0.6, 2), (0.7, 2), (0.5, 3)])
-def test_discrete_gaussian_charges_compose_by_their_exact_loss(eps_each, admitted):
-    """Each charge is calibrated to (eps_each, delta / 2) with k = 4 unit changes; the ledger admits
-    charges while their PLD composition is within (1, delta), and brute force confirms that what
-    it admitted is (1, delta)-DP while one more charge is not."""
-    delta, k = 1e-6, 4
-    led = PrivacyLedger(PrivacyBudget(1.0, delta))
-    for _ in range(admitted):
-        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, epsilon=eps_each,
-                                    delta=delta / 2, ledger=led)
+def test_ledger_composes_separate_charges_by_basic_composition_only():
+    """PLD composition across charges whose parameters may depend on earlier outputs is unsound:
+    randomized response RR(0.5) on a (1, 1e-5) ledger, then, depending on its output, either a
+    discrete Gaussian at the smallest scale a PLD ledger would admit or an RR(0.5, 1e-5). Each
+    branch composes within (1, 1e-5) by PLD, but the adaptive whole does not (exact delta below),
+    so the ledger must refuse the discrete Gaussian after RR(0.5) (basic: 0.5 + its epsilon > 1)."""
+    total_eps, total_delta, eps1 = 1.0, 1e-5, 0.5
+    rr = Composition.of([PrivacyLoss.epsilon_delta(eps1, 0.0)])
+    lo, hi = 0.5, 50.0  # the smallest sigma with RR(0.5) then DG(sigma) within (1, 1e-5) by PLD
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        ok = rr.then(PrivacyLoss.discrete_gaussian(mid, 1)).delta(total_eps) <= total_delta
+        lo, hi = (lo, mid) if ok else (mid, hi)
+    sigma = hi
+    # exact delta(1) of the adaptive mechanism: the DG branch after output "+", RR(0.5, 1e-5) after "-"
+    p = math.exp(eps1) / (1 + math.exp(eps1))
+    dg_l, dg_p = _discrete_gaussian_losses(sigma, 1)
+    h_dg = float(np.sum(dg_p * np.maximum(0.0, 1.0 - np.exp(np.minimum(total_eps - eps1 - dg_l, 700.0)))))
+    q = math.exp(0.5) / (1 + math.exp(0.5))  # RR(0.5, delta2): losses +-0.5 on 1 - delta2, +inf on delta2
+    h_rr = 1e-5 + (1 - 1e-5) * q * max(0.0, 1 - math.exp(total_eps + eps1 - 0.5))
+    exact = p * h_dg + (1 - p) * h_rr
+    assert exact > 1.1 * total_delta  # the PLD-certified adaptive composition overspends
+    led = PrivacyLedger(PrivacyBudget(total_eps, total_delta))
+    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=eps1, ledger=led)
     with pytest.raises(BudgetExceededError):
-        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, epsilon=eps_each,
-                                    delta=delta / 2, ledger=led)
-    assert len(led.charges) == admitted
-    sigma = discrete_gaussian_sigma(eps_each, delta / 2, k)
-    # the admitted charges: admitted * k unit changes at one sigma, brute force
-    assert _exact_discrete_gaussian_delta(sigma, 1.0, admitted * k) <= delta
-    assert _exact_discrete_gaussian_delta(sigma, 1.0, (admitted + 1) * k) > delta
-    e, d = led.guarantee()
-    assert d == delta and e <= 1.0
-    assert e < admitted * eps_each  # tighter than basic composition
+        discrete_gaussian_mechanism(np.arange(2), sensitivity=1.0, unit_changes=1, sigma=sigma, epsilon=None,
+                                    delta=total_delta, ledger=led)
+    assert len(led.charges) == 1
 
 
-def test_ledger_record_round_trips_the_losses():
-    led = PrivacyLedger(PrivacyBudget(1.0, 1e-6))
+def _plan(sigma: float, k: int, parts: int) -> list[PrivacyLoss]:
+    return [PrivacyLoss.discrete_gaussian(sigma, k)] * parts
+
+
+def test_a_committed_plan_costs_its_pair_once_and_checks_its_parts():
+    delta, k = 1e-6, 4
+    sigma = discrete_gaussian_sigma(0.6, delta / 2, k)  # two of these compose to about (0.84, 1e-6)
+    led = PrivacyLedger(PrivacyBudget(1.0, delta))
+    led.commit_plan("two releases", 1.0, delta, _plan(sigma, k, 2), mechanism="test")
+    assert led.spent == (1.0, delta) and led.remaining is None
     for _ in range(2):
-        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=4, epsilon=0.6, delta=5e-7,
-                                    ledger=led)
+        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, sigma=sigma, epsilon=None,
+                                    delta=delta / 2, ledger=led, part_of="two releases")
+    assert led.spent == (1.0, delta)  # the parts are inside the plan's pair
+    assert [c.part_of for c in led.charges] == [None, "two releases", "two releases"]
+    with pytest.raises(PrivacyError, match="no committed plan"):  # the plan is used up
+        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, sigma=sigma, epsilon=None,
+                                    delta=delta / 2, ledger=led, part_of="two releases")
     rec = json.loads(json.dumps(led.to_dict()))
-    assert rec["charges"][0]["loss"]["kind"] == "discrete_gaussian"
-    assert rec["guarantee"]["epsilon"] < 1.0
+    assert rec["charges"][0]["details"]["losses"][0]["kind"] == "discrete_gaussian"
     again = PrivacyLedger.from_dict(rec)
-    assert again.guarantee() == pytest.approx(led.guarantee())
-    assert not again.can_spend(0.6, 5e-7, loss=PrivacyLoss.from_dict(rec["charges"][0]["loss"]))
-    # a record without losses (older releases) composes its pairs
-    for c in rec["charges"]:
-        del c["loss"]
-    old = PrivacyLedger.from_dict(rec)
-    assert old.charges[0].privacy_loss == PrivacyLoss.epsilon_delta(0.6, 5e-7)
+    assert again.spent == led.spent and again.charges[1].part_of == "two releases"
+    # brute force: the two parts are (1, delta)-DP, three would not be
+    assert _exact_discrete_gaussian_delta(sigma, 1.0, 2 * k) <= delta
+    assert _exact_discrete_gaussian_delta(sigma, 1.0, 3 * k) > delta
+
+
+def test_plans_are_refused_before_any_spend():
+    delta, k = 1e-6, 4
+    sigma = discrete_gaussian_sigma(0.6, delta / 2, k)
+    led = PrivacyLedger(PrivacyBudget(1.0, delta))
+    with pytest.raises(PrivacyError, match="do not compose"):  # three parts exceed (1, delta)
+        led.commit_plan("three", 1.0, delta, _plan(sigma, k, 3), mechanism="test")
+    laplace_mechanism(np.zeros(2), sensitivity=1.0, epsilon=0.5, ledger=led)
+    with pytest.raises(BudgetExceededError):  # the plan's pair no longer fits by basic composition
+        led.commit_plan("two", 1.0, delta, _plan(sigma, k, 2), mechanism="test")
+    assert len(led.charges) == 1
+    led2 = PrivacyLedger(PrivacyBudget(1.0, delta))
+    led2.commit_plan("two", 1.0, delta, _plan(sigma, k, 2), mechanism="test")
+    with pytest.raises(PrivacyError, match="not the next one committed"):  # a part with less noise
+        discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, sigma=0.9 * sigma, epsilon=None,
+                                    delta=delta / 2, ledger=led2, part_of="two")
+    with pytest.raises(PrivacyError, match="already in the ledger"):
+        led2.commit_plan("two", 0.0, 0.0, _plan(sigma, k, 1), mechanism="test")
 
 
 def test_privacy_loss_refuses_bad_values():
@@ -116,7 +130,9 @@ def test_privacy_loss_refuses_bad_values():
     with pytest.raises(PrivacyError, match="privacy loss record"):
         PrivacyLoss.from_dict({"kind": "gaussian", "sigma": 1.0})
     with pytest.raises(PrivacyError, match="PrivacyLoss"):
-        PrivacyLedger(PrivacyBudget(1.0, 1e-6)).check("x", 0.1, 0.0, mechanism="m", loss={"kind": "epsilon_delta"})
+        PrivacyLedger(PrivacyBudget(1.0, 1e-6)).spend("x", 0.1, 0.0, mechanism="m", loss={"kind": "epsilon_delta"})
+    with pytest.raises(PrivacyError, match="PrivacyLoss"):
+        PrivacyLedger(PrivacyBudget(1.0, 1e-6)).commit_plan("x", 0.1, 0.0, [], mechanism="m")
 
 
 def _discrete_gaussian_losses(sigma: float, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -214,7 +214,7 @@ def _generate_release(
                              zip=str(out).endswith(".zip"), private_data=df)
     if napsu:
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
-    e, dl = gen.ledger_.guarantee()
+    e, dl = gen.ledger_.spent
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
 
 

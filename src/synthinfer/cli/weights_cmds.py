@@ -95,7 +95,7 @@ def weights_cmd(
     t = Table(title=f"{method.value} weights for {len(s):,} synthetic rows")
     t.add_column("quantity")
     t.add_column("value", justify="right")
-    t.add_row("epsilon, delta spent", "{:g}, {:g}".format(*est.ledger_.guarantee()))
+    t.add_row("epsilon, delta spent", f"{est.ledger_.spent[0]:g}, {est.ledger_.spent[1]:g}")
     t.add_row("effective sample size", f"{effective_sample_size(log_weights=lw):,.1f}")
     t.add_row("Pareto k-hat", f"{ps.k_hat:.2f}" + (f"  [red](> {ps.threshold:.2f}: unreliable)[/]" if not ps.reliable else ""))
     console.print(t)

@@ -118,8 +118,13 @@ class QuerySet:
     def unit_changes(self) -> int:
         """``2 n_s``: a substitution moves one count down and one up by 1 in each of the ``n_s``
         full marginals (or none), so neighbouring count vectors differ by +-1 in at most this
-        many coordinates."""
-        return 2 * len(self.marginals)
+        many coordinates (:meth:`unit_changes_for`)."""
+        return self.unit_changes_for(len(self.marginals))
+
+    @staticmethod
+    def unit_changes_for(n_marginals: int) -> int:
+        """:attr:`unit_changes` of ``n_marginals`` full marginals, for plans made before they are chosen."""
+        return 2 * int(n_marginals)
 
     @property
     def l2_sensitivity(self) -> float:

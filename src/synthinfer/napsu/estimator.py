@@ -31,7 +31,6 @@ from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.errors import (
     ArgumentTypeError,
-    BudgetExceededError,
     OutOfDomainError,
     ParameterError,
     SynthinferWarning,
@@ -45,8 +44,7 @@ from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
-    Composition, PrivacyBudget, PrivacyLedger, PrivacyLoss, default_delta, discrete_gaussian_mechanism,
-    discrete_gaussian_sigma, discrete_gaussian_sigma_after, jax_key, make_rng, seed_fixed,
+    PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng, seed_fixed,
 )
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
@@ -300,7 +298,7 @@ class NapsuMQ(Generator):
         # -- query selection (own budget share) ------------------------------------------
         selected: list[Marginal] = []
         meas_budget = budget
-        plan = None  # MST's and the measurement's jointly calibrated noise (napsu.selection)
+        plan = part_of = None  # MST's and the measurement's jointly calibrated noise (napsu.selection)
         aim = None
         if self.select_extra == "aim":
             from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, select_aim
@@ -323,13 +321,13 @@ class NapsuMQ(Generator):
                 t0 = time.perf_counter()
                 sel_budget, meas_budget = budget.split(self.mst_budget_fraction, 1 - self.mst_budget_fraction)
                 plan = mst_noise_plan(len(domain), len(fixed) + k, k, sel_budget, meas_budget)
-                if plan is not None:
-                    try:  # the plan against what a shared ledger already holds, before any spend
-                        ledger.check_losses("napsu-mq with MST", plan.losses, mechanism="napsu-mq")
-                    except BudgetExceededError:
-                        plan = None  # the basic split, which the check above admitted
+                if plan is not None:  # its parts' parameters are public and fixed: committed before any noise
+                    part_of = "napsu-mq: MST selection and marginal queries"
+                    ledger.commit_plan(part_of, budget.epsilon, budget.delta, plan.losses, mechanism="napsu-mq",
+                                       scale=plan.scale, accounting="jointly calibrated (napsu.selection.mst_noise_plan)")
                 selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger,
-                                                one_way_sigma=None if plan is None else plan.one_way_sigma)
+                                                one_way_sigma=None if plan is None else plan.one_way_sigma,
+                                                part_of=part_of)
                 timings["selection"] = time.perf_counter() - t0
         marginals = tuple(fixed) + tuple(selected)
         unmeasured = [c for c in domain.names if not any(c in m.columns for m in marginals)]
@@ -371,20 +369,13 @@ class NapsuMQ(Generator):
             t0 = time.perf_counter()
             queryset = QuerySet(domain, marginals)
             counts = queryset.count(codes)
-            measure_sigma = None
-            if plan is not None:  # the rest of the jointly calibrated budget, for the marginals measured
-                fit_so_far = Composition.of([c.privacy_loss for c in ledger.charges[charges_before:]])
-                measure_sigma = discrete_gaussian_sigma_after(
-                    fit_so_far, budget.epsilon, budget.delta, queryset.unit_changes,
-                    upper=discrete_gaussian_sigma(meas_budget.epsilon, meas_budget.delta, queryset.unit_changes))
-                if plan.losses[-1] == PrivacyLoss.discrete_gaussian(plan.measure_sigma, queryset.unit_changes):
-                    measure_sigma = max(measure_sigma, plan.measure_sigma)  # what the ledger's check admitted
             noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
                 unit_changes=queryset.unit_changes,
                 epsilon=meas_budget.epsilon if plan is None else None,
-                sigma=measure_sigma,
+                sigma=None if plan is None else plan.measure_sigma,
+                part_of=part_of,
                 delta=meas_budget.delta,
                 ledger=ledger,
                 name="napsu-mq: marginal queries",
@@ -413,7 +404,8 @@ class NapsuMQ(Generator):
             self._infer(rng, stage, timings)
         if aim_record is not None:
             self.diagnostics_["aim"] = aim_record
-        self.spent_ = ledger.guarantee(ledger.charges[charges_before:], delta=budget.delta)
+        fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
+        self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later

@@ -31,7 +31,10 @@ compose far better than their epsilons add. The plan keeps the split's shape (th
 mechanisms' epsilons, the ratio of the two Gaussian scales) and shrinks both Gaussian scales by
 the one factor at which the privacy loss distributions of all ``K + 2`` charges compose to the
 whole ``(epsilon, delta)`` (:func:`synthinfer.privacy.joint_scale`): on the 15-column Adult
-table at epsilon 1 about 9% less noise on every measured count.
+table at epsilon 1 about 9% less noise on every measured count. Every part's parameters follow
+from public facts fixed before any noise (the column count, the number of marginals, the
+budgets; not which pairs MST picks), so the plan is committed to the ledger in advance
+(:meth:`synthinfer.privacy.PrivacyLedger.commit_plan`) and its parts are checked against it.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from synthinfer.data import Domain, Marginal, count_codes
+from synthinfer.data import Domain, Marginal, QuerySet, count_codes
+from synthinfer.errors import PrivacyError
 from synthinfer.privacy import (
     PrivacyBudget,
     PrivacyLedger,
@@ -78,12 +82,14 @@ def mst_noise_plan(n_columns: int, n_marginals: int, n_extra: int, selection: Pr
                    measurement: PrivacyBudget) -> NoisePlan | None:
     """The joint calibration of :func:`select_mst_marginals` at ``selection`` followed by the
     discrete Gaussian measurement of ``n_marginals`` marginals at ``measurement``
-    (``unit_changes = 2 n_marginals``), or ``None`` when the split stays as it is (epsilon above
-    :data:`JOINT_MAX_EPSILON`). The plan composes to at most ``selection + measurement``."""
+    (``QuerySet.unit_changes_for(n_marginals)`` unit changes), or ``None`` when the split stays
+    as it is: epsilon above :data:`JOINT_MAX_EPSILON`, or a split the PLD cannot certify even at
+    its own scales (many tiny exponential mechanisms, each rounded up to the PLD's grid). The
+    plan composes to at most ``selection + measurement``."""
     total = selection.epsilon + measurement.epsilon
     if total > JOINT_MAX_EPSILON:
         return None
-    k1, km = 2 * n_columns, 2 * n_marginals
+    k1, km = 2 * n_columns, QuerySet.unit_changes_for(n_marginals)
     step = selection.epsilon / 2.0 / n_extra
     s1 = discrete_gaussian_sigma(selection.epsilon / 2.0, selection.delta, k1)
     sm = discrete_gaussian_sigma(measurement.epsilon, measurement.delta, km)
@@ -92,7 +98,10 @@ def mst_noise_plan(n_columns: int, n_marginals: int, n_extra: int, selection: Pr
         return ([PrivacyLoss.discrete_gaussian(c * s1, k1)] + [PrivacyLoss.epsilon_delta(step, 0.0)] * n_extra
                 + [PrivacyLoss.discrete_gaussian(c * sm, km)])
 
-    c = joint_scale(losses, total, selection.delta + measurement.delta)
+    try:
+        c = joint_scale(losses, total, selection.delta + measurement.delta)
+    except PrivacyError:
+        return None
     return NoisePlan(c * s1, c * sm, step, c, tuple(losses(c)))
 
 
@@ -163,15 +172,16 @@ def select_mst_marginals(
     budget: PrivacyBudget,
     ledger: PrivacyLedger,
     one_way_sigma: float | None = None,
+    part_of: str | None = None,
 ) -> list[Marginal]:
     """Choose ``n_extra`` 2-way marginals joining the fixed marginals' components (MST, private).
 
     The whole procedure is ``budget``-DP (basic composition of a Gaussian mechanism at
     ``(budget.epsilon / 2, budget.delta)`` and ``n_extra`` exponential mechanisms at
     ``budget.epsilon / (2 n_extra)`` each), all charged to ``ledger`` before any noise.
-    ``one_way_sigma`` (from :func:`mst_noise_plan`) replaces the first one's scale by a jointly
-    calibrated one; its charge then states its own epsilon at ``budget.delta`` and the ledger
-    composes it by its privacy loss distribution.
+    ``one_way_sigma`` and ``part_of`` (from :func:`mst_noise_plan`, committed to ``ledger`` as
+    the plan ``part_of``) replace the first one's scale by the jointly calibrated one; the
+    charges are then parts of that plan, which has paid for them.
     ``n_extra`` may not exceed :func:`n_spanning_edges` (a spanning tree has no more edges).
     The noise and the selections come from :mod:`synthinfer.privacy.samplers` (no seed).
     """
@@ -186,7 +196,8 @@ def select_mst_marginals(
     eps_1way, eps_em = budget.epsilon / 2.0, budget.epsilon / 2.0
     eps_step = eps_em / n_extra
     # Charge everything up front so an overspend fails before any noise is drawn.
-    ledger.check("mst selection", budget.epsilon, budget.delta, mechanism="mst")
+    if part_of is None:
+        ledger.check("mst selection", budget.epsilon, budget.delta, mechanism="mst")
     names = domain.names
     one_way_counts = np.concatenate([count_codes(codes, domain, (c,)) for c in names])
     noisy, _ = discrete_gaussian_mechanism(
@@ -195,6 +206,7 @@ def select_mst_marginals(
         unit_changes=2 * len(names),  # a substitution moves two counts of each 1-way marginal by 1
         epsilon=None if one_way_sigma is not None else eps_1way,
         sigma=one_way_sigma,
+        part_of=part_of,
         delta=budget.delta,
         ledger=ledger,
         name="mst: noisy 1-way marginals",
@@ -211,6 +223,7 @@ def select_mst_marginals(
             eps_step,
             0.0,
             mechanism="exponential",
+            part_of=part_of,
             score="L1 distance of 2-way counts to the product of noisy 1-way marginals",
             sensitivity=SCORE_SENSITIVITY,
             candidates=len(pairs),

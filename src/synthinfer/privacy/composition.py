@@ -1,18 +1,19 @@
 """Privacy loss distributions of the ledger's charges, and their composition.
 
-The ledger (:mod:`synthinfer.privacy.ledger`) composes its charges two ways and holds a request
-to whichever bound is tighter; both are valid, so the smaller is too:
-
-* **basic composition**: epsilons and deltas add (Dwork & Roth 2014, Thm 3.16);
-* **privacy loss distributions (PLDs)**: each charge carries a *dominating pair* of its mechanism,
-  a pair of distributions ``(P, Q)`` whose hockey-stick divergence ``H_{e^eps}(P || Q)`` bounds
-  the mechanism's ``delta(eps)`` on every pair of neighbouring datasets. Adaptive composition of
-  mechanisms is dominated by the product of their dominating pairs (Zhu, Dong & Wang 2022,
-  "Optimal accounting of differential privacy via characteristic function", Thm 10), whose
-  privacy loss is the sum of the independent losses: the PLDs convolve.
-  ``dp_accounting`` (Google's accounting library; Koskela et al. 2021, Doroshenko et al. 2022)
-  holds each PLD on a grid of losses (interval ``1e-4``) rounded pessimistically, so every
-  ``delta(eps)`` it reports is an upper bound.
+A **committed plan** of the ledger (:meth:`synthinfer.privacy.PrivacyLedger.commit_plan`) is
+a list of charges whose privacy parameters are all fixed before any of them runs; it costs one
+``(epsilon, delta)``, checked here by composing its parts' **privacy loss distributions
+(PLDs)**. Each part carries a *dominating pair* of its mechanism, a pair of distributions
+``(P, Q)`` whose hockey-stick divergence ``H_{e^eps}(P || Q)`` bounds the mechanism's
+``delta(eps)`` on every pair of neighbouring datasets. Composition of mechanisms with fixed
+privacy parameters (the mechanisms themselves may adapt to earlier outputs) is dominated by the
+product of their pairs (Zhu, Dong & Wang 2022, "Optimal accounting of differential privacy via
+characteristic function", Thm 10), whose privacy loss is the sum of the independent losses: the
+PLDs convolve. ``dp_accounting`` (Google's accounting library; Koskela et al. 2021, Doroshenko
+et al. 2022) holds each PLD on a grid of losses (interval ``1e-4``) rounded pessimistically, so
+every ``delta(eps)`` it reports is an upper bound. (With parameters chosen after earlier
+outputs the theorem does not apply, which is why the ledger composes separate charges by basic
+composition: :mod:`synthinfer.privacy.ledger`.)
 
 Each charge's dominating pair is a :class:`PrivacyLoss`, stored in the ledger's record as a
 small JSON dict so that a saved ledger composes the same way when loaded:
@@ -30,8 +31,7 @@ small JSON dict so that a saved ledger composes the same way when loaded:
   Viswanath 2015; Murtagh & Vadhan 2016), ``dp_accounting``'s ``from_privacy_parameters``. This
   is the default for a charge that states nothing more (Laplace, the exponential mechanism,
   zCDP-accounted Gaussians, AIM's and DP-SGD's whole runs): composing these alone is the
-  optimal composition theorem, never looser than basic composition (up to the grid's rounding,
-  which the basic bound then covers).
+  optimal composition theorem (Kairouz, Oh & Viswanath 2015), up to the grid's rounding.
 """
 
 from __future__ import annotations

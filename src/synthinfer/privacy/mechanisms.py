@@ -27,8 +27,8 @@ self-composed ``k`` times, with pessimistic rounding, so its ``delta(epsilon)`` 
 bound (Koskela et al. 2021; Doroshenko et al. 2022); :func:`discrete_gaussian_sigma` takes the
 smallest sigma at which it meets the budget. About 6-7% less noise than the zCDP calibration at
 epsilon 1 (:func:`gaussian_sigma` stays the bound for everything else). The charge carries that
-PLD (:class:`~synthinfer.privacy.composition.PrivacyLoss`), so the ledger composes it exactly
-with the other charges.
+PLD (:class:`~synthinfer.privacy.composition.PrivacyLoss`), which a committed plan of jointly
+calibrated charges composes exactly (:func:`joint_scale`).
 """
 
 from __future__ import annotations
@@ -178,7 +178,10 @@ def joint_scale(losses_at: Callable[[float], Sequence[PrivacyLoss]], epsilon: fl
     scale at ``c = 1``), ``c`` shrinks every scale by one factor so that the parts together use
     the whole budget: the Gaussian parts compose far better than their epsilons add. The parts'
     noise must shrink with ``c`` (so the composition's delta only grows as ``c`` falls); a
-    composition that does not fit at ``c = 1`` raises :class:`PrivacyError`."""
+    composition that does not fit at ``c = 1`` raises :class:`PrivacyError` (e.g. many tiny
+    pure-epsilon parts, each rounded up to the PLD's grid of losses). The charges must then be
+    committed together (:meth:`~synthinfer.privacy.PrivacyLedger.commit_plan`): the PLD
+    composition holds for parameters fixed in advance only."""
     def fits(c: float) -> bool:
         return Composition.of(list(losses_at(c))).delta(epsilon) <= delta
 
@@ -188,32 +191,6 @@ def joint_scale(losses_at: Callable[[float], Sequence[PrivacyLoss]], epsilon: fl
     if fits(lo):
         return lo
     while hi / lo > 1.0 + rtol:  # hi only ever moves to a factor that fits
-        mid = math.sqrt(lo * hi)
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def discrete_gaussian_sigma_after(spent: Composition, epsilon: float, delta: float, unit_changes: int,
-                                  upper: float) -> float:
-    """The smallest scale (to 1e-4 relatively) in ``[upper / 2, upper]`` at which the discrete
-    Gaussian on ``unit_changes`` unit changes, composed after ``spent`` (the PLD composition of a
-    mechanism's earlier charges), keeps the whole within ``(epsilon, delta)``: the rest of a
-    jointly calibrated budget (:func:`joint_scale`). :class:`PrivacyError` when even ``upper``
-    does not fit."""
-    def fits(sigma: float) -> bool:
-        return spent.then(PrivacyLoss.discrete_gaussian(sigma, int(unit_changes))).delta(epsilon) <= delta
-
-    hi = _check_positive("upper", upper)
-    if not fits(hi):
-        raise PrivacyError(f"no discrete Gaussian scale up to {hi:g} keeps the charges within "
-                           f"(epsilon={epsilon:g}, delta={delta:g})")
-    lo = hi / 2.0
-    if fits(lo):
-        return lo
-    while hi / lo > 1.0 + _PLD_SIGMA_RTOL:  # hi only ever moves to a scale that fits
         mid = math.sqrt(lo * hi)
         if fits(mid):
             hi = mid
@@ -232,13 +209,15 @@ def discrete_gaussian_mechanism(
     name: str = "discrete gaussian",
     unit_changes: int | None = None,
     sigma: float | None = None,
+    part_of: str | None = None,
 ) -> tuple[np.ndarray, float]:
     """Release integer ``counts`` plus discrete Gaussian noise ``N_Z(0, sigma^2)`` (CKS 2020).
 
     With ``sigma`` given (a scale calibrated jointly with other charges, :func:`joint_scale`;
     ``unit_changes`` required, ``epsilon=None``), the charge is ``(epsilon', delta)`` with
-    ``epsilon' = discrete_gaussian_epsilon(sigma, delta, unit_changes)``, composed by its exact
-    PLD; the ledger admits it when the composition fits.
+    ``epsilon' = discrete_gaussian_epsilon(sigma, delta, unit_changes)``; ``part_of`` names the
+    committed plan it belongs to (:meth:`~synthinfer.privacy.PrivacyLedger.commit_plan`), which
+    must hold this charge's exact PLD next.
 
     Without ``unit_changes``, ``sigma`` is :func:`gaussian_sigma`. Guarantee: ``rho``-zCDP for
     integer vectors whose L2 distance between neighbours is at most ``sensitivity`` (module
@@ -285,7 +264,7 @@ def discrete_gaussian_mechanism(
     rho = samplers.discrete_gaussian_rho(sensitivity, sigma)
     variance = samplers.discrete_gaussian_variance(sigma)
     ledger.spend(name, epsilon, delta, mechanism="discrete gaussian (OpenDP)", sensitivity_l2=float(sensitivity),
-                 sigma=sigma, variance=variance, rho=rho, accounting=accounting, loss=loss, **extra)
+                 sigma=sigma, variance=variance, rho=rho, accounting=accounting, loss=loss, part_of=part_of, **extra)
     return samplers.discrete_gaussian(x, sigma), math.sqrt(variance)
 
 

@@ -151,11 +151,10 @@ def test_marginal_sensitivity_substitution(data, n, k):
 # -- the discrete Gaussian's tight (PLD) calibration ---------------------------------------------
 
 
-def _exact_discrete_gaussian_delta(sigma: float, epsilon: float, k: int) -> float:
-    """Brute force: k coordinates each shifted by 1 under N_Z(0, sigma^2) noise. The privacy loss
-    is (k - 2 S) / (2 sigma^2) with S the sum of the k noises (the k-fold convolution of the
-    pmf, by FFT), and delta = E_P[max(0, 1 - exp(epsilon - L))] (both directions agree by
-    symmetry)."""
+def _discrete_gaussian_losses(sigma: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact privacy loss (values, probabilities) under P of N_Z(0, sigma^2) on k coordinates each
+    shifted by 1: (k - 2 S) / (2 sigma^2), S the sum of the k noises (the k-fold convolution of the
+    pmf, by FFT)."""
     from scipy.signal import fftconvolve
 
     t = int(math.ceil(40 * sigma))
@@ -166,8 +165,15 @@ def _exact_discrete_gaussian_delta(sigma: float, epsilon: float, k: int) -> floa
     for _ in range(k - 1):
         total = np.clip(fftconvolve(total, pmf), 0.0, None)
     s = np.arange(-k * t, k * t + 1)
-    loss = (k - 2.0 * s) / (2 * sigma * sigma)
-    return float(np.sum(total * np.maximum(0.0, 1.0 - np.exp(np.minimum(epsilon - loss, 700.0)))))
+    keep = total > 1e-300
+    return (k - 2.0 * s[keep]) / (2 * sigma * sigma), total[keep]
+
+
+def _exact_discrete_gaussian_delta(sigma: float, epsilon: float, k: int) -> float:
+    """Brute force: delta = E_P[max(0, 1 - exp(epsilon - L))] over the exact privacy loss L of
+    :func:`_discrete_gaussian_losses` (both directions agree by symmetry)."""
+    loss, p = _discrete_gaussian_losses(sigma, k)
+    return float(np.sum(p * np.maximum(0.0, 1.0 - np.exp(np.minimum(epsilon - loss, 700.0)))))
 
 
 @pytest.mark.parametrize("epsilon, delta, k", [(1.0, 1e-5, 1), (1.0, 1e-6, 2), (0.5, 1e-8, 4), (4.0, 1e-9, 6),

@@ -21,7 +21,7 @@ from synthinfer.privacy import (
     discrete_gaussian_sigma,
     laplace_mechanism,
 )
-from test_privacy import _exact_discrete_gaussian_delta
+from test_privacy import _discrete_gaussian_losses, _exact_discrete_gaussian_delta
 
 
 def _optimal_pure_delta(eps0: float, k: int, epsilon: float) -> float:
@@ -133,23 +133,6 @@ def test_privacy_loss_refuses_bad_values():
         PrivacyLedger(PrivacyBudget(1.0, 1e-6)).spend("x", 0.1, 0.0, mechanism="m", loss={"kind": "epsilon_delta"})
     with pytest.raises(PrivacyError, match="PrivacyLoss"):
         PrivacyLedger(PrivacyBudget(1.0, 1e-6)).commit_plan("x", 0.1, 0.0, [], mechanism="m")
-
-
-def _discrete_gaussian_losses(sigma: float, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact privacy loss (values, probabilities) under P of N_Z(0, sigma^2) on k coordinates each
-    shifted by 1: (k - 2 S) / (2 sigma^2), S the sum of the k noises (k-fold convolution)."""
-    from scipy.signal import fftconvolve
-
-    t = int(math.ceil(40 * sigma))
-    z = np.arange(-t, t + 1)
-    pmf = np.exp(-(z.astype(float) ** 2) / (2 * sigma * sigma))
-    pmf /= pmf.sum()
-    total = pmf
-    for _ in range(k - 1):
-        total = np.clip(fftconvolve(total, pmf), 0.0, None)
-    s = np.arange(-k * t, k * t + 1)
-    keep = total > 1e-300
-    return (k - 2.0 * s[keep]) / (2 * sigma * sigma), total[keep]
 
 
 def _exact_delta(parts: list[tuple[np.ndarray, np.ndarray]], epsilon: float) -> float:

@@ -164,10 +164,18 @@ def test_mst_at_a_tiny_epsilon_keeps_the_basic_split():
     rng = np.random.default_rng(0)
     df = pd.DataFrame(rng.integers(0, 2, size=(500, 6)), columns=list("abcdef"))
     dom = Domain({c: [0, 1] for c in "abcdef"})
-    g = NapsuMQ([("a", "b")], epsilon=0.02, delta=1e-6, inference="mle", select_extra="mst",
-                mst_budget_fraction=0.02, seed=1).fit(df, dom)
-    assert all(c.part_of is None for c in g.ledger_.charges)
-    assert g.ledger_.spent[0] == pytest.approx(0.02)
+    led = PrivacyLedger((0.02, 1e-6))
+
+    def no_inference(self, *args):  # only the accounting is under test: noise alone is slow to fit
+        raise StopIteration
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NapsuMQ, "_infer", no_inference)
+        with pytest.raises(StopIteration):
+            NapsuMQ([("a", "b")], epsilon=0.02, delta=1e-6, inference="mle", select_extra="mst",
+                    mst_budget_fraction=0.02, seed=1).fit(df, dom, ledger=led)
+    assert all(c.part_of is None for c in led.charges) and len(led.charges) == 1 + 4 + 1
+    assert led.spent[0] == pytest.approx(0.02)
 
 
 def test_a_plan_whose_selection_charges_another_epsilon_is_refused(monkeypatch):
@@ -329,3 +337,11 @@ def test_mst_on_a_shared_ledger_stays_within_its_total():
     assert eps == pytest.approx(1.5) and delta <= 1e-6
     assert g.spent_ == pytest.approx((1.0, 1e-6))
     assert len(led.charges) == 1 + 1 + 1 + 2 + 1  # laplace, the plan, MST's 1-ways and 2 choices, the marginals
+    # a second fit on the same ledger commits a plan of its own
+    big = PrivacyLedger((2.0, 2e-6))
+    for _ in range(2):
+        NapsuMQ([("a", "b")], epsilon=1.0, delta=1e-6, inference="mle", select_extra="mst", seed=1).fit(df, dom,
+                                                                                                      ledger=big)
+    plans = [c.name for c in big.charges if "parts" in c.details]
+    assert plans == ["napsu-mq: MST selection and marginal queries", "napsu-mq: MST selection and marginal queries #2"]
+    assert big.spent == pytest.approx((2.0, 2e-6))

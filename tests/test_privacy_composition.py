@@ -82,7 +82,7 @@ def test_a_committed_plan_costs_its_pair_once_and_checks_its_parts():
     delta, k = 1e-6, 4
     sigma = discrete_gaussian_sigma(0.6, delta / 2, k)  # two of these compose to about (0.84, 1e-6)
     led = PrivacyLedger(PrivacyBudget(1.0, delta))
-    led.commit_plan("two releases", 1.0, delta, _plan(sigma, k, 2), mechanism="test")
+    assert led.commit_plan("two releases", 1.0, delta, _plan(sigma, k, 2), mechanism="test") == "two releases"
     assert led.spent == (1.0, delta) and led.remaining is None
     for _ in range(2):
         discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, sigma=sigma, epsilon=None,
@@ -96,6 +96,14 @@ def test_a_committed_plan_costs_its_pair_once_and_checks_its_parts():
     assert rec["charges"][0]["details"]["losses"][0]["kind"] == "discrete_gaussian"
     again = PrivacyLedger.from_dict(rec)
     assert again.spent == led.spent and again.charges[1].part_of == "two releases"
+    # a record whose parts have no plan to belong to (hand-edited) would hide their spend: refused
+    bad = json.loads(json.dumps(rec))
+    bad["charges"][0]["details"]["parts"] = 1
+    with pytest.raises(PrivacyError, match="corrupt"):
+        PrivacyLedger.from_dict(bad)
+    bad["charges"] = rec["charges"][1:]
+    with pytest.raises(PrivacyError, match="corrupt"):
+        PrivacyLedger.from_dict(bad)
     # brute force: the two parts are (1, delta)-DP, three would not be
     assert _exact_discrete_gaussian_delta(sigma, 1.0, 2 * k) <= delta
     assert _exact_discrete_gaussian_delta(sigma, 1.0, 3 * k) > delta
@@ -116,8 +124,16 @@ def test_plans_are_refused_before_any_spend():
     with pytest.raises(PrivacyError, match="not the next one committed"):  # a part with less noise
         discrete_gaussian_mechanism(np.arange(4), sensitivity=2.0, unit_changes=k, sigma=0.9 * sigma, epsilon=None,
                                     delta=delta / 2, ledger=led2, part_of="two")
-    with pytest.raises(PrivacyError, match="already in the ledger"):
-        led2.commit_plan("two", 0.0, 0.0, _plan(sigma, k, 1), mechanism="test")
+    # parts state a pair their loss implies, and a finite one
+    with pytest.raises(PrivacyError, match="is not"):
+        led2.spend("part", 0.1, delta / 2, mechanism="test", loss=PrivacyLoss.discrete_gaussian(sigma, k), part_of="two")
+    with pytest.raises(PrivacyError, match="finite"):
+        led2.spend("part", math.nan, delta / 2, mechanism="test", loss=PrivacyLoss.discrete_gaussian(sigma, k),
+                   part_of="two")
+    # a second plan of the same name is numbered
+    led3 = PrivacyLedger(PrivacyBudget(2.0, 2 * delta))
+    names = [led3.commit_plan("p", 1.0, delta, _plan(sigma, k, 2), mechanism="test") for _ in range(2)]
+    assert names == ["p", "p #2"]
 
 
 def test_privacy_loss_refuses_bad_values():

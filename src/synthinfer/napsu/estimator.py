@@ -322,9 +322,10 @@ class NapsuMQ(Generator):
                 sel_budget, meas_budget = budget.split(self.mst_budget_fraction, 1 - self.mst_budget_fraction)
                 plan = mst_noise_plan(len(domain), len(fixed) + k, k, sel_budget, meas_budget)
                 if plan is not None:  # its parts' parameters are public and fixed: committed before any noise
-                    part_of = "napsu-mq: MST selection and marginal queries"
-                    ledger.commit_plan(part_of, budget.epsilon, budget.delta, plan.losses, mechanism="napsu-mq",
-                                       scale=plan.scale, accounting="jointly calibrated (napsu.selection.mst_noise_plan)")
+                    part_of = ledger.commit_plan(
+                        "napsu-mq: MST selection and marginal queries", budget.epsilon, budget.delta, plan.losses,
+                        mechanism="napsu-mq", scale=plan.scale,
+                        accounting="jointly calibrated (napsu.selection.mst_noise_plan)")
                 selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger,
                                                 one_way_sigma=None if plan is None else plan.one_way_sigma,
                                                 part_of=part_of)

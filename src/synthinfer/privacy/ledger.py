@@ -120,10 +120,7 @@ class PrivacyLedger:
         Mechanisms with several charges (or private work before their charge) call it first,
         so that a refused fit records no partial charge and touches no private data.
         """
-        if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
-            raise PrivacyError(f"{name}: epsilon must be finite and >= 0, got {epsilon!r}")
-        if not isinstance(delta, (int, float)) or not (0 <= delta < 1):
-            raise PrivacyError(f"{name}: delta must be in [0, 1), got {delta!r}")
+        self._check_pair(name, epsilon, delta)
         if not self.can_spend(epsilon, delta):
             e, d = self.spent
             raise BudgetExceededError(
@@ -132,33 +129,51 @@ class PrivacyLedger:
                 f"total ({self.total.epsilon:g}, {self.total.delta:g}) remain"
             )
 
+    @staticmethod
+    def _check_pair(name: str, epsilon: float, delta: float) -> None:
+        if not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
+            raise PrivacyError(f"{name}: epsilon must be finite and >= 0, got {epsilon!r}")
+        if not isinstance(delta, (int, float)) or not (0 <= delta < 1):
+            raise PrivacyError(f"{name}: delta must be in [0, 1), got {delta!r}")
+
     def commit_plan(self, name: str, epsilon: float, delta: float, losses: Sequence[PrivacyLoss], *,
-                    mechanism: str, **details: Any) -> Charge:
+                    mechanism: str, **details: Any) -> str:
         """Charge ``(epsilon, delta)`` once for a **plan**: charges whose privacy losses are all fixed
         before any of them runs, so that they compose by their privacy loss distributions.
+        Returns the plan's name in this ledger (``name``, numbered ``"name #2"`` and so on when a
+        charge of that name exists), which its parts pass as ``part_of``.
 
         The plan is refused (:class:`PrivacyError`) unless the PLD composition of ``losses`` is
         ``(epsilon, delta)``-DP, and (:class:`BudgetExceededError`) unless ``(epsilon, delta)``
         fits the ledger; either way before anything is spent. Its parts are then spent in order
-        with ``spend(..., part_of=name, loss=...)``; each must carry the plan's next loss exactly
-        (otherwise :class:`PrivacyError`, before its noise is drawn) and costs nothing more.
-        Composition with the rest of the ledger stays basic: a plan is one ``(epsilon, delta)``
-        charge, whatever was released before it (module docstring).
+        with ``spend(..., part_of=<the name>, loss=...)``; each must carry the plan's next loss
+        exactly (otherwise :class:`PrivacyError`, before its noise is drawn) and costs nothing
+        more: a part's own ``(epsilon, delta)``, in the record, is its guarantee alone, and the
+        parts' pairs are not to be added up. Composition with the rest of the ledger stays basic:
+        a plan is one ``(epsilon, delta)`` charge, whatever was released before it (module
+        docstring).
         """
         losses = list(losses)
         if not losses or not all(isinstance(loss, PrivacyLoss) for loss in losses):
             raise PrivacyError(f"{name}: a plan needs a non-empty list of PrivacyLoss objects")
-        if name in self._open_plans or any(c.name == name for c in self._charges):
-            raise PrivacyError(f"{name}: a charge or plan of that name is already in the ledger")
-        self.check(name, epsilon, delta, mechanism=mechanism)
-        if Composition.of(losses).delta(epsilon) > delta:
-            raise PrivacyError(f"{name}: its {len(losses)} charges do not compose to (epsilon={epsilon:g}, "
+        taken = {c.name for c in self._charges}
+        unique, i = name, 1
+        while unique in taken:
+            i += 1
+            unique = f"{name} #{i}"
+        self.check(unique, epsilon, delta, mechanism=mechanism)
+        try:
+            fits = Composition.of(losses).delta(epsilon) <= delta
+        except (OverflowError, MemoryError):  # dp_accounting at epsilons far beyond any budget
+            fits = False
+        if not fits:
+            raise PrivacyError(f"{unique}: its {len(losses)} charges do not compose to (epsilon={epsilon:g}, "
                                f"delta={delta:g}) by their privacy loss distributions")
-        charge = self._record(name, epsilon, delta, mechanism, {
+        self._record(unique, epsilon, delta, mechanism, {
             **details, "parts": len(losses), "losses": [loss.to_dict() for loss in losses],
             "composition": "privacy loss distributions of the parts (dp_accounting, pessimistic)"}, None, None)
-        self._open_plans[name] = losses
-        return charge
+        self._open_plans[unique] = losses
+        return unique
 
     def spend(self, name: str, epsilon: float, delta: float = 0.0, *, mechanism: str,
               loss: PrivacyLoss | None = None, part_of: str | None = None, **details: Any) -> Charge:
@@ -168,6 +183,9 @@ class PrivacyLedger:
         committed plan this charge belongs to (:meth:`commit_plan`), which already paid for it."""
         if loss is not None and not isinstance(loss, PrivacyLoss):
             raise PrivacyError(f"{name}: loss must be a PrivacyLoss, got {type(loss).__name__}")
+        self._check_pair(name, epsilon, delta)
+        if loss is not None and loss.kind != "epsilon_delta" and Composition.of([loss]).epsilon(delta) > epsilon * (1 + _TOL):
+            raise PrivacyError(f"{name}: its privacy loss {loss.to_dict()} is not (epsilon={epsilon:g}, delta={delta:g})-DP")
         if part_of is None:
             self.check(name, epsilon, delta, mechanism=mechanism)
         else:
@@ -213,6 +231,16 @@ class PrivacyLedger:
         led = cls(PrivacyBudget(**d["total"]), allow_large_delta="allow_large_delta" in overrides,
                   allow_large_epsilon="allow_large_epsilon" in overrides)
         led._charges = [Charge(**c) for c in d.get("charges", [])]
+        parts_left: dict[str, int] = {}  # a part must follow its plan, within its number of parts
+        for c in led._charges:
+            if c.part_of is None:
+                if "parts" in c.details and "losses" in c.details:
+                    parts_left[c.name] = int(c.details["parts"])
+            elif parts_left.get(c.part_of, 0) <= 0:
+                raise PrivacyError(f"the ledger record is corrupt: charge {c.name!r} is a part of {c.part_of!r}, "
+                                   "which no earlier plan in the record has room for")
+            else:
+                parts_left[c.part_of] -= 1
         return led
 
     def __repr__(self) -> str:

@@ -183,14 +183,20 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    # colour: the generator; line: the combining rule (solid Rubin, dashed T_p, dotted one dataset)
+    colours = {"napsu_laplace": "tab:blue", "napsu_laplace_vetted": "tab:cyan", "napsu_nuts": "tab:green",
+               "napsu_laplace_not_noise_aware": "tab:gray", "mle": "tab:purple", "privbayes": "tab:olive",
+               "dpgan": "tab:red"}
+    fig, ax = plt.subplots(figsize=(9, 5))
     for method, label in LABELS.items():
         rs = [r for r in rows if r["method"] == method]
         if rs:
+            family = method if method in colours else method.rsplit("_", 1)[0]
+            style = {"tp": "--", "single": ":"}.get(method.rsplit("_", 1)[1], "-")
             e = [r["epsilon"] for r in rs]
             ax.errorbar(e, [r["rate"] for r in rs], yerr=np.abs(np.array([r["ci95"] for r in rs]).T
                                                                  - [r["rate"] for r in rs]),
-                        marker="o", capsize=2, label=label)
+                        marker="o", ms=4, capsize=2, color=colours[family], ls=style, label=label)
     ax.axhline(0.05, color="k", lw=1)
     ax.set(xscale="log", ylim=(0, 1), xlabel="epsilon", ylabel="type I error at alpha = 0.05",
            title="H0: beta_x2 = 0 on DP synthetic toy data (95% Clopper-Pearson intervals)")

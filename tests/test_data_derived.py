@@ -116,3 +116,19 @@ def test_cli_domain_shows_derived_columns(tmp_path):
     r = CliRunner().invoke(app, ["domain", str(dj)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "derived from level" in next(line for line in r.output.splitlines() if " code " in line)
+
+
+def test_aim_workloads_name_derived_columns_by_their_source():
+    df, d = _table(2000)
+
+    def no_inference(self, *args):  # only AIM's selection is under test
+        raise StopIteration
+
+    g = NapsuMQ([("level", "y")], epsilon=4.0, inference="laplace", select_extra="aim",
+                workload=[("code", "y"), ("level", "code"), ("z", "y")])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NapsuMQ, "_infer", no_inference)
+        with pytest.raises(StopIteration):
+            g.fit(df, d)
+    assert {m.columns for m in g.aim_.workload} == {("level", "y"), ("level",), ("y", "z")}
+    assert all("code" not in m.marginal.columns for m in g.aim_.measurements)

@@ -98,17 +98,23 @@ def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> tuple[float, 
     hi = gaussian_sigma(epsilon, delta, math.sqrt(unit_changes))  # zCDP: valid, so feasible
     if epsilon > _PLD_MAX_EPSILON or discrete_gaussian_pld_delta(hi, epsilon, unit_changes) > delta:
         return hi, False
-    lo = hi / 2.0
-    if discrete_gaussian_pld_delta(lo, epsilon, unit_changes) <= delta:
+    if discrete_gaussian_pld_delta(hi / 2.0, epsilon, unit_changes) <= delta:
         return hi, False  # not expected (the PLD never halves sigma); keep the proven zCDP value
-    # hi only ever moves to a scale that passed the check, so what is returned meets delta
-    while hi / lo > 1.0 + _PLD_SIGMA_RTOL:
+    return _smallest_passing(lambda s: discrete_gaussian_pld_delta(s, epsilon, unit_changes) <= delta,
+                             hi / 2.0, hi, _PLD_SIGMA_RTOL), True
+
+
+def _smallest_passing(passes: Callable[[float], bool], lo: float, hi: float, rtol: float) -> float:
+    """Bisection on ``log x`` for the smallest ``x`` in ``(lo, hi]`` that passes, to ``rtol``, given
+    that ``hi`` passes, ``lo`` does not and passing is monotone. ``hi`` only ever moves to a value
+    that passed, so what is returned passes."""
+    while hi / lo > 1.0 + rtol:
         mid = math.sqrt(lo * hi)
-        if discrete_gaussian_pld_delta(mid, epsilon, unit_changes) <= delta:
+        if passes(mid):
             hi = mid
         else:
             lo = mid
-    return hi, True
+    return hi
 
 
 def discrete_gaussian_sigma(epsilon: float, delta: float, unit_changes: int) -> float:
@@ -187,16 +193,9 @@ def joint_scale(losses_at: Callable[[float], Sequence[PrivacyLoss]], epsilon: fl
 
     if not fits(1.0):
         raise PrivacyError(f"the parts do not fit (epsilon={epsilon:g}, delta={delta:g}) even at their own scales")
-    lo, hi = 0.5, 1.0
-    if fits(lo):
-        return lo
-    while hi / lo > 1.0 + rtol:  # hi only ever moves to a factor that fits
-        mid = math.sqrt(lo * hi)
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    if fits(0.5):
+        return 0.5
+    return _smallest_passing(fits, 0.5, 1.0, rtol)
 
 
 def discrete_gaussian_mechanism(

@@ -367,6 +367,16 @@ class Domain:
         """``{derived column: (source column, code map)}``: ``map[source code]`` is the derived code."""
         return dict(self._derived)
 
+    @property
+    def derived_sources(self) -> dict[str, str]:
+        """``{derived column: its source column}``."""
+        return {name: src for name, (src, _) in self._derived.items()}
+
+    def source_columns(self, columns: Iterable[str]) -> tuple[str, ...]:
+        """``columns`` with each derived column replaced by its source, repeats dropped (a derived
+        column's relations are its source's)."""
+        return tuple(dict.fromkeys(self._derived[c][0] if c in self._derived else c for c in columns))
+
     def without_derived(self) -> Domain:
         """The Domain of the columns that are not derived (itself when none is)."""
         if not self._derived:

@@ -307,8 +307,7 @@ class NapsuMQ(Generator):
             t0 = time.perf_counter()
             workload = self.workload
             if workload is not None and full_domain.derived:  # AIM validates (and names) the workload itself
-                derived = {k: src for k, (src, _) in full_domain.derived.items()}
-                workload = [_source_columns(m, derived) for m in workload]
+                workload = [_source_columns(m, full_domain) for m in workload]
             aim = select_aim(codes, domain, workload, required=fixed, budget=budget, ledger=ledger,
                              max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS)
             timings["selection_and_measurement"] = time.perf_counter() - t0
@@ -620,21 +619,18 @@ def _is_number(v: Any) -> bool:
 def _model_marginals(marginals, domain: Domain) -> list[Marginal]:
     """``marginals`` on the model's columns: each derived column replaced by its source (a
     derived column's counts follow from its source's), repeats within a marginal dropped."""
-    derived = domain.derived
     out = []
     for m in as_marginals(marginals):
         domain.check_columns(m.columns)
-        out.append(Marginal(tuple(dict.fromkeys(derived[c][0] if c in derived else c for c in m.columns))))
+        out.append(Marginal(domain.source_columns(m.columns)))
     return out
 
 
-def _source_columns(spec: Any, derived: dict[str, str]) -> Any:
+def _source_columns(spec: Any, domain: Domain) -> Any:
     """A workload entry with each derived column replaced by its source, unvalidated (AIM checks
     and names the workload's errors); a user's own repeated column is left for AIM to report."""
     cols = (spec,) if isinstance(spec, str) else tuple(spec.columns) if isinstance(spec, Marginal) else tuple(spec)
-    if len(set(cols)) < len(cols):
-        return cols
-    return tuple(dict.fromkeys(derived.get(c, c) for c in cols))
+    return cols if len(set(cols)) < len(cols) else domain.source_columns(cols)
 
 
 def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:

@@ -11,8 +11,8 @@ advance may commit them as one **plan** (:meth:`PrivacyLedger.commit_plan`): the
 composition is not applied across charges chosen adaptively: with privacy parameters that
 depend on earlier outputs it can certify a composition that is not ``(epsilon, delta)``-DP
 (randomized response followed by a second mechanism chosen by its output: the exact delta is
-18-43% above the one certified in the examples of ``tests/test_privacy_composition.py``). Its record (:meth:`PrivacyLedger.to_dict`) goes into every
-release.
+18-43% above the one certified in the examples of ``tests/test_privacy_composition.py``). Its
+record (:meth:`PrivacyLedger.to_dict`) goes into every release.
 """
 
 from __future__ import annotations

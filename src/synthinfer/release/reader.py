@@ -103,7 +103,7 @@ class Release:
 
         columns = self.manifest.get("columns") or [str(c) for c in self.datasets[0].columns]
         domain = self.domain
-        derived = {} if domain is None else {k: src for k, (src, _) in domain.derived.items()}
+        derived = {} if domain is None else domain.derived_sources
         return check_support(formula, columns, self.manifest.get("marginals"), f"the {self.manifest['mechanism']} release",
                              derived=derived)
 

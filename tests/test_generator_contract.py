@@ -147,7 +147,10 @@ def test_seed_rule(case):
         leaves = [jax.tree_util.tree_leaves(g.discriminator_params_) for g in (refit, gen)]
         assert any(not np.array_equal(a, b) for a, b in zip(*leaves))
     else:
-        assert not refit.generate(1, n)[0].equals(gen.generate(1, n)[0])
+        # on 40 rows a small change in the noisy marginals often moves no row (a flaky check, seen
+        # in CI for the 1-way callable); on 2,000 rows the chance that none moves is about e^-100
+        big = n if name == "laplace" else 2000
+        assert not refit.generate(1, big)[0].equals(gen.generate(1, big)[0])
 
 
 def test_no_seed_draws_fresh_entropy(case):

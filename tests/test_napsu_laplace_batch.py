@@ -30,7 +30,7 @@ def problem():
     theta = rng.normal(0.0, 0.5, net.dimension)
     n = 500
     counts = n * np.asarray(net.mean(jnp.asarray(theta))) + rng.normal(0.0, 3.0, net.dimension)
-    return net, theta, posterior_args(counts, 3.0, n, 10.0)
+    return net, theta, posterior_args(counts, 3.0, n, 10.0, 1.0)  # with the cell prior
 
 
 def test_batch_size_bounds_memory(problem):
@@ -83,8 +83,9 @@ def test_gap_equals_the_one_point_computation(problem):
     steps = 2.0 * lap.chol.T
     want = np.maximum(np.abs(np.array([f(theta + e) for e in steps]) - f(theta) - 2.0),
                       np.abs(np.array([f(theta - e) for e in steps]) - f(theta) - 2.0))
-    s_tilde, variances, n, prior_sd = args  # posterior_args: one noise variance per value
-    got = laplace_gap(net, s_tilde, float(np.sqrt(variances[0])), int(n), lap, prior_sd=float(prior_sd))
+    s_tilde, variances, n, prior_sd, cell_prior = args  # posterior_args: one noise variance per value
+    got = laplace_gap(net, s_tilde, float(np.sqrt(variances[0])), int(n), lap, prior_sd=float(prior_sd),
+                      cell_prior=float(cell_prior))
     assert got.shape == (d,)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
 

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from models_oracle import brute_force
+from models_oracle import brute_force, design
+from scipy.special import logsumexp
 from scipy.stats import chi2
 
 from synthinfer._jax import jax, jnp
@@ -62,10 +63,33 @@ def test_exact_against_brute_force(network):
             other = tuple(i for i in range(len(DOM)) if i not in axes)
             expect = np.transpose(joint.sum(axis=other), np.argsort(np.argsort(axes)))
             np.testing.assert_allclose(table, expect, atol=1e-10)
+        # in log space (the cell prior's), relative to each cell however small (~e^-60 here)
+        log_joint = (design(q) @ theta - lz).reshape(DOM.shape)
+        for m, table in zip(q.queryset.marginals, network.log_query_marginals(t)):
+            axes = [DOM.index(c) for c in m.columns]
+            other = tuple(i for i in range(len(DOM)) if i not in axes)
+            expect = np.transpose(logsumexp(log_joint, axis=other), np.argsort(np.argsort(axes)))
+            np.testing.assert_allclose(table, expect, rtol=1e-10, atol=1e-9)
         for cl, table in zip(network.junction_tree.cliques, network.clique_marginals(t)):
             other = tuple(i for i in range(len(DOM)) if i not in cl)
             np.testing.assert_allclose(table, joint.sum(axis=other), atol=1e-10)
     assert float(network.log_partition(jnp.zeros(q.dimension))) == pytest.approx(math.log(DOM.size))
+
+
+def test_log_marginals_stay_finite_where_probabilities_underflow(network):
+    """Cells of probability ~e^-2000 (below float64's 1e-308): log_query_marginals still equals
+    the brute-force log marginal, where log(query_marginals) would be -inf."""
+    q = network.queries
+    theta = 400.0 * np.random.default_rng(5).normal(size=q.dimension)
+    log_joint = design(q) @ theta
+    log_joint = (log_joint - logsumexp(log_joint)).reshape(DOM.shape)
+    tables = network.log_query_marginals(jnp.asarray(theta))
+    assert min(float(np.min(t)) for t in tables) < -1000  # the case this test is about
+    for m, table in zip(q.queryset.marginals, tables):
+        axes = [DOM.index(c) for c in m.columns]
+        other = tuple(i for i in range(len(DOM)) if i not in axes)
+        expect = np.transpose(logsumexp(log_joint, axis=other), np.argsort(np.argsort(axes)))
+        np.testing.assert_allclose(table, expect, rtol=1e-9, atol=1e-9)
 
 
 def test_derivatives_vmap_and_jit(network):

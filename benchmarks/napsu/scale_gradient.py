@@ -276,7 +276,7 @@ def gradient_worker(model: dict, method: str, repeats: int, dump: Path) -> dict:
         else:
             mean_and_cov = net.mean_and_cov
 
-            def loss(theta, s_tilde, variances, n, prior_sd):  # posterior_args: one noise variance per value
+            def loss(theta, s_tilde, variances, n, prior_sd, cell_prior):  # posterior_args (cell_prior 0 here)
                 return -(log_prior(theta, prior_sd)
                          + log_likelihood(theta, s_tilde, jnp.sqrt(variances), n, mean_and_cov))
 

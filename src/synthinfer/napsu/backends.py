@@ -47,7 +47,7 @@ class PosteriorProblem:
     """The noisy measurements whose posterior a backend represents: counts of ``n`` rows with
     Gaussian noise of standard deviation ``sigma`` (the mechanism's sigma_DP, or a stand-in
     for the non-noise-aware ablation), under the N(0, prior_sd^2 I) prior of the network's
-    parameters.
+    parameters times the cell prior of weight ``cell_prior`` (:mod:`synthinfer.napsu.likelihood`).
 
     ``layout=None``: the counts are the canonical queries ``s~`` and ``sigma`` a scalar.
     Otherwise they are any measured cells of the marginals (AIM's rounds) in the order of
@@ -62,6 +62,7 @@ class PosteriorProblem:
     n: int
     prior_sd: float
     layout: Layout | None = None
+    cell_prior: float = 0.0
 
     @property
     def canonical(self) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +153,7 @@ def _laplace_fit(problem: PosteriorProblem, settings: InferenceSettings, rng: np
 
     return laplace_approximation(
         problem.network, problem.noisy_counts, problem.sigma, problem.n, prior_sd=problem.prior_sd,
-        max_iter=settings.laplace_max_iter, max_restarts=settings.laplace_max_restarts, rng=rng,
+        cell_prior=problem.cell_prior, max_iter=settings.laplace_max_iter, max_restarts=settings.laplace_max_restarts, rng=rng,
         layout=problem.layout,
     )
 
@@ -172,7 +173,7 @@ class LaplaceBackend:
         lap = _laplace_fit(problem, settings, rng)
         info = lap.info()
         gap = laplace_gap(problem.network, problem.noisy_counts, problem.sigma, problem.n, lap,
-                          prior_sd=problem.prior_sd, layout=problem.layout)
+                          prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, layout=problem.layout)
         info["max_log_density_gap"] = float(gap.max())
         info["axes_gap_over_1_nat"] = int((gap > 1.0).sum())
         if gap.max() > 1.0:
@@ -191,8 +192,9 @@ class LaplaceBackend:
 
 
 class NUTSBackend:
-    """NUTS whitened by the Laplace fit, with the one-sided map and plateau jumps of
-    near-empty cells (:func:`synthinfer.napsu.nuts.nuts_sample`). Its program compiles on the
+    """NUTS whitened by the Laplace fit (:func:`synthinfer.napsu.nuts.nuts_sample`); under the
+    paper's prior alone (``cell_prior=0``) with the one-sided map and plateau jumps of
+    near-empty cells, which the cell prior makes unnecessary. Its program compiles on the
     other core while the Laplace fit runs. Warns when R-hat, ESS or divergences fail."""
 
     name = "nuts"
@@ -204,19 +206,22 @@ class NUTSBackend:
         from synthinfer.napsu.reparam import one_sided_cells
 
         net = problem.network
+        plateaus = problem.cell_prior == 0  # only the N(0, prior_sd^2) prior alone has them
+        jump_moves = plateaus and bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                     max_tree_depth=settings.max_tree_depth, layout=problem.layout,
-                     jump_moves=bool(one_sided_cells(*problem.canonical).any()))
+                     max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")
         lap = _laplace_fit(problem, settings, rng)
         # after the Laplace fit's compilations, beside the NUTS program's and sampling
         spare_core()
         progress("NUTS")
         res = nuts_sample(
-            net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd, layout=problem.layout,
+            net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
+            cell_prior=problem.cell_prior, layout=problem.layout, jump_moves=jump_moves,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-            max_tree_depth=settings.max_tree_depth, dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian,
-            progress=progress, rng=rng,
+            max_tree_depth=settings.max_tree_depth, progress=progress, rng=rng,
+            **(dict(dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian) if plateaus
+               else dict(one_sided_threshold=-np.inf)),  # no map: plain whitened NUTS
         )
         draws_total = settings.n_chains * settings.num_samples
         nuts = {

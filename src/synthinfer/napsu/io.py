@@ -79,6 +79,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
         arrays = {k: np.asarray(z[k]) for k in z.files if k != "meta"}
     params = dict(meta["params"])
     params.setdefault("reference", "first")  # files written before the setting existed
+    params.setdefault("cell_prior", 0.0)  # likewise: their posterior is under the normal prior alone
     obj = cls(**params)
     obj.release_settings_ = params
     obj.delta_ = params["delta"]  # the release settings hold the delta the fit used

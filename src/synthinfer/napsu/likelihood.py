@@ -2,8 +2,11 @@
 
 Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``sigma_DP``::
 
-    theta ~ N(0, prior_sd^2 I)                                    (prior_sd = 10, Section 4)
-    s~ | theta ~ N(n mu(theta), n Sigma(theta) + sigma_DP^2 I)    (normal approximation, eq. 6)
+    theta ~ N(0, prior_sd^2 I) * prod_q prod_c P_q(c | theta)^alpha   (prior_sd = 10, Section 4)
+    s~ | theta ~ N(n mu(theta), n Sigma(theta) + sigma_DP^2 I)        (normal approximation, eq. 6)
+
+``P_q(c | theta)`` are the cell probabilities of each measured marginal ``q``: the cell prior
+(:func:`log_cell_prior`, weight ``alpha = cell_prior``; ``0`` is the paper's prior).
 
 ``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
 network's ``mean_and_cov``. :func:`log_likelihood` is the dense form; the objectives evaluate
@@ -19,7 +22,7 @@ network's program cache, so a network compiles each of them once whatever the da
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +39,9 @@ Mean = Callable[[jax.Array], jax.Array]
 
 #: Prior standard deviation of every theta component (NAPSU-MQ Section 4 / Supplement E).
 PRIOR_SD = 10.0
+#: Default weight of the cell prior (:func:`log_cell_prior`): a uniform Dirichlet on each
+#: measured marginal's cells. The paper's prior is ``0``.
+CELL_PRIOR = 1.0
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -67,6 +73,27 @@ def log_prior(theta: jax.Array, prior_sd: float | jax.Array = PRIOR_SD) -> jax.A
     return -0.5 * jnp.sum((theta / prior_sd) ** 2) - d * jnp.log(prior_sd) - 0.5 * d * _LOG_2PI
 
 
+def log_cell_prior(log_tables: Sequence[jax.Array], weight: float | jax.Array) -> jax.Array:
+    """``alpha * sum_q sum_c log P_q(c)`` over every cell ``c`` of every measured marginal ``q``
+    (``log_tables``: :meth:`MarkovNetwork.log_query_marginals`), unnormalised.
+
+    For one marginal this is the Dirichlet(alpha) density of its cell probabilities expressed
+    in the canonical (reference-coded log-linear) parameters: with ``p = softmax(theta)`` on
+    ``K`` cells, ``Dir(p | alpha) |dp/dtheta| ∝ prod_c p_c^(alpha - 1) * prod_c p_c``, so
+    ``alpha = 1`` is the uniform distribution on the simplex (Gelman et al. 2013, BDA3 Sec. 5.3,
+    for the Dirichlet-multinomial; Agresti 2013, Sec. 1.6, for the pseudo-count reading). With
+    several overlapping marginals it is one such factor per marginal.
+
+    Why: under ``N(0, prior_sd^2)`` alone a cell whose noisy count is within a few noise sd
+    of zero has a posterior flat towards ``theta -> -inf`` for tens of units (the prior's
+    width), and a count near 0 is ``e^-20`` as likely as ``e^-2`` (the plateaus of
+    docs/napsu-sampler.md). Here its density in ``theta`` falls as ``e^(alpha theta)`` (in the
+    count ``c``: ``c^(alpha - 1)``, flat for alpha = 1), so every direction has unit scale
+    and the cost of one pseudo-count per cell is negligible beside the noise
+    (``sigma_DP`` tens of counts)."""
+    return weight * sum(jnp.sum(t) for t in log_tables)
+
+
 def log_posterior(
     theta: jax.Array,
     s_tilde: jax.Array,
@@ -89,17 +116,18 @@ def pgm_loss(theta: jax.Array, s_tilde: jax.Array, n: jax.Array, mean: Mean) -> 
     return jnp.dot(r, r)
 
 
-def posterior_args(s_tilde, sigma_dp, n, prior_sd) -> tuple[np.ndarray, ...]:
-    """The data arguments ``(y, D, n, prior_sd)`` of the noise-aware objective, as float64
+def posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior: float = 0.0) -> tuple[np.ndarray, ...]:
+    """The data arguments ``(y, D, n, prior_sd, alpha)`` of the noise-aware objective, as float64
     NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would compile a
     conversion program first): the noisy values ``y`` (``s~``), their noise *variances* ``D``
-    (one per value: ``sigma_dp`` is the noise standard deviation, a scalar or one per value), ``n``
-    and the prior's standard deviation."""
+    (one per value: ``sigma_dp`` is the noise standard deviation, a scalar or one per value), ``n``,
+    the prior's standard deviation and the weight of the cell prior (:func:`log_cell_prior`)."""
     y = np.asarray(s_tilde, dtype=np.float64)
     sd = np.asarray(sigma_dp, dtype=np.float64)
     if sd.shape not in ((), y.shape):
         raise ParameterError(f"sigma_dp must be a scalar or have one entry per value {y.shape}, got {sd.shape}")
-    return y, np.broadcast_to(sd**2, y.shape).copy(), np.asarray(float(n)), np.asarray(float(prior_sd))
+    return (y, np.broadcast_to(sd**2, y.shape).copy(), np.asarray(float(n)), np.asarray(float(prior_sd)),
+            np.asarray(float(cell_prior)))
 
 
 def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
@@ -149,10 +177,13 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
     # entry would hold the network, whose program cache holds the function: never freed.
     # Eq. 6 by message passing (synthinfer.napsu.structured): the same value as
     # log_likelihood's dense form at a cost about linear in the clique tables' cells.
-    def loss(theta, y, D, n, prior_sd):
-        return -(log_prior(theta, prior_sd) + structured_log_likelihood(theta, y, D, n, tree_plan))
+    def loss(theta, y, D, n, prior_sd, cell_prior):
+        return -(log_prior(theta, prior_sd) + log_cell_prior(net.log_query_marginals(theta), cell_prior)
+                 + structured_log_likelihood(theta, y, D, n, tree_plan))
 
-    def curvature(theta, y, D, n, prior_sd):
+    def curvature(theta, y, D, n, prior_sd, cell_prior):
+        # the cell prior's curvature is left out: this only preconditions the optimiser, and at
+        # near-empty cells, where the prior matters, it is about linear in theta
         D = np.asarray(D, dtype=np.float64)
         if not canonical:  # queries measured only through sub-marginals: weak, not zero, information
             precision = info @ (1.0 / D)

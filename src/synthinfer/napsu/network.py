@@ -170,6 +170,7 @@ class MarkovNetwork:
         self.mean = jax.jit(self._mean)
         self.mean_and_cov = jax.jit(self._mean_and_cov)
         self.query_marginals = jax.jit(self._query_marginals)
+        self.log_query_marginals = jax.jit(self._log_query_marginals)
         self.sample = jax.jit(self._sample, static_argnums=1)
         self.sample_many = jax.jit(self._sample_many, static_argnums=1)
 
@@ -306,6 +307,35 @@ class MarkovNetwork:
             cl = jt.cliques[c]
             drop = tuple(a for a, v in enumerate(cl) if v not in mc)
             t = tables[c].sum(axis=drop) if drop else tables[c]
+            kept = [v for v in cl if v in mc]
+            out.append(jnp.transpose(t, [kept.index(v) for v in mc]))
+        return out
+
+    def _log_query_marginals(self, theta: jax.Array) -> list[jax.Array]:
+        """Log-probability tables of the user's marginals, in log space throughout.
+
+        ``log P(x_root) = up - logsumexp(up)`` and ``log P(x_c) = log P(x_c | x_S) + log P(x_S)``
+        with ``log P(x_S)`` the parent's log marginal summed (log-sum-exp) onto the separator:
+        finite however small a cell's probability, where ``log`` of :meth:`_query_marginals`
+        would underflow to ``-inf`` (cells below ~1e-308) with a zero gradient. For the
+        Dirichlet-type cell prior (:func:`synthinfer.napsu.likelihood.log_cell_prior`).
+        """
+        jt = self.junction_tree
+        up, log_cond = self._collect(theta)
+        logs: list[jax.Array | None] = [None] * len(up)
+        for c, p in enumerate(jt.parent):
+            if p < 0:
+                logs[c] = up[c] - _lse(up[c])
+            else:
+                sep = set(jt.separators[c])
+                outside = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep)
+                to_child = tuple(self.queries.domain.shape[v] if v in sep else 1 for v in jt.cliques[c])
+                logs[c] = log_cond[c] + _lse(logs[p], axis=outside, keepdims=True).reshape(to_child)
+        out = []
+        for mc, c in zip(self._marginal_cols, self._marginal_home):
+            cl = jt.cliques[c]
+            drop = tuple(a for a, v in enumerate(cl) if v not in mc)
+            t = _lse(logs[c], axis=drop) if drop else logs[c]
             kept = [v for v in cl if v in mc]
             out.append(jnp.transpose(t, [kept.index(v) for v in mc]))
         return out

@@ -24,6 +24,16 @@ and epsilon wins) and rewrites the summary:
     PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --combine a.json,b.json \
         --out benchmarks/napsu/results/adult_coverage.json
 
+The prior is the library's default (the cell prior, ``NapsuMQ(cell_prior=1)``) unless
+``--cell-prior`` says otherwise; the earlier studies (``adult_coverage.json``, ``_laplace``,
+``_vetted``) ran under the paper's prior alone, which ``--cell-prior 0`` reproduces:
+
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --cell-prior 0 --repeats 8 --start 32 \
+        --epsilons 1.0 --merge benchmarks/napsu/results/adult_coverage_vetted.json \
+        --out benchmarks/napsu/results/adult_coverage_vetted.json
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --inference laplace --epsilons 1.0 \
+        --out benchmarks/napsu/results/adult_coverage_cell_prior_laplace.json
+
 Each record carries the git commit that produced it (``code``), and the coverage of the first
 synthetic dataset analysed as if it were the real data (``coverage_single``; the paper's Fig. 1
 baseline). The Fig. 1 comparison on Adult, the PGM point estimate (not noise-aware) with
@@ -99,6 +109,8 @@ def main() -> None:
                     help="paper: the authors' 10 fixed marginals; mst: FORCED plus private MST selection")
     ap.add_argument("--epsilons", default=",".join(str(e) for e in EPSILONS),
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
+    ap.add_argument("--cell-prior", type=float, default=None,
+                    help="NapsuMQ's cell_prior (default: the library's; 0: the paper's prior alone)")
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
     if a.plugin:
@@ -117,12 +129,13 @@ def main() -> None:
     records = json.loads(Path(a.merge).read_text())["records"] if a.merge else []
     records = [x for x in records if x["repeat"] < a.start]
     t_start = time.time()
+    prior = {} if a.cell_prior is None else {"cell_prior": a.cell_prior}
     for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
             gen = NapsuMQ(ADULT_PAPER_MARGINALS if a.marginals == "paper" else FORCED, epsilon=eps, delta=n**-2.0,
                           select_extra=0 if a.marginals == "paper" else "mst", inference=a.inference, n_chains=4,
-                          num_warmup=a.num_warmup, num_samples=a.num_samples,
+                          num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
                           seed=np.random.default_rng([r, int(eps * 10)])).fit(ds.data, ds.domain)
             t_fit = time.time() - t0
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))
@@ -158,6 +171,7 @@ def main() -> None:
                              "epsilons": epsilons, "delta": n**-2.0, "n": n, "m": a.m,
                              "levels": LEVELS.tolist(), "coefficients": NAMES, "num_warmup": a.num_warmup,
                              "num_samples": a.num_samples, "n_chains": 4, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,
+                             "cell_prior": gen.cell_prior,
                              "repeats_requested": a.repeats},
                 "real": {"estimate": real_q.tolist(), "variance": real_v.tolist()},
                 "summary": summarise(records), "records": records,

@@ -41,6 +41,12 @@ repeated datasets:
 
     PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --inference mle --repeats 10 \
         --out benchmarks/napsu/results/adult_coverage_mle.json
+
+At the scale of real tables: all 15 columns, the paper's marginals forced and AIM's selection
+(all-2-way workload), the same downstream logit:
+
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --table full --marginals aim \
+        --inference laplace --epsilons 1.0 --out benchmarks/napsu/results/adult_coverage_aim_laplace.json
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ import statsmodels.api as sm
 from scipy import stats
 
 from synthinfer.analysis import rubins_rules
-from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
+from synthinfer.datasets import ADULT_PAPER_MARGINALS, adult_domain, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 
@@ -105,7 +111,10 @@ def main() -> None:
     ap.add_argument("--plugin", help="a Python file to run first, e.g. one that registers a variant backend "
                                      "(benchmarks/napsu/variants/profile_draws.py)")
     ap.add_argument("--out", default="benchmarks/napsu/results/adult_coverage.json")
-    ap.add_argument("--marginals", default="paper", choices=["paper", "mst"],
+    ap.add_argument("--table", default="paper", choices=["paper", "full"],
+                    help="the paper's 10 columns (n = 46,043), or all 15 (n = 45,222; education-num declared "
+                         "derived from education)")
+    ap.add_argument("--marginals", default="paper", choices=["paper", "mst", "aim"],
                     help="paper: the authors' 10 fixed marginals; mst: FORCED plus private MST selection")
     ap.add_argument("--epsilons", default=",".join(str(e) for e in EPSILONS),
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
@@ -123,9 +132,15 @@ def main() -> None:
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     epsilons = sorted((float(e) for e in a.epsilons.split(",")), reverse=True)  # the weakest privacy samples fastest
     warnings.simplefilter("ignore", ConvergenceWarning)
-    ds = load_adult(paper_subset=True)
-    n = len(ds.data)
-    real_q, real_v = logit(ds.data, ds.domain)
+    if a.table == "full":
+        data, domain = load_adult(categorical=True).data, adult_domain(derived=True)
+    else:
+        ds = load_adult(paper_subset=True)
+        data, domain = ds.data, ds.domain
+    n = len(data)
+    real_q, real_v = logit(data, domain)
+    forced = FORCED if a.marginals == "mst" else ADULT_PAPER_MARGINALS
+    select = {"paper": 0, "mst": "mst", "aim": "aim"}[a.marginals]
     records = json.loads(Path(a.merge).read_text())["records"] if a.merge else []
     records = [x for x in records if x["repeat"] < a.start]
     t_start = time.time()
@@ -133,13 +148,12 @@ def main() -> None:
     for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
-            gen = NapsuMQ(ADULT_PAPER_MARGINALS if a.marginals == "paper" else FORCED, epsilon=eps, delta=n**-2.0,
-                          select_extra=0 if a.marginals == "paper" else "mst", inference=a.inference, n_chains=4,
+            gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference, n_chains=4,
                           num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
-                          seed=np.random.default_rng([r, int(eps * 10)])).fit(ds.data, ds.domain)
+                          seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain)
             t_fit = time.time() - t0
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))
-            qv = [logit(f, ds.domain) for f in frames]
+            qv = [logit(f, domain) for f in frames]
             q = np.array([x[0] for x in qv])
             v = np.array([x[1] for x in qv])
             drop = ~((v > 0) & (v < DROP_VARIANCE))  # also degenerate fits with v <= 0
@@ -164,10 +178,11 @@ def main() -> None:
                 "fit_seconds": t_fit, "total_seconds": time.time() - t0,
                 "rhat_max": nd["rhat_max"], "ess_bulk_min": nd["ess_bulk_min"], "divergences": nd["divergences"],
                 "gradient_evaluations": nd["gradient_evaluations"],
-                "marginals": [list(m.columns) for m in gen.marginals_], "code": code,
+                "marginals": [list(m.columns) for m in gen.marginals_], "d": int(gen.network_.dimension), "code": code,
             })
             payload = {
-                "settings": {"marginals": ADULT_PAPER_MARGINALS if a.marginals == "paper" else {"forced": FORCED, "selection": "mst"},
+                "settings": {"marginals": forced if not select else {"forced": forced, "selection": select},
+                             "table": a.table,
                              "epsilons": epsilons, "delta": n**-2.0, "n": n, "m": a.m,
                              "levels": LEVELS.tolist(), "coefficients": NAMES, "num_warmup": a.num_warmup,
                              "num_samples": a.num_samples, "n_chains": 4, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,

@@ -13,6 +13,8 @@ Laplace fit, for the posterior mode. Load average before and after. Writes
 ``results/aim_fit.json``.
 
     python benchmarks/napsu/aim_fit.py [--seed 0] [--datasets 5]
+    python benchmarks/napsu/aim_fit.py --inferences nuts --chains 4 --num-warmup 300 --num-samples 300 \
+        --out benchmarks/napsu/results/aim_fit_nuts.json
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--datasets", type=int, default=5)
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--inferences", default="laplace,mle", help="comma-separated backends, each on its own AIM run")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--num-warmup", type=int, default=800)
+    ap.add_argument("--num-samples", type=int, default=None, help="default: max(datasets, 25) for laplace/mle")
+    ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ's cell_prior (default: the library's)")
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
     from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
@@ -68,16 +76,18 @@ def main() -> None:
     n = len(ds.data)
     out = {"command": "python benchmarks/napsu/aim_fit.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
            "n": n, "epsilon": args.epsilon, "delta": n**-2.0, "nproc": os.cpu_count(), "runs": []}
-    for inference in ("laplace", "mle"):
+    prior = {} if args.cell_prior is None else {"cell_prior": args.cell_prior}
+    for inference in args.inferences.split(","):
         load0 = os.getloadavg()
         gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=n**-2.0, inference=inference,
-                      select_extra="aim", num_samples=max(args.datasets, 25), n_chains=4, seed=args.seed)
+                      select_extra="aim", num_samples=args.num_samples or max(args.datasets, 25), n_chains=args.chains,
+                      num_warmup=args.num_warmup, seed=args.seed, **prior)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             _, fit_w, fit_c = _clock(lambda: gen.fit(ds.data, ds.domain))
         syn, gen_w, gen_c = _clock(lambda: gen.generate(args.datasets, seed=1))
         rec = {
-            "inference": inference, "fit_wall_s": fit_w, "fit_cpu_s": fit_c,
+            "inference": inference, "cell_prior": gen.cell_prior, "fit_wall_s": fit_w, "fit_cpu_s": fit_c,
             "generate_wall_s": gen_w, "generate_cpu_s": gen_c, "d": gen.network_.dimension,
             "marginals": [list(m.columns) for m in gen.marginals_],
             "clique_cells": [int(np.prod(gen.network_.junction_tree.shape(c)))
@@ -87,7 +97,9 @@ def main() -> None:
             "warnings": sorted({str(w.message)[:160] for w in caught}),
             "utility_per_dataset": [utility(ds.data, s) for s in syn],
         }
-        if inference == "laplace":
+        if "nuts" in gen.diagnostics_:
+            rec["nuts"] = gen.diagnostics_["nuts"]
+        if inference in ("laplace", "nuts"):
             rec["laplace"] = {k: v for k, v in gen.diagnostics_["laplace"].items() if k != "attempts"}
             import jax
 
@@ -101,7 +113,7 @@ def main() -> None:
         out["runs"].append(rec)
         print(json.dumps({k: rec[k] for k in ("inference", "fit_wall_s", "fit_cpu_s", "d")}),
               json.dumps(rec["utility_per_dataset"][0]), flush=True)
-        OUT.write_text(json.dumps(out, indent=1))
+        Path(args.out).write_text(json.dumps(out, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -80,9 +80,10 @@ def log_cell_prior(log_tables: Sequence[jax.Array], weight: float | jax.Array) -
     For one marginal this is the Dirichlet(alpha) density of its cell probabilities expressed
     in the canonical (reference-coded log-linear) parameters: with ``p = softmax(theta)`` on
     ``K`` cells, ``Dir(p | alpha) |dp/dtheta| ∝ prod_c p_c^(alpha - 1) * prod_c p_c``, so
-    ``alpha = 1`` is the uniform distribution on the simplex (Gelman et al. 2013, BDA3 Sec. 5.3,
-    for the Dirichlet-multinomial; Agresti 2013, Sec. 1.6, for the pseudo-count reading). With
-    several overlapping marginals it is one such factor per marginal.
+    ``alpha = 1`` is the uniform distribution on the simplex (the Dirichlet, conjugate to the
+    multinomial, acts as ``alpha`` pseudo-counts per cell; Gelman et al., Bayesian Data
+    Analysis, 3rd ed., 2013). With several overlapping marginals it is one such factor per
+    marginal; the normal prior keeps the product proper.
 
     Why: under ``N(0, prior_sd^2)`` alone a cell whose noisy count is within a few noise sd
     of zero has a posterior flat towards ``theta -> -inf`` for tens of units (the prior's

@@ -153,8 +153,13 @@ def adult(stem: str) -> None:
         axes[0].plot(levels, s["coverage_by_level"], marker=".", label=f"eps={eps} ({s['repeats']} repeats)")
         axes[1].plot(levels, s["median_width_ratio_by_level"], marker=".", label=f"eps={eps}")
     axes[0].plot([0, 1], [0, 1], "k--", lw=1)
-    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient", title=f"Adult: coverage ({d['settings'].get('inference', 'nuts')}"
-           + (", MST-selected marginals)" if isinstance(d["settings"]["marginals"], dict) else ", paper's marginals)"))
+    st = d["settings"]
+    model = (f", {st['marginals']['selection'].upper()}-selected marginals" if isinstance(st["marginals"], dict)
+             else ", paper's marginals")
+    model += ", all 15 columns" if st.get("table") == "full" else ""
+    prior = {None: "", 0.0: ", normal prior"}.get(st.get("cell_prior"), ", cell prior")
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient",
+                title=f"Adult: coverage ({st.get('inference', 'nuts')}{model}{prior})")
     axes[1].axhline(1, color="k", ls="--", lw=1)
     axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
     axes[0].legend(fontsize=8)
@@ -195,4 +200,7 @@ if __name__ == "__main__":
     adult("adult_coverage")
     adult("adult_coverage_laplace")
     adult("adult_coverage_laplace_mst")
+    adult("adult_coverage_cell_prior")
+    adult("adult_coverage_cell_prior_laplace")
+    adult("adult_coverage_aim_laplace")
     speed()

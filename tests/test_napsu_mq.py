@@ -270,14 +270,17 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert nuts["gradient_evaluations"] > nuts["gradient_evaluations_warmup"] > 0
     assert nuts["gradient_evaluations_per_draw"] == pytest.approx(nuts["gradient_evaluations"] / (3 * 300))
     assert len(nuts["step_size"]) == 3
-    assert 0 <= nuts["one_sided_parameters"] <= gen.queries_.dimension
-    assert 0 <= nuts["plateau_jump_parameters"] <= nuts["one_sided_parameters"]
+    # under the default cell prior NUTS runs plain: no one-sided map, no plateau jumps
+    assert gen.cell_prior == 1.0 and nuts["one_sided_parameters"] == nuts["plateau_jump_parameters"] == 0
     assert f"NUTS: max R-hat {nuts['rhat_max']:.4f}" in gen.summary()
+    assert "x cell prior (Dirichlet(1) on each marginal's cells)" in gen.summary()
 
 
 def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
     led = PrivacyLedger((5.0, 1e-5))
     for kwargs, name in ((dict(prior_sd=0), "prior_sd"), (dict(prior_sd=-1.0), "prior_sd"),
+                         (dict(cell_prior=-0.5), "cell_prior"), (dict(cell_prior=float("nan")), "cell_prior"),
+                         (dict(cell_prior="1"), "cell_prior"),
                          (dict(laplace_max_iter=0), "laplace_max_iter"), (dict(max_tree_depth=0), "max_tree_depth"),
                          (dict(laplace_max_restarts=-1), "laplace_max_restarts"), (dict(n_chains=True), "n_chains")):
         with pytest.raises(SynthinferError, match=name):

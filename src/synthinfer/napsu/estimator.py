@@ -559,7 +559,10 @@ class NapsuMQ(Generator):
                 f"sigma_DP = {self.sigma_dp_:.4g}" if "aim" not in d else
                 f"AIM: {d['aim']['rounds']} rounds, {d['aim']['measurements']} measurements, sigma "
                 f"{min(d['aim']['sigma']):.4g}-{max(d['aim']['sigma']):.4g}"),
-            f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)"),
+            f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)")
+            + f"; prior N(0, {self.prior_sd:g}^2 I)" + (
+                f" x cell prior (Dirichlet({self.cell_prior:g}) on each marginal's cells)" if self.cell_prior
+                else " (the paper's)"),
         ]
         if "laplace" in d:
             la = d["laplace"]

@@ -158,8 +158,8 @@ def adult(stem: str) -> None:
              else ", paper's marginals")
     model += ", all 15 columns" if st.get("table") == "full" else ""
     prior = {None: "", 0.0: ", normal prior"}.get(st.get("cell_prior"), ", cell prior")
-    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient",
-                title=f"Adult: coverage ({st.get('inference', 'nuts')}{model}{prior})")
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient")
+    axes[0].set_title(f"Adult: coverage ({st.get('inference', 'nuts')}{model}{prior})", fontsize=9)
     axes[1].axhline(1, color="k", ls="--", lw=1)
     axes[1].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="Adult: interval width ratio")
     axes[0].legend(fontsize=8)

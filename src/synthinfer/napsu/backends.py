@@ -203,11 +203,11 @@ class NUTSBackend:
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.nuts import compile_nuts, nuts_sample
-        from synthinfer.napsu.reparam import one_sided_cells
+        from synthinfer.napsu.reparam import map_options, one_sided_cells
 
         net = problem.network
-        plateaus = problem.cell_prior == 0  # only the N(0, prior_sd^2) prior alone has them
-        jump_moves = plateaus and bool(one_sided_cells(*problem.canonical).any())
+        # plateau jumps, like the map, only under the N(0, prior_sd^2) prior alone
+        jump_moves = problem.cell_prior == 0 and bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                      max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")
@@ -220,8 +220,7 @@ class NUTSBackend:
             cell_prior=problem.cell_prior, layout=problem.layout, jump_moves=jump_moves,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
             max_tree_depth=settings.max_tree_depth, progress=progress, rng=rng,
-            **(dict(dropped_cell_jacobian=net.dropped_cell_log_prob_jacobian) if plateaus
-               else dict(one_sided_threshold=-np.inf)),  # no map: plain whitened NUTS
+            **map_options(net, problem.cell_prior),
         )
         draws_total = settings.n_chains * settings.num_samples
         nuts = {

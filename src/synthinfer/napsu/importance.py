@@ -69,7 +69,7 @@ from scipy.special import gammaln, logsumexp
 from synthinfer._jax import jax, jnp, quick_compiler_options, uses_float64
 from synthinfer.errors import ConvergenceWarning, ParameterError
 from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, posterior_args, values
-from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, one_sided_map, to_theta
+from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, map_options, one_sided_map, to_theta
 from synthinfer.napsu.structured import canonical_summary
 
 if TYPE_CHECKING:
@@ -547,9 +547,7 @@ class ImportanceBackend:
             prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, n_chains=settings.n_chains,
             num_samples=settings.num_samples, num_proposals=self.num_proposals,
             min_ess=need, df=self.df, scale=self.scale, profile=self.profile, rng=rng,
-            # the one-sided map is shaped for the N(0, prior_sd^2) prior's plateaus (as in NUTS)
-            **(dict(dropped_cell_jacobian=problem.network.dropped_cell_log_prob_jacobian) if problem.cell_prior == 0
-               else dict(one_sided_threshold=-np.inf)),
+            **map_options(problem.network, problem.cell_prior),
         )
         info = res.info() | {"ess_required": need, "validated": res.reliable}
         verdict = (f"Pareto k-hat {res.k_hat:.2f} {'<=' if res.reliable else '>'} {res.k_hat_threshold:.2f} "

@@ -165,6 +165,17 @@ def to_theta(u: jax.Array, arrays: tuple[jax.Array, ...]) -> tuple[jax.Array, ja
     return theta, jnp.sum(jnp.where(mask, _log_t_prime(phi, kappa), 0.0))
 
 
+def map_options(network, cell_prior: float) -> dict:
+    """Keyword arguments of :func:`synthinfer.napsu.nuts.nuts_sample` and
+    :func:`synthinfer.napsu.importance.importance_sample` for the one-sided map: the map (with
+    the rotation onto the dropped cells' emptying directions) under the ``N(0, prior_sd^2)``
+    prior alone, whose plateaus it is shaped for; none under the cell prior, which has no
+    plateaus (docs/napsu-sampler.md, "The cell prior")."""
+    if cell_prior == 0:
+        return {"dropped_cell_jacobian": network.dropped_cell_log_prob_jacobian}
+    return {"one_sided_threshold": -np.inf}
+
+
 def one_sided_cells(s_tilde: np.ndarray, sigma_dp: float | np.ndarray, threshold: float = 5.0) -> np.ndarray:
     """The cells :func:`one_sided_map` flags: ``s~_j < threshold * sqrt(sigma_DP^2 + max(s~_j, 0))``."""
     s = np.asarray(s_tilde, dtype=np.float64)

@@ -47,7 +47,8 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
-    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=a.eps, delta=n**-2.0, inference="laplace", seed=a.fit_seed).fit(ds.data, ds.domain)
+    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=a.eps, delta=n**-2.0, inference="laplace", cell_prior=0.0,
+                  seed=a.fit_seed).fit(ds.data, ds.domain)
     lap, net = gen.laplace_, gen.network_
     s = np.asarray(gen.noisy_counts_)
     extra = {} if a.no_rotate else {"dropped_cell_jacobian": net.dropped_cell_log_prob_jacobian}

@@ -38,7 +38,8 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(paper_subset=True)
     n = len(ds.data)
-    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", seed=1).fit(ds.data, ds.domain)
+    gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=1.0, delta=n**-2.0, inference="laplace", cell_prior=0.0,
+                  seed=1).fit(ds.data, ds.domain)
     lap, mc = gen.laplace_, gen.network_.mean_and_cov
     s = np.asarray(gen.noisy_counts_)
     mu_mode = np.asarray(mc(jnp.asarray(lap.mean))[0])

@@ -300,13 +300,17 @@ class MarkovNetwork:
 
     def _query_marginals(self, theta: jax.Array) -> list[jax.Array]:
         """Probability tables of the user's marginals (axes in each marginal's column order)."""
+        return self._per_marginal(self._clique_marginals(theta), lambda t, axes: t.sum(axis=axes))
+
+    def _per_marginal(self, tables: list[jax.Array], reduce: Callable) -> list[jax.Array]:
+        """Each user marginal's table from its home clique's ``tables`` (``reduce(table, axes)``
+        sums out the clique's other columns), axes in the marginal's column order."""
         jt = self.junction_tree
-        tables = self._clique_marginals(theta)
         out = []
         for mc, c in zip(self._marginal_cols, self._marginal_home):
             cl = jt.cliques[c]
             drop = tuple(a for a, v in enumerate(cl) if v not in mc)
-            t = tables[c].sum(axis=drop) if drop else tables[c]
+            t = reduce(tables[c], drop) if drop else tables[c]
             kept = [v for v in cl if v in mc]
             out.append(jnp.transpose(t, [kept.index(v) for v in mc]))
         return out
@@ -331,14 +335,7 @@ class MarkovNetwork:
                 outside = tuple(a for a, v in enumerate(jt.cliques[p]) if v not in sep)
                 to_child = tuple(self.queries.domain.shape[v] if v in sep else 1 for v in jt.cliques[c])
                 logs[c] = log_cond[c] + _lse(logs[p], axis=outside, keepdims=True).reshape(to_child)
-        out = []
-        for mc, c in zip(self._marginal_cols, self._marginal_home):
-            cl = jt.cliques[c]
-            drop = tuple(a for a, v in enumerate(cl) if v not in mc)
-            t = _lse(logs[c], axis=drop) if drop else logs[c]
-            kept = [v for v in cl if v in mc]
-            out.append(jnp.transpose(t, [kept.index(v) for v in mc]))
-        return out
+        return self._per_marginal(logs, lambda t, axes: _lse(t, axis=axes))
 
     def _dropped_cell_log_probs(self, theta: jax.Array) -> jax.Array:
         """Log-probabilities of the marginals' cells the canonical parametrisation dropped.

@@ -100,21 +100,40 @@ def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> tuple[float, 
         return hi, False
     if discrete_gaussian_pld_delta(hi / 2.0, epsilon, unit_changes) <= delta:
         return hi, False  # not expected (the PLD never halves sigma); keep the proven zCDP value
-    return _smallest_passing(lambda s: discrete_gaussian_pld_delta(s, epsilon, unit_changes) <= delta,
+    return _smallest_passing(lambda s: _log_ratio(discrete_gaussian_pld_delta(s, epsilon, unit_changes), delta),
                              hi / 2.0, hi, _PLD_SIGMA_RTOL), True
 
 
-def _smallest_passing(passes: Callable[[float], bool], lo: float, hi: float, rtol: float) -> float:
-    """Bisection on ``log x`` for the smallest ``x`` in ``(lo, hi]`` that passes, to ``rtol``, given
-    that ``hi`` passes, ``lo`` does not and passing is monotone. ``hi`` only ever moves to a value
-    that passed, so what is returned passes."""
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if passes(mid):
-            hi = mid
+def _smallest_passing(margin: Callable[[float], float], lo: float, hi: float, rtol: float) -> float:
+    """The smallest ``x`` in ``(lo, hi]`` that passes (``margin(x) <= 0``), to ``rtol``, given that
+    ``hi`` passes, ``lo`` does not and ``margin`` is continuous and falls as ``x`` grows (here the
+    log of a delta over its target). ``hi`` only ever moves to a value that passed, so what is
+    returned passes.
+
+    Illinois false position on ``log x`` (Dowell & Jarratt 1971): the root of the chord through
+    the bracket's ends, the retained end's margin halved when the same end stays twice, so
+    both ends converge superlinearly: about 6 evaluations where bisection needs 14 (each one a
+    PLD composition). ``scipy.optimize.brentq`` would find a root, but not keep the passing side
+    of it, which is what privacy needs. Bisects where a margin is not finite (a delta of 0)."""
+    a, b = math.log(lo), math.log(hi)
+    fa, fb = margin(lo), margin(hi)
+    kept = 0  # +1: lo kept last time, -1: hi kept
+    while b - a > math.log1p(rtol):
+        if math.isfinite(fa) and math.isfinite(fb) and fa > 0 >= fb:
+            x = b - fb * (b - a) / (fb - fa)
+            x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))  # strictly inside
         else:
-            lo = mid
-    return hi
+            x = 0.5 * (a + b)
+        fx = margin(math.exp(x))
+        if fx <= 0:
+            b, fb = x, fx
+            fa = fa / 2.0 if kept == 1 else fa
+            kept = 1
+        else:
+            a, fa = x, fx
+            fb = fb / 2.0 if kept == -1 else fb
+            kept = -1
+    return math.exp(b)
 
 
 def discrete_gaussian_sigma(epsilon: float, delta: float, unit_changes: int) -> float:
@@ -188,14 +207,22 @@ def joint_scale(losses_at: Callable[[float], Sequence[PrivacyLoss]], epsilon: fl
     pure-epsilon parts, each rounded up to the PLD's grid of losses). The charges must then be
     committed together (:meth:`~synthinfer.privacy.PrivacyLedger.commit_plan`): the PLD
     composition holds for parameters fixed in advance only."""
-    def fits(c: float) -> bool:
-        return Composition.of(list(losses_at(c))).delta(epsilon) <= delta
+    def margin(c: float) -> float:
+        return _log_ratio(Composition.of(list(losses_at(c))).delta(epsilon), delta)
 
-    if not fits(1.0):
+    if not margin(1.0) <= 0:
         raise PrivacyError(f"the parts do not fit (epsilon={epsilon:g}, delta={delta:g}) even at their own scales")
-    if fits(0.5):
+    if margin(0.5) <= 0:
         return 0.5
-    return _smallest_passing(fits, 0.5, 1.0, rtol)
+    return _smallest_passing(margin, 0.5, 1.0, rtol)
+
+
+def _log_ratio(value: float, target: float) -> float:
+    """``log(value / target)``, signed exactly as ``value - target`` (the ratio may round to 1)."""
+    if value <= 0:
+        return -math.inf
+    r = math.log(value / target)
+    return max(r, 5e-324) if value > target else min(r, 0.0)
 
 
 def discrete_gaussian_mechanism(

@@ -78,6 +78,7 @@ def test_select_aim_writes_a_release_that_records_aim(files):
     (["--select", "AIM"], {"select_extra": "aim", "workload": None, "max_model_cells": None}),
     (["--select", "aim", "--workload", "a,b", "--workload", "c, d ,e", "--max-model-cells", "300"],
      {"select_extra": "aim", "workload": ["a,b", "c, d ,e"], "max_model_cells": 300}),
+    (["--select", "aim", "--required-share", "0.5"], {"select_extra": "aim", "required_share": 0.5}),
     ([], {"select_extra": 0, "workload": None, "max_model_cells": None}),
 ])
 def test_select_options_become_napsu_settings(files, monkeypatch, extra, expected):
@@ -99,6 +100,8 @@ def test_select_options_become_napsu_settings(files, monkeypatch, extra, expecte
     (["--max-model-cells", "100"], r"--max-model-cells applies to --select aim only"),
     (["--select", "2", "--workload", "a,b", "--max-model-cells", "100"],
      r"--workload and --max-model-cells apply to --select aim only"),
+    (["--select", "mst", "--required-share", "0.5"], r"--required-share applies to --select aim only"),
+    (["--select", "aim", "--required-share", "1"], r"--required-share must be in \[0, 1\), got 1"),
     (["--select", "aim", "--inference", "laplace", "--mst-budget-fraction", "0.2"],
      r"--mst-budget-fraction applies to MST selection"),
     # --select's values and its alias

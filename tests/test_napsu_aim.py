@@ -349,3 +349,34 @@ def test_required_marginals_larger_than_the_default_clique_cap_are_measured():
     with pytest.raises(ParameterError, match=r"max_clique_cells=1000 is below the 1100-cell largest clique"):
         select_aim(x, dom, budget=budget, ledger=ledger, max_clique_cells=1000, **kw)
     assert not ledger.charges
+
+
+def test_required_share_measures_the_required_marginals_first_and_spends_exactly_rho(codes):
+    """With ``required_share = f``, the k required marginals (of 2+ columns) are measured
+    before the 1-way marginals at ``1 / sigma^2 = f rho / k`` each, the rounds start at
+    ``(1 - f) rho / T``, and the whole run still spends exactly rho."""
+    req = [("a", "b"), ("c", "d"), ("e",)]
+    res, ledger = run(codes, eps=1.0, delta=1e-6, required=req, required_share=0.5)
+    rho = zcdp_rho(1.0, 1e-6)
+    first = res.measurements[:2]
+    assert [m.marginal.columns for m in first] == [("a", "b"), ("c", "d")]
+    # the discrete noise's variance is a hair below scale^2: compare through the ledger's scales too
+    assert 1.0 / first[0].variance == pytest.approx(0.5 * rho / 2, rel=1e-6)
+    assert ledger.charges[-1].details["sigma_required"] == pytest.approx(math.sqrt(2 / (0.5 * rho)))
+    one_way = res.measurements[2]
+    assert one_way.marginal.columns == ("a",)
+    assert 1.0 / one_way.variance == pytest.approx(MEASURE_SHARE * 0.5 * rho / 96, rel=1e-6)
+    spent = sum(1.0 / m.variance for m in res.measurements) + sum(r.epsilon**2 / 8 for r in res.rounds)
+    assert spent == pytest.approx(rho, rel=1e-6) and res.rho <= rho * (1 + 1e-12)
+    assert res.required_share == 0.5
+    # without required marginals of 2+ columns the share does not apply
+    res0, _ = run(codes, eps=1.0, delta=1e-6, required=[("e",)], required_share=0.5)
+    assert res0.required_share == 0.0
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.0, 1.5, float("nan"), "half", True])
+def test_bad_required_share_refused_before_any_budget(codes, share):
+    ledger = PrivacyLedger((1.0, 1e-6))
+    with pytest.raises(ParameterError, match="required_share"):
+        run(codes, ledger=ledger, required=[("a", "b")], required_share=share)
+    assert not ledger.charges

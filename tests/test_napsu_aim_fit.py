@@ -103,6 +103,10 @@ def test_bad_settings_fail_before_any_budget_is_spent(table, monkeypatch):
         NapsuMQ([("a", "c")], inference="laplace", workload=[("a", "b")], delta=1e-6).fit(table, DOM, ledger=ledger)
     with pytest.raises(ParameterError, match="max_model_cells"):
         NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", max_model_cells=0).fit(table, DOM, ledger=ledger)
+    with pytest.raises(ParameterError, match="required_share must be a number in \\[0, 1\\), got 1.5"):
+        NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", required_share=1.5).fit(table, DOM, ledger=ledger)
+    with pytest.raises(ParameterError, match="required_share apply to select_extra='aim' only"):
+        NapsuMQ([("a", "c")], inference="laplace", select_extra="mst", required_share=0.5).fit(table, DOM, ledger=ledger)
     with pytest.raises(UnknownColumnError):
         NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", workload=[("a", "zz")],
                 delta=1e-6).fit(table, DOM, ledger=ledger)

@@ -120,6 +120,8 @@ def main() -> None:
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
     ap.add_argument("--cell-prior", type=float, default=None,
                     help="NapsuMQ's cell_prior (default: the library's; 0: the paper's prior alone)")
+    ap.add_argument("--required-share", type=float, default=None,
+                    help="with --marginals aim: NapsuMQ's required_share (default: the library's)")
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
     if a.plugin:
@@ -145,6 +147,8 @@ def main() -> None:
     records = [x for x in records if x["repeat"] < a.start]
     t_start = time.time()
     prior = {} if a.cell_prior is None else {"cell_prior": a.cell_prior}
+    if a.required_share is not None:
+        prior["required_share"] = a.required_share
     for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
@@ -187,6 +191,7 @@ def main() -> None:
                              "levels": LEVELS.tolist(), "coefficients": NAMES, "num_warmup": a.num_warmup,
                              "num_samples": a.num_samples, "n_chains": 4, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,
                              "cell_prior": gen.cell_prior,
+                             "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
                              "repeats_requested": a.repeats},
                 "real": {"estimate": real_q.tolist(), "variance": real_v.tolist()},
                 "summary": summarise(records), "records": records,

@@ -41,6 +41,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--select-mst": ("napsu",),
     "--workload": ("napsu",),
     "--max-model-cells": ("napsu",),
+    "--required-share": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
     "--num-samples": ("napsu",),
@@ -93,6 +94,10 @@ def generate_cmd(
     max_model_cells: int = typer.Option(
         None, "--max-model-cells",
         help="napsu, --select aim: cap on the model's junction-tree cells (default 4000); the fit's cost grows with it."),
+    required_share: float = typer.Option(
+        None, "--required-share",
+        help="napsu, --select aim: share of the budget spent measuring --marginals before AIM's rounds "
+             "(default 0: AIM's own, which measures them at its coarsest noise)."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
     num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
@@ -111,7 +116,7 @@ def generate_cmd(
     """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
     specific = {
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
-        "--workload": workload or None, "--max-model-cells": max_model_cells,
+        "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--epochs": epochs,
         "--label": label,
@@ -253,10 +258,12 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     if isinstance(select, int) and select < 0:
         flag = "--select" if "--select" in given else "--select-mst"
         raise ParameterError(f"{flag}: the number of 2-way marginals must be >= 0, got {select}")
-    aim_only = [f for f in ("--workload", "--max-model-cells") if f in given]
+    aim_only = [f for f in ("--workload", "--max-model-cells", "--required-share") if f in given]
     if aim_only and select != "aim":
         verb = "apply" if len(aim_only) > 1 else "applies"
         raise ParameterError(f"{' and '.join(aim_only)} {verb} to --select aim only")
+    if "--required-share" in given and not 0 <= given["--required-share"] < 1:
+        raise ParameterError(f"--required-share must be in [0, 1), got {given['--required-share']}")
     if select == "aim" and "--mst-budget-fraction" in given:
         raise ParameterError("--mst-budget-fraction applies to MST selection (--select mst or N); AIM spends the "
                              "whole budget over its rounds")
@@ -267,6 +274,8 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
         kw["workload"] = list(given["--workload"])
     if "--max-model-cells" in given:
         kw["max_model_cells"] = given["--max-model-cells"]
+    if "--required-share" in given:
+        kw["required_share"] = given["--required-share"]
     return kw
 
 

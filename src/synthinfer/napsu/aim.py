@@ -39,7 +39,12 @@ new measurement's own noise would have (``E|N(0, sigma^2)| = sqrt(2/pi) sigma``)
 (:data:`MEASURE_SHARE`), a round costs ``rho / T``: the Gaussian mechanism
 ``1 / sigma_t^2 = alpha rho / T`` and the exponential mechanism ``epsilon_t^2 / 8 = (1 - alpha)
 rho / T`` (Cesar & Rogers 2021). The 1-way marginals of every column and the analyst's required
-marginals are measured first at ``sigma_0``. When the estimate of the marginal just measured
+marginals are measured first at ``sigma_0``, or, with ``required_share = f > 0``, the ``k``
+required marginals (of two or more columns) get ``f rho`` of their own up front, each at
+``sigma_req = sqrt(k / (f rho))`` (``1 / sigma^2`` per marginal), and the rounds, the 1-way
+marginals first, share the other ``(1 - f) rho`` as above. AIM's own design measures the
+analyst's marginals at the coarsest noise of the run (``sigma_0``, e.g. 136 counts on Adult
+at epsilon 1, ``T = 240``): with ``f = 1/2`` and ten of them, ``sigma_req`` is about 26. When the estimate of the marginal just measured
 moved by less than its expected noise (``sqrt(2/pi) sigma_t n_r`` in L1), the mechanism anneals:
 ``sigma`` halves and ``epsilon`` doubles (four times the cost per round). When less than two
 rounds' cost is left, the last round spends all of it. The whole run is charged to the ledger
@@ -88,6 +93,9 @@ MARGINAL_L2_SENSITIVITY = math.sqrt(2.0)
 QUALITY_SENSITIVITY_PER_WEIGHT = 2.0
 #: Share of each round's rho spent on the Gaussian measurement (the rest on the selection).
 MEASURE_SHARE = 0.9
+#: Default share of rho for measuring the required marginals before the rounds (``select_aim``'s
+#: ``required_share``; NapsuMQ's default).
+DEFAULT_REQUIRED_SHARE = 0.0
 #: Default rounds bound ``T`` per column of the domain (the paper's ``T = 16 d``).
 ROUNDS_PER_COLUMN = 16
 #: Default caps on the junction tree of the measured marginals: its clique tables' total cells
@@ -496,6 +504,9 @@ class AIMResult:
         The caps and the final junction tree's clique-table cells.
     max_likelihood_flops, likelihood_flops : int
         The cap on the noise-aware likelihood's work and that work for the measured scopes.
+    required_share : float
+        The share of rho the required marginals were measured with before the rounds (``0``:
+        with the 1-way marginals at ``sigma_0``).
     estimate : PGMEstimate
         The last round's point estimate (post-processing of the measurements).
     """
@@ -514,6 +525,7 @@ class AIMResult:
     estimate: PGMEstimate
     max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS
     likelihood_flops: int = 0
+    required_share: float = 0.0
 
 
 def _round_settings(rho_round: float) -> tuple[float, float]:
@@ -521,6 +533,13 @@ def _round_settings(rho_round: float) -> tuple[float, float]:
     ``gaussian_rho(sqrt 2, sigma) = MEASURE_SHARE rho_round`` and ``epsilon^2 / 8 = (1 - MEASURE_SHARE) rho_round``."""
     sigma = MARGINAL_L2_SENSITIVITY / math.sqrt(2.0 * MEASURE_SHARE * rho_round)
     return sigma, math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * rho_round)
+
+
+def _share_setting(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (0.0 <= float(value) < 1.0):
+        raise ParameterError(f"required_share must be a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 def _largest_clique(tree: JunctionTree) -> int:
@@ -568,6 +587,7 @@ def select_aim(
     max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS,
     rounds: int | None = None,
     estimation_iters: int = DEFAULT_ESTIMATION_ITERS,
+    required_share: float = 0.0,
 ) -> AIMResult:
     """Run AIM's selection and measurement (Algorithm 2) on ``codes``; ``budget``-DP in all.
 
@@ -584,7 +604,8 @@ def select_aim(
         Positive workload weights ``c_s`` (default 1 each), in the order of ``workload``.
     required : marginals
         The analyst's marginals: measured first, with the 1-way marginals of every column, at
-        the initial noise level ``sigma_0``.
+        the initial noise level ``sigma_0``, or on a budget share of their own
+        (``required_share``).
     budget : PrivacyBudget
         ``(epsilon, delta)`` with ``delta > 0``; converted to ``rho`` (module docstring).
     ledger : PrivacyLedger
@@ -610,6 +631,11 @@ def select_aim(
         ``16 k``); annealing spends faster, so at most ``T`` rounds run.
     estimation_iters : int
         Mirror-descent iterations of each between-round estimate.
+    required_share : float in [0, 1)
+        Share of ``rho`` spent measuring the required marginals of two or more columns, all at
+        one noise level, before the rounds (module docstring); ``0`` (AIM as published):
+        they are measured with the 1-way marginals at ``sigma_0``. Ignored without such
+        marginals.
 
     Raises
     ------
@@ -654,14 +680,20 @@ def select_aim(
     estimation_iters = _int_setting("estimation_iters", estimation_iters, 0)
     if budget.delta <= 0:
         raise ParameterError("AIM uses the Gaussian mechanism and needs delta > 0")
-    initial = [Marginal((c,)) for c in domain.names] + [m for m in req if len(m.columns) > 1]
+    required_share = _share_setting(required_share)
+    req_multi = [m for m in req if len(m.columns) > 1]
+    if not req_multi:
+        required_share = 0.0
+    # measured before the rounds: with a share of their own, the required marginals apart
+    up_front = req_multi if required_share > 0 else []
+    initial = [Marginal((c,)) for c in domain.names] + ([] if up_front else req_multi)
     if MEASURE_SHARE * len(initial) + 1 > bound:
         raise ParameterError(
             f"rounds={bound} is too few: the {len(initial)} initial measurements (the {n_cols} 1-way "
             f"marginals and {len(initial) - n_cols} required ones) cost {MEASURE_SHARE:g} x {len(initial)} = "
             f"{MEASURE_SHARE * len(initial):g} rounds' worth of rho/rounds, and one selection round needs 1 "
             f"more; use rounds >= {math.ceil(MEASURE_SHARE * len(initial) + 1)}")
-    initial_tree = JunctionTree.build(domain, [m.columns for m in initial])
+    initial_tree = JunctionTree.build(domain, [m.columns for m in initial + up_front])
     initial_cells, initial_clique = initial_tree.table_cells, _largest_clique(initial_tree)
     if max_model_cells < initial_cells:
         raise ParameterError(
@@ -674,7 +706,7 @@ def select_aim(
         raise ParameterError(
             f"max_clique_cells={max_clique_cells} is below the {initial_clique}-cell largest clique of the junction "
             f"tree of the required marginals and the 1-way marginals; use max_clique_cells >= {initial_clique}")
-    initial_scopes = list(dict.fromkeys(tuple(sorted(domain.index(c) for c in m.columns)) for m in initial))
+    initial_scopes = list(dict.fromkeys(tuple(sorted(domain.index(c) for c in m.columns)) for m in up_front + initial))
     initial_flops = likelihood_flops(initial_tree, domain.shape, initial_scopes)
     if max_likelihood_flops < initial_flops:
         raise ParameterError(
@@ -683,9 +715,10 @@ def select_aim(
             f"{initial_flops}")
     n = int(codes.shape[0])  # public under substitution
     rho = zcdp_rho(budget.epsilon, budget.delta)
-    sigma_0 = _round_settings(rho / bound)[0]
+    rho_rounds = (1.0 - required_share) * rho
+    sigma_0 = _round_settings(rho_rounds / bound)[0]
     if sigma_0 > n:
-        need = _epsilon_for_rho(bound / (MEASURE_SHARE * n * n), budget.delta)
+        need = _epsilon_for_rho(bound / (MEASURE_SHARE * (1.0 - required_share) * n * n), budget.delta)
         spread = f"rounds={bound}" if rounds is not None else f"{bound} rounds ({ROUNDS_PER_COLUMN} per column)"
         raise ParameterError(
             f"epsilon={budget.epsilon:g} is too small for AIM on {n:,} rows: spread over {spread}, the first "
@@ -698,11 +731,15 @@ def select_aim(
 
     # -- the budget: checked, converted, charged once -------------------------------------------
     ledger.check(_CHARGE_NAME, budget.epsilon, budget.delta, mechanism="aim")
-    sigma, eps_em = _round_settings(rho / bound)
+    sigma, eps_em = _round_settings(rho_rounds / bound)
+    # each required marginal costs 1 / sigma_req^2 (gaussian_rho at the sqrt(2) sensitivity)
+    sigma_req = (MARGINAL_L2_SENSITIVITY / math.sqrt(2.0 * required_share * rho / len(up_front))
+                 if up_front else None)
     ledger.spend(
         _CHARGE_NAME, budget.epsilon, budget.delta, mechanism="aim",
         accounting="rho-zCDP (Bun & Steinke 2016), converted by Canonne, Kamath & Steinke 2020, Cor. 13",
         rho=rho, rounds_bound=bound, measure_share=MEASURE_SHARE, sigma_0=sigma, epsilon_0=eps_em,
+        required_share=required_share, sigma_required=sigma_req,
         neighbourhood="substitution of one row", marginal_l2_sensitivity=MARGINAL_L2_SENSITIVITY,
         quality_sensitivity="2 * max weight of the eligible candidates", initial_marginals=len(initial),
         workload_marginals=len(work), max_model_cells=max_model_cells, max_clique_cells=max_clique_cells,
@@ -723,6 +760,9 @@ def select_aim(
         rho_measured += gaussian_rho(MARGINAL_L2_SENSITIVITY, s)
         return meas
 
+    for m in up_front:
+        measure(m, sigma_req)
+    rho_used = required_share * rho  # exactly what the up-front measurements cost
     for m in initial:
         measure(m, sigma)
         rho_used += gaussian_rho(MARGINAL_L2_SENSITIVITY, sigma)
@@ -802,4 +842,5 @@ def select_aim(
         estimate=estimate,
         max_likelihood_flops=max_likelihood_flops,
         likelihood_flops=likelihood_flops(estimate.junction_tree, domain.shape, list(scopes)),
+        required_share=required_share,
     )

@@ -90,6 +90,11 @@ class NapsuMQ(Generator):
     max_model_cells : with ``select_extra="aim"``, the cap on the junction tree's total clique
         cells (default :data:`synthinfer.napsu.aim.DEFAULT_MAX_MODEL_CELLS`): the posterior's
         cost grows with it.
+    required_share : with ``select_extra="aim"``, the share of the budget (in zCDP's rho) spent
+        measuring ``marginals`` (those of two or more columns), all at one noise level, before
+        AIM's rounds share the rest (default :data:`synthinfer.napsu.aim.DEFAULT_REQUIRED_SHARE`;
+        ``0``: AIM as published, which measures them with the 1-way marginals at its
+        coarsest noise level).
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
         800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
@@ -146,6 +151,7 @@ class NapsuMQ(Generator):
         mst_budget_fraction: float = 0.1,
         workload: Sequence[Sequence[str] | str | Marginal] | None = None,
         max_model_cells: int | None = None,
+        required_share: float | None = None,
         n_chains: int = 4,
         num_warmup: int = 800,
         num_samples: int = 2000,
@@ -166,6 +172,7 @@ class NapsuMQ(Generator):
         self.mst_budget_fraction = mst_budget_fraction
         self.workload = workload
         self.max_model_cells = max_model_cells
+        self.required_share = required_share
         self.n_chains = n_chains
         self.num_warmup = num_warmup
         self.num_samples = num_samples
@@ -192,6 +199,7 @@ class NapsuMQ(Generator):
             "mst_budget_fraction": self.mst_budget_fraction,
             "workload": None if self.workload is None else [list(m.columns) for m in as_marginals(self.workload)],
             "max_model_cells": self.max_model_cells,
+            "required_share": self.required_share,
             "n_chains": self.n_chains,
             "num_warmup": self.num_warmup,
             "num_samples": self.num_samples,
@@ -220,8 +228,11 @@ class NapsuMQ(Generator):
                     isinstance(self.max_model_cells, (int, np.integer)) and not isinstance(self.max_model_cells, bool)
                     and self.max_model_cells > 0):
                 raise ParameterError(f"max_model_cells must be a positive integer, got {self.max_model_cells!r}")
-        elif self.workload is not None or self.max_model_cells is not None:
-            raise ParameterError("workload and max_model_cells apply to select_extra='aim' only")
+            if self.required_share is not None and not (
+                    _is_number(self.required_share) and 0 <= self.required_share < 1):
+                raise ParameterError(f"required_share must be a number in [0, 1), got {self.required_share!r}")
+        elif self.workload is not None or self.max_model_cells is not None or self.required_share is not None:
+            raise ParameterError("workload, max_model_cells and required_share apply to select_extra='aim' only")
         if self.select_extra and self.select_extra != "aim" and not (
                 _is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
             raise ParameterError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
@@ -312,7 +323,7 @@ class NapsuMQ(Generator):
         plan = part_of = None  # MST's and the measurement's jointly calibrated noise (napsu.selection)
         aim = None
         if self.select_extra == "aim":
-            from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, select_aim
+            from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS, DEFAULT_REQUIRED_SHARE, select_aim
 
             stage("selecting and measuring marginals (AIM)")
             t0 = time.perf_counter()
@@ -320,7 +331,9 @@ class NapsuMQ(Generator):
             if workload is not None and full_domain.derived:  # AIM validates (and names) the workload itself
                 workload = [_source_columns(m, full_domain) for m in workload]
             aim = select_aim(codes, domain, workload, required=fixed, budget=budget, ledger=ledger,
-                             max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS)
+                             max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS,
+                             required_share=(DEFAULT_REQUIRED_SHARE if self.required_share is None
+                                             else float(self.required_share)))
             timings["selection_and_measurement"] = time.perf_counter() - t0
             # the measured scopes not inside another (AIM's 1-ways are, in its 2-ways) or a fixed one
             selected = [m for m in aim.marginals
@@ -363,6 +376,7 @@ class NapsuMQ(Generator):
                 "rounds": len(aim.rounds), "measurements": len(aim.measurements), "rho": aim.rho,
                 "model_cells": aim.model_cells, "max_model_cells": aim.max_model_cells,
                 "max_clique_cells": aim.max_clique_cells, "max_likelihood_flops": aim.max_likelihood_flops,
+                "required_share": aim.required_share,
                 "likelihood_flops": aim.likelihood_flops,  # the noise-aware likelihood's work (public)
                 "workload": [list(m.columns) for m in aim.workload],
                 "chosen": [list(r.marginal.columns) for r in aim.rounds],

@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--num-warmup", type=int, default=800)
     ap.add_argument("--num-samples", type=int, default=None, help="default: max(datasets, 25) for laplace/mle")
     ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ's cell_prior (default: the library's)")
+    ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -77,6 +78,8 @@ def main() -> None:
     out = {"command": "python benchmarks/napsu/aim_fit.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
            "n": n, "epsilon": args.epsilon, "delta": n**-2.0, "nproc": os.cpu_count(), "runs": []}
     prior = {} if args.cell_prior is None else {"cell_prior": args.cell_prior}
+    if args.required_share is not None:
+        prior["required_share"] = args.required_share
     for inference in args.inferences.split(","):
         load0 = os.getloadavg()
         gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=n**-2.0, inference=inference,

@@ -51,9 +51,10 @@ def test_batched_programs_match_one_point_calls_whatever_the_block(problem, size
     points = theta + np.random.default_rng(1).normal(0.0, 0.3, (7, net.dimension))
     want_f, want_g = zip(*(vg(jnp.asarray(p), *args) for p in points))
     # the last block is padded: the padding rows must not leak into the result
-    np.testing.assert_allclose(evaluate_in_batches(values(net, "neg_log_posterior"), points, args, size),
-                               np.array(want_f), rtol=1e-12)
     for batched in (True, False):
+        np.testing.assert_allclose(
+            evaluate_in_batches(values(net, "neg_log_posterior", batched=batched), points, args, size),
+            np.array(want_f), rtol=1e-12)
         np.testing.assert_allclose(
             evaluate_in_batches(gradients(net, "neg_log_posterior", batched=batched), points, args, size),
             np.array(want_g), rtol=1e-10, atol=1e-12)
@@ -97,9 +98,11 @@ def test_batched_programs_are_made_once_and_freed_with_their_network(monkeypatch
     monkeypatch.setattr(network_module, "MAX_CACHED_NETWORKS", 1)
     net = network_for(DOMAIN, [Marginal(("x1", "x2"))])
     assert gradients(net, "neg_log_posterior", batched=True) is gradients(net, "neg_log_posterior", batched=True)
-    assert values(net, "neg_log_posterior") is values(net, "neg_log_posterior")
+    assert values(net, "neg_log_posterior", batched=True) is values(net, "neg_log_posterior", batched=True)
     args = posterior_args(np.zeros(net.dimension), 1.0, 10, 10.0)
-    for program in (gradients(net, "neg_log_posterior", batched=True), values(net, "neg_log_posterior")):
+    # the batched programs, and the loops over one-point programs (the CPU default)
+    for program in (gradients(net, "neg_log_posterior", batched=True), values(net, "neg_log_posterior", batched=True),
+                    gradients(net, "neg_log_posterior"), values(net, "neg_log_posterior")):
         evaluate_in_batches(program, np.zeros((2, net.dimension)), args, 2)
     del program
     gone = weakref.ref(net)

@@ -301,11 +301,33 @@ def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None,
     return loop
 
 
-def values(network: MarkovNetwork, name: str, layout: Layout | None = None) -> Callable:
-    """``points (k, d), *args -> (k,)``: the named objective at each of ``k`` points in one
-    compiled program (``jax.vmap``, no gradient), one program per network and block size. For
-    checks that need only values, such as :func:`synthinfer.napsu.laplace.laplace_gap`."""
-    return _batched(network, name, "values", layout)
+def values(network: MarkovNetwork, name: str, layout: Layout | None = None, *,
+           batched: bool | None = None) -> Callable:
+    """``points (k, d), *args -> (k,)``: the named objective at each of ``k`` points, no
+    gradient. For checks that need only values, such as :func:`synthinfer.napsu.laplace.laplace_gap`.
+
+    ``batched=True``: one compiled program per network and block size (``jax.vmap`` of the
+    objective). ``batched=False``: a loop over one jitted value program. The default batches on
+    accelerators and loops on CPU, as :func:`gradients` does, for its reasons and one more: on
+    XLA:CPU a vmapped program of this likelihood at AIM's scale (d ~ 500-800) can wedge XLA's
+    Eigen thread pool, so that the first read of its result never returns (every worker idle,
+    the caller waiting; seen in a Laplace fit's gap check; the same wedge of vmapped graphs is
+    reported in PyAutoFit issue 1528, where ``--xla_cpu_multi_thread_eigen=false`` avoided it).
+    """
+    if batched is None:
+        batched = jax.default_backend() != "cpu"
+    if batched:
+        return _batched(network, name, "values", layout)
+
+    def make():
+        return jax.jit(objective(network, name, layout)[0], compiler_options=quick_compiler_options())
+
+    value = network.programs.get(("value", name, layout), make)
+
+    def loop(points, *args):
+        return np.array([float(value(jnp.asarray(x), *args)) for x in points])
+
+    return loop
 
 
 def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:

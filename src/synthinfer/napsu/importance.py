@@ -245,9 +245,10 @@ def _map_program(network: MarkovNetwork) -> Callable:
 
 class _TargetU:
     """The log posterior density of ``u``: ``log p(theta(u) | s~) + log |d theta / d u|``
-    (up to a constant), batched through the network's value program. Every call is padded to
-    whole blocks of :func:`synthinfer.napsu.likelihood.batch_size` points, so that both
-    programs compile for one block shape whatever the number of points."""
+    (up to a constant), through the network's value program
+    (:func:`synthinfer.napsu.likelihood.values`). Calls of the compiled block programs are
+    padded to whole blocks of :func:`synthinfer.napsu.likelihood.batch_size` points, so that
+    they compile for one block shape whatever the number of points."""
 
     def __init__(self, network: MarkovNetwork, umap: OneSidedMap, args: tuple, layout: Layout | None = None):
         self.arrays = umap.arrays()
@@ -264,9 +265,11 @@ class _TargetU:
         padded = np.concatenate([u, np.repeat(u[:1], whole - k, axis=0)]) if whole > k else u
         theta_jac = evaluate_in_batches(self.map, padded, self.arrays, self.size)
         theta = theta_jac[:, :-1]
-        nlp = evaluate_in_batches(self.program, theta, self.args, self.size)
+        # the padding is for compiled block programs; a loop over points (the CPU default) skips it
+        nlp = evaluate_in_batches(self.program, theta if hasattr(self.program, "lower") else theta[:k], self.args,
+                                  self.size)[:k]
         self.evaluations += k
-        out = (-nlp + theta_jac[:, -1])[:k]
+        out = -nlp + theta_jac[:k, -1]
         return np.where(np.isfinite(out), out, -np.inf), theta[:k]
 
 

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import runpy
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -57,8 +58,7 @@ def main() -> None:
     real_q, real_v = logit(data, domain)
     se = np.sqrt(real_v)
     prior = {k: v for k, v in (("cell_prior", a.cell_prior), ("prior_sd", a.prior_sd)) if v is not None}
-    out = {"command": "python benchmarks/napsu/aim_bias.py " + " ".join(f"--{k.replace('_', '-')} {v}"
-                                                                      for k, v in vars(a).items() if k != "out"),
+    out = {"command": " ".join(["python", "benchmarks/napsu/aim_bias.py", *sys.argv[1:]]),
            "n": n, "epsilon": 1.0, "coefficients": names, "real": {"estimate": real_q.tolist(), "se": se.tolist()},
            "fits": []}
     for r in range(a.repeats):

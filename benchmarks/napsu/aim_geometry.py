@@ -3,16 +3,17 @@
 On the full Adult table (15 columns, AIM with the all-2-way workload, the paper's 10 marginals
 forced, epsilon ``--epsilon``, ``--seed``), fits the Laplace approximation, then in its
 whitened coordinates ``z = chol^-1 (theta - mean)`` (where the Laplace Gaussian is N(0, I))
-runs BlackJAX's Stan window adaptation (``--warmup`` steps, diagonal mass matrix) and
-``--draws`` NUTS draws. Recorded: the adapted step size and inverse mass matrix (the
-posterior variance of each whitened coordinate: 1 where Laplace is right), the leapfrog steps
-per draw, how far the draws go (|z| quantiles), the coordinates the adaptation widened most
+runs BlackJAX's Stan window adaptation (``--warmup`` steps, diagonal mass matrix). Recorded:
+the adapted step size and inverse mass matrix (the posterior variance of each whitened
+coordinate: 1 where Laplace is right), the leapfrog steps per iteration at the end of the
+warmup (what each draw would then cost), the coordinates the adaptation widened most
 with the canonical query each belongs to (marginal, cell, its Laplace mean and sd, the fitted
 and measured count and the measurement's noise sd), and the log density along those
 coordinates' axes from the mode (a Gaussian would give -t^2/2). Process CPU and wall time and
 the load average with each stage.
 
-    PYTHONPATH=src python benchmarks/napsu/aim_geometry.py [--epsilon 1.0] [--seed 0] [--warmup 200] [--draws 30]
+    PYTHONPATH=src python benchmarks/napsu/aim_geometry.py [--epsilon 1.0] [--seed 0] [--warmup 200] \
+        [--derived] [--required-share F] [--out ...]
 
 Output: ``results/aim_geometry.json``. Tens of minutes on 2 cores (the warmup dominates).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -44,8 +46,9 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--draws", type=int, default=30)
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--derived", action="store_true", help="education-num derived from education (as aim_fit.py --derived)")
+    ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
     ap.add_argument("--out", default=str(HERE / "results" / "aim_geometry.json"))
     a = ap.parse_args()
 
@@ -53,7 +56,7 @@ def main() -> None:
 
     from synthinfer import float64
     from synthinfer._jax import jax, jnp
-    from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
+    from synthinfer.datasets import ADULT_PAPER_MARGINALS, adult_domain, load_adult
     from synthinfer.errors import ConvergenceWarning
     from synthinfer.napsu import NapsuMQ
     from synthinfer.napsu.likelihood import objective, posterior_args
@@ -62,12 +65,13 @@ def main() -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = load_adult(categorical=True)
     n = len(ds.data)
-    out: dict = {"command": "python benchmarks/napsu/aim_geometry.py " + " ".join(f"--{k} {v}" for k, v in vars(a).items()
-                                                                              if k != "out"),
+    out: dict = {"command": " ".join(["python", "benchmarks/napsu/aim_geometry.py", *sys.argv[1:]]),
                  "n": n, "epsilon": a.epsilon, "delta": n**-2.0, "nproc": os.cpu_count()}
+    share = {} if a.required_share is None else {"required_share": a.required_share}
     gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=a.epsilon, delta=n**-2.0, inference="laplace", select_extra="aim",
-                  seed=a.seed, num_samples=25)
-    _, out["fit"] = _clock(lambda: gen.fit(ds.data, ds.domain))
+                  seed=a.seed, num_samples=25, **share)
+    domain = adult_domain(derived=True) if a.derived else ds.domain
+    _, out["fit"] = _clock(lambda: gen.fit(ds.data, domain))
     net, lap = gen.network_, gen.laplace_
     d = int(net.dimension)
     out["d"] = d
@@ -99,38 +103,21 @@ def main() -> None:
                                                              np.quantile(minv, [0, .01, .1, .5, .9, .99, 1]).tolist())),
                              above_5=int((minv > 5).sum()), above_20=int((minv > 20).sum()))
         save()
-        kernel = jax.jit(blackjax.nuts(logdensity, params["step_size"], params["inverse_mass_matrix"]).step)
-
-        def draw():
-            nonlocal state
-            zs, n_steps, key = [], [], jax.random.key(a.seed + 1)
-            for _ in range(a.draws):
-                key, k = jax.random.split(key)
-                state, inf = kernel(k, state)
-                zs.append(np.asarray(state.position))
-                n_steps.append(int(inf.num_integration_steps))
-            return np.array(zs), n_steps
-
-        (zs, n_steps), out["draws"] = _clock(draw)
-        out["draws"].update(steps_mean=float(np.mean(n_steps)),
-                            abs_z_quantiles=np.quantile(np.abs(zs), [.5, .9, .99, 1]).tolist(),
-                            coordinate_sd_quantiles=np.quantile(zs.std(0), [0, .5, .9, .99, 1]).tolist())
-        values = jax.jit(jax.vmap(logdensity))
-        at_mode = float(values(jnp.zeros((1, d)))[0])
+        # one point at a time: a vmapped program of this likelihood is slow to compile
+        value = jax.jit(logdensity)
+        at_mode = float(value(jnp.zeros(d)))
         ts = np.linspace(-20.0, 20.0, 21)
         top = []
         for i in np.argsort(-minv)[: a.top]:
-            Z = np.zeros((ts.size, d))
-            Z[:, i] = ts
             top.append({"coordinate": int(i), "posterior_variance": float(minv[i]),
                         "marginal": list(desc[i][0].columns), "cell": [str(c) for c in desc[i][1]],
                         "theta_mode": float(lap.mean[i]), "laplace_sd": float(np.sqrt(lap.cov[i, i])),
                         "fitted_count": float(mu[i]), "measured_count": float(s_can[i]), "noise_sd": float(sd_can[i]),
-                        "draws_z": zs[:, i].tolist(),
-                        "profile_t": ts.tolist(), "profile_logp": (np.asarray(values(jnp.asarray(Z))) - at_mode).tolist()})
+                        "profile_t": ts.tolist(),
+                        "profile_logp": [float(value(jnp.zeros(d).at[i].set(t))) - at_mode for t in ts]})
         out["widest"] = top
         save()
-    print(json.dumps({k: out[k] for k in ("d", "warmup", "draws")}, default=float)[:2000])
+    print(json.dumps({k: out[k] for k in ("d", "warmup")}, default=float)[:2000])
 
 
 if __name__ == "__main__":

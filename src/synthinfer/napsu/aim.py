@@ -44,10 +44,11 @@ required marginals (of two or more columns) get ``f rho`` of their own up front,
 ``sigma_req = sqrt(k / (f rho))`` (``1 / sigma^2`` per marginal), and the rounds, the 1-way
 marginals first, share the other ``(1 - f) rho`` as above. AIM's own design measures the
 analyst's marginals at the coarsest noise of the run (``sigma_0``, e.g. 136 counts on Adult
-at epsilon 1, ``T = 240``): with ``f = 1/2`` and ten of them, ``sigma_req`` is about 37. When the estimate of the marginal just measured
-moved by less than its expected noise (``sqrt(2/pi) sigma_t n_r`` in L1), the mechanism anneals:
-``sigma`` halves and ``epsilon`` doubles (four times the cost per round). When less than two
-rounds' cost is left, the last round spends all of it. The whole run is charged to the ledger
+at epsilon 1, ``T = 240``): with ``f = 1/2`` and ten of them, ``sigma_req`` is about 37.
+When the estimate of the marginal just measured moved by less than its expected noise
+(``sqrt(2/pi) sigma_t n_r`` in L1), the mechanism anneals: ``sigma`` halves and ``epsilon``
+doubles (four times the cost per round). When less than two rounds' cost is left, the last
+round spends all of it. The whole run is charged to the ledger
 once, as ``(epsilon, delta)``, with ``rho`` in the charge's details.
 
 **Model size.** A candidate is eligible in round ``t`` only if the junction tree of the

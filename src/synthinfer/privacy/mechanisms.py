@@ -117,6 +117,7 @@ def _smallest_passing(margin: Callable[[float], float], lo: float, hi: float, rt
     of it, which is what privacy needs. Bisects where a margin is not finite (a delta of 0)."""
     a, b = math.log(lo), math.log(hi)
     fa, fb = margin(lo), margin(hi)
+    passed = hi  # the value itself, not exp(log(value)), which may differ in the last bit
     kept = 0  # +1: lo kept last time, -1: hi kept
     while b - a > math.log1p(rtol):
         if math.isfinite(fa) and math.isfinite(fb) and fa > 0 >= fb:
@@ -124,16 +125,17 @@ def _smallest_passing(margin: Callable[[float], float], lo: float, hi: float, rt
             x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))  # strictly inside
         else:
             x = 0.5 * (a + b)
-        fx = margin(math.exp(x))
+        value = math.exp(x)
+        fx = margin(value)
         if fx <= 0:
-            b, fb = x, fx
+            b, fb, passed = x, fx, value
             fa = fa / 2.0 if kept == 1 else fa
             kept = 1
         else:
             a, fa = x, fx
             fb = fb / 2.0 if kept == -1 else fb
             kept = -1
-    return math.exp(b)
+    return passed
 
 
 def discrete_gaussian_sigma(epsilon: float, delta: float, unit_changes: int) -> float:

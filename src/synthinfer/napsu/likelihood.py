@@ -311,8 +311,9 @@ def values(network: MarkovNetwork, name: str, layout: Layout | None = None, *,
     accelerators and loops on CPU, as :func:`gradients` does, for its reasons and one more: on
     XLA:CPU a vmapped program of this likelihood at AIM's scale (d ~ 500-800) can wedge XLA's
     Eigen thread pool, so that the first read of its result never returns (every worker idle,
-    the caller waiting; seen in a Laplace fit's gap check; the same wedge of vmapped graphs is
-    reported in PyAutoFit issue 1528, where ``--xla_cpu_multi_thread_eigen=false`` avoided it).
+    the caller waiting; seen in a Laplace fit's gap check). The same wedge of vmapped graphs is
+    described at https://github.com/PyAutoLabs/PyAutoFit/issues/1528, where
+    ``--xla_cpu_multi_thread_eigen=false`` avoided it.
     """
     if batched is None:
         batched = jax.default_backend() != "cpu"

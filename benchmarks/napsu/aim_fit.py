@@ -23,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -79,7 +80,7 @@ def main() -> None:
     ds = load_adult(categorical=True)
     domain = adult_domain(derived=True) if args.derived else ds.domain
     n = len(ds.data)
-    out = {"command": "python benchmarks/napsu/aim_fit.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
+    out = {"command": " ".join(["python", "benchmarks/napsu/aim_fit.py", *sys.argv[1:]]),
            "n": n, "epsilon": args.epsilon, "delta": n**-2.0, "nproc": os.cpu_count(), "runs": []}
     prior = {} if args.cell_prior is None else {"cell_prior": args.cell_prior}
     if args.required_share is not None:

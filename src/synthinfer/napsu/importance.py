@@ -68,7 +68,7 @@ from scipy.special import gammaln, logsumexp
 
 from synthinfer._jax import jax, jnp, quick_compiler_options, uses_float64
 from synthinfer.errors import ConvergenceWarning, ParameterError
-from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, posterior_args, values
+from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, is_block_program, posterior_args, values
 from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, map_options, one_sided_map, to_theta
 from synthinfer.napsu.structured import canonical_summary
 
@@ -265,8 +265,8 @@ class _TargetU:
         padded = np.concatenate([u, np.repeat(u[:1], whole - k, axis=0)]) if whole > k else u
         theta_jac = evaluate_in_batches(self.map, padded, self.arrays, self.size)
         theta = theta_jac[:, :-1]
-        # the padding is for compiled block programs; a loop over points (the CPU default) skips it
-        nlp = evaluate_in_batches(self.program, theta if hasattr(self.program, "lower") else theta[:k], self.args,
+        # the padding is for block programs; a loop over points (the CPU default) skips it
+        nlp = evaluate_in_batches(self.program, theta if is_block_program(self.program) else theta[:k], self.args,
                                   self.size)[:k]
         self.evaluations += k
         out = -nlp + theta_jac[:k, -1]

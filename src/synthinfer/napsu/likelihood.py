@@ -289,9 +289,7 @@ def gradients(network: MarkovNetwork, name: str, *, batched: bool | None = None,
     alone while the batched program takes seconds to compile (measurements in
     benchmarks/napsu/README.md).
     """
-    if batched is None:
-        batched = jax.default_backend() != "cpu"
-    if batched:
+    if _batches(batched):
         return _batched(network, name, "gradients", layout)
     vg = value_and_grad(network, name, layout)
 
@@ -315,9 +313,7 @@ def values(network: MarkovNetwork, name: str, layout: Layout | None = None, *,
     described at https://github.com/PyAutoLabs/PyAutoFit/issues/1528, where
     ``--xla_cpu_multi_thread_eigen=false`` avoided it.
     """
-    if batched is None:
-        batched = jax.default_backend() != "cpu"
-    if batched:
+    if _batches(batched):
         return _batched(network, name, "values", layout)
 
     def make():
@@ -331,6 +327,19 @@ def values(network: MarkovNetwork, name: str, layout: Layout | None = None, *,
     return loop
 
 
+def _batches(batched: bool | None) -> bool:
+    """Whether :func:`gradients` and :func:`values` build a block program: as asked, or by
+    default on accelerators only (their docstrings say why not on CPU)."""
+    return jax.default_backend() != "cpu" if batched is None else bool(batched)
+
+
+def is_block_program(program: Callable) -> bool:
+    """Whether ``program`` (from :func:`gradients` or :func:`values`) is a compiled block
+    program, which compiles once per block shape (so callers pad to whole blocks), rather than
+    a loop over points."""
+    return hasattr(program, "lower")
+
+
 def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size: int) -> np.ndarray:
     """``program`` (from :func:`gradients` or :func:`values`) at every row of ``points``, in
     at most ``size`` rows a call. The blocks are balanced (``ceil(k / size)`` of nearly equal
@@ -339,7 +348,7 @@ def evaluate_in_batches(program: Callable, points: np.ndarray, args: tuple, size
     points = np.asarray(points, dtype=np.float64)
     k = points.shape[0]
     size = -(-k // -(-k // size))  # ceil(k / number of blocks): pads fewer than that many rows
-    pad = hasattr(program, "lower")  # a jax.jit program compiles once per shape
+    pad = is_block_program(program)
     out = []
     for start in range(0, k, size):
         block = points[start:start + size]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -457,6 +459,36 @@ def test_objective_adds_the_cell_prior_over_every_cell_of_every_marginal(truth):
     log_joint = logits - np.log(np.exp(logits).sum())
     np.testing.assert_allclose(np.log(joint), log_joint, rtol=1e-10)
     assert with_prior == pytest.approx(plain - 1.5 * log_joint.sum(), rel=1e-10)
+
+
+def test_objective_with_the_interaction_prior_by_brute_force(truth):
+    """With interaction_sd = tau the objective is the likelihood's minus log N(lambda | 0, s^2)
+    (s = prior_sd on main effects, tau on interactions; lambda computed here by Möbius inversion
+    of the joint's log-probabilities, not by the library's matrix) minus alpha times the log
+    probabilities of each column's categories (summed out of the brute-force joint)."""
+    from scipy.stats import norm
+
+    net, theta, n, counts = truth
+    x = np.asarray(theta) + 0.3
+    vg = value_and_grad(net, "neg_log_posterior")
+    plain = float(vg(jnp.asarray(x), *posterior_args(counts, 3.0, n, 10.0))[0])
+    loglik = -plain - float(norm.logpdf(x, 0.0, 10.0).sum())
+    tau, alpha = 1.5, 0.7
+    value = float(vg(jnp.asarray(x), *posterior_args(counts, 3.0, n, 10.0, alpha, tau))[0])
+    joint = np.log(np.asarray(net.query_marginals(jnp.asarray(x))[0]))  # one 3-way marginal: the joint
+    lam, sd = [], []
+    for cell in zip(*np.unravel_index(net.queries.query_cell, joint.shape)):
+        support = [a for a, v in enumerate(cell) if v != 0]
+        total = 0.0
+        for r in range(len(support) + 1):
+            for sub in itertools.combinations(support, r):
+                point = tuple(cell[a] if a in sub else 0 for a in range(joint.ndim))
+                total += (-1) ** (len(support) - r) * (joint[point] - joint[0, 0, 0])
+        lam.append(total)
+        sd.append(10.0 if len(support) == 1 else tau)
+    one_way = sum(np.log(np.exp(joint).sum(axis=tuple(b for b in range(3) if b != a))).sum() for a in range(3))
+    expected = -(loglik + norm.logpdf(lam, 0.0, sd).sum() + alpha * one_way)
+    assert value == pytest.approx(expected, rel=1e-10)
 
 
 def test_plain_nuts_under_the_cell_prior_matches_an_importance_sampling_reference():

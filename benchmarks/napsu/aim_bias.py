@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--cell-prior", type=float, default=None, help="default: the library's")
     ap.add_argument("--prior-sd", type=float, default=None, help="default: the library's")
     ap.add_argument("--required-share", type=float, default=0.5)
+    ap.add_argument("--inference", default="laplace", help="NapsuMQ's inference backend")
+    ap.add_argument("--num-warmup", type=int, default=800, help="NUTS warmup per chain")
+    ap.add_argument("--num-samples", type=int, default=25, help="draws per chain")
     ap.add_argument("--out", default=str(HERE / "results" / "aim_bias.json"))
     a = ap.parse_args()
 
@@ -63,8 +66,9 @@ def main() -> None:
            "fits": []}
     for r in range(a.repeats):
         t, load = time.perf_counter(), os.getloadavg()
-        gen = NapsuMQ(analysis, epsilon=1.0, delta=n**-2.0, inference="laplace", select_extra="aim",
-                      required_share=a.required_share, seed=r, num_samples=25, n_chains=4, **prior).fit(data, domain)
+        gen = NapsuMQ(analysis, epsilon=1.0, delta=n**-2.0, inference=a.inference, select_extra="aim",
+                      required_share=a.required_share, seed=r, num_warmup=a.num_warmup, num_samples=a.num_samples,
+                      n_chains=4, **prior).fit(data, domain)
         with float64():
             mode = np.asarray(gen.network_.sample(gen.laplace_.mean, 10 * n, jax.random.key(r)))
         q_mode, _ = logit(decode(mode, fitted), domain)
@@ -72,11 +76,17 @@ def main() -> None:
         rec = {"d": int(gen.network_.dimension), "cell_prior": gen.cell_prior, "prior_sd": gen.prior_sd,
                "mode_bias_in_real_se": ((q_mode - real_q) / se).tolist(),
                "draws_bias_in_real_se": ((q_draws - real_q) / se).tolist(),
+               "inference": a.inference, "diagnostics": _diagnostics(gen),
                "seconds": time.perf_counter() - t, "loadavg_before": load}
         out["fits"].append(rec)
         print(r, "d", rec["d"], "mode", np.round(rec["mode_bias_in_real_se"], 2).tolist(),
               "draws", np.round(rec["draws_bias_in_real_se"], 2).tolist(), flush=True)
         Path(a.out).write_text(json.dumps(out, indent=1))
+
+
+def _diagnostics(gen) -> dict:
+    """The fit's JSON-ready scalar diagnostics (R-hat, ESS, step size, gradients, timings)."""
+    return {k: v for k, v in gen.diagnostics_.items() if isinstance(v, (int, float, str, bool))}
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ class PosteriorProblem:
     """The noisy measurements whose posterior a backend represents: counts of ``n`` rows with
     Gaussian noise of standard deviation ``sigma`` (the mechanism's sigma_DP, or a stand-in
     for the non-noise-aware ablation), under the N(0, prior_sd^2 I) prior of the network's
-    parameters times the cell prior of weight ``cell_prior`` (:mod:`synthinfer.napsu.likelihood`).
+    parameters (with ``interaction_sd``: of their main effects, and N(0, interaction_sd^2) on
+    their interactions) times the cell prior of weight ``cell_prior``
+    (:mod:`synthinfer.napsu.likelihood`).
 
     ``layout=None``: the counts are the canonical queries ``s~`` and ``sigma`` a scalar.
     Otherwise they are any measured cells of the marginals (AIM's rounds) in the order of
@@ -63,6 +65,13 @@ class PosteriorProblem:
     prior_sd: float
     layout: Layout | None = None
     cell_prior: float = 0.0
+    interaction_sd: float | None = None
+
+    @property
+    def plateaus(self) -> bool:
+        """Whether the prior is the paper's ``N(0, prior_sd^2 I)`` alone, whose plateaus at
+        near-empty cells NUTS's one-sided map and jumps are shaped for."""
+        return self.cell_prior == 0 and self.interaction_sd is None
 
     @property
     def canonical(self) -> tuple[np.ndarray, np.ndarray]:
@@ -153,8 +162,8 @@ def _laplace_fit(problem: PosteriorProblem, settings: InferenceSettings, rng: np
 
     return laplace_approximation(
         problem.network, problem.noisy_counts, problem.sigma, problem.n, prior_sd=problem.prior_sd,
-        cell_prior=problem.cell_prior, max_iter=settings.laplace_max_iter, max_restarts=settings.laplace_max_restarts, rng=rng,
-        layout=problem.layout,
+        cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd, max_iter=settings.laplace_max_iter,
+        max_restarts=settings.laplace_max_restarts, rng=rng, layout=problem.layout,
     )
 
 
@@ -173,7 +182,8 @@ class LaplaceBackend:
         lap = _laplace_fit(problem, settings, rng)
         info = lap.info()
         gap = laplace_gap(problem.network, problem.noisy_counts, problem.sigma, problem.n, lap,
-                          prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, layout=problem.layout)
+                          prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd,
+                          layout=problem.layout)
         info["max_log_density_gap"] = float(gap.max())
         info["axes_gap_over_1_nat"] = int((gap > 1.0).sum())
         if gap.max() > 1.0:
@@ -193,7 +203,7 @@ class LaplaceBackend:
 
 class NUTSBackend:
     """NUTS whitened by the Laplace fit (:func:`synthinfer.napsu.nuts.nuts_sample`); under the
-    paper's prior alone (``cell_prior=0``) with the one-sided map and plateau jumps of
+    paper's prior alone (``PosteriorProblem.plateaus``) with the one-sided map and plateau jumps of
     near-empty cells, which the cell prior makes unnecessary. Its program compiles on the
     other core while the Laplace fit runs. Warns when R-hat, ESS or divergences fail."""
 
@@ -207,7 +217,7 @@ class NUTSBackend:
 
         net = problem.network
         # plateau jumps, like the map, only under the N(0, prior_sd^2) prior alone
-        jump_moves = problem.cell_prior == 0 and bool(one_sided_cells(*problem.canonical).any())
+        jump_moves = problem.plateaus and bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                      max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")
@@ -217,10 +227,11 @@ class NUTSBackend:
         progress("NUTS")
         res = nuts_sample(
             net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
-            cell_prior=problem.cell_prior, layout=problem.layout, jump_moves=jump_moves,
+            cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd, layout=problem.layout,
+            jump_moves=jump_moves,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
             max_tree_depth=settings.max_tree_depth, progress=progress, rng=rng,
-            **map_options(net, problem.cell_prior),
+            **map_options(net, problem.plateaus),
         )
         draws_total = settings.n_chains * settings.num_samples
         nuts = {

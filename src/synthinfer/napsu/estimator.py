@@ -38,7 +38,7 @@ from synthinfer.errors import (
 )
 from synthinfer.generate.base import Generator
 from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backend_names, get_backend
-from synthinfer.napsu.likelihood import CELL_PRIOR, PRIOR_SD
+from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
@@ -98,13 +98,20 @@ class NapsuMQ(Generator):
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
         800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
-    prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10).
-    cell_prior : weight ``alpha`` of the cell prior, ``prod_q prod_c P_q(c)^alpha`` over the cells
-        of every measured marginal, which multiplies the normal prior (default 1: a uniform
-        Dirichlet on each marginal's cell probabilities; 0: the paper's prior alone). It removes
-        the plateaus that near-empty cells give the posterior under the normal prior alone, so
-        NUTS needs several times fewer gradients (docs/napsu-sampler.md;
-        :func:`synthinfer.napsu.likelihood.log_cell_prior`).
+    prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
+        ``interaction_sd``, of the main effects' normal prior.
+    cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the
+        normal prior: over the categories of each column with ``interaction_sd``, else over the
+        cells of every measured marginal (default 1: a uniform Dirichlet on each table's
+        probabilities; 0: no cell prior). It removes the plateaus that near-empty cells give
+        the posterior under the normal prior alone, so NUTS needs several times fewer
+        gradients (docs/napsu-sampler.md; :func:`synthinfer.napsu.likelihood.log_cell_prior`).
+    interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
+        interactions (reference-coded, order two or more) instead of on the canonical
+        parameters (:func:`synthinfer.napsu.likelihood.log_interaction_prior`). Cells measured
+        below their noise are then pulled towards the lower-order model rather than towards
+        the uniform table, which biases rare categories at AIM's scale
+        (docs/napsu-sampler.md). ``None``: the normal prior is on the canonical parameters.
     laplace_max_iter, laplace_max_restarts : L-BFGS settings (Supplement E).
     noise_aware : ``False`` runs inference as if the noise were ``sigma_DP = 0.005``
         (the "-NA" ablation of Fig. 3b). Only for studies.
@@ -158,6 +165,7 @@ class NapsuMQ(Generator):
         max_tree_depth: int = 12,
         prior_sd: float = PRIOR_SD,
         cell_prior: float = CELL_PRIOR,
+        interaction_sd: float | None = INTERACTION_SD,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
         noise_aware: bool = True,
@@ -179,6 +187,7 @@ class NapsuMQ(Generator):
         self.max_tree_depth = max_tree_depth
         self.prior_sd = prior_sd
         self.cell_prior = cell_prior
+        self.interaction_sd = interaction_sd
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
         self.noise_aware = noise_aware
@@ -206,6 +215,7 @@ class NapsuMQ(Generator):
             "max_tree_depth": self.max_tree_depth,
             "prior_sd": self.prior_sd,
             "cell_prior": self.cell_prior,
+            "interaction_sd": self.interaction_sd,
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
             "noise_aware": self.noise_aware,
@@ -247,6 +257,9 @@ class NapsuMQ(Generator):
             raise ParameterError(f"prior_sd must be a finite number > 0, got {self.prior_sd!r}")
         if not (_is_number(self.cell_prior) and math.isfinite(self.cell_prior) and self.cell_prior >= 0):
             raise ParameterError(f"cell_prior must be a finite number >= 0, got {self.cell_prior!r}")
+        if self.interaction_sd is not None and not (
+                _is_number(self.interaction_sd) and math.isfinite(self.interaction_sd) and self.interaction_sd > 0):
+            raise ParameterError(f"interaction_sd must be None or a finite number > 0, got {self.interaction_sd!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
             raise ParameterError(
                 f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
@@ -449,7 +462,8 @@ class NapsuMQ(Generator):
         else:
             sigma_inf = math.sqrt(max(self.sigma_dp_**2, INTEGER_ROUNDING_VARIANCE))
         problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd),
-                                   layout=self.layout_, cell_prior=float(self.cell_prior))
+                                   layout=self.layout_, cell_prior=float(self.cell_prior),
+                                   interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd))
         settings = InferenceSettings(
             n_chains=int(self.n_chains), num_warmup=int(self.num_warmup), num_samples=int(self.num_samples),
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
@@ -561,6 +575,15 @@ class NapsuMQ(Generator):
         }
 
     # ------------------------------------------------------------------------------------
+    def _prior_text(self) -> str:
+        """The prior in words, for :meth:`summary`."""
+        if self.interaction_sd is not None:
+            text = f"N(0, {self.prior_sd:g}^2) on main effects, N(0, {self.interaction_sd:g}^2) on interactions"
+            return text + (f" x Dirichlet({self.cell_prior:g}) on each column's categories" if self.cell_prior else "")
+        if self.cell_prior:
+            return f"N(0, {self.prior_sd:g}^2 I) x Dirichlet({self.cell_prior:g}) on each marginal's cells"
+        return f"N(0, {self.prior_sd:g}^2 I) (the paper's)"
+
     def summary(self) -> str:
         """A short text report of the fit: queries, privacy spend and inference diagnostics."""
         self._check_fitted()
@@ -574,9 +597,7 @@ class NapsuMQ(Generator):
                 f"AIM: {d['aim']['rounds']} rounds, {d['aim']['measurements']} measurements, sigma "
                 f"{min(d['aim']['sigma']):.4g}-{max(d['aim']['sigma']):.4g}"),
             f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)")
-            + f"; prior N(0, {self.prior_sd:g}^2 I)" + (
-                f" x cell prior (Dirichlet({self.cell_prior:g}) on each marginal's cells)" if self.cell_prior
-                else " (the paper's)"),
+            + "; prior " + self._prior_text(),
         ]
         if "laplace" in d:
             la = d["laplace"]

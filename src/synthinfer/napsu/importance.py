@@ -432,6 +432,7 @@ def importance_sample(
     layout: Layout | None = None,
     prior_sd: float = PRIOR_SD,
     cell_prior: float = 0.0,
+    interaction_sd: float | None = None,
     n_chains: int = 4,
     num_samples: int = 2000,
     num_proposals: int = DEFAULT_NUM_PROPOSALS,
@@ -468,7 +469,7 @@ def importance_sample(
                         else canonical_summary(network.queries, layout, s_tilde, sigma_dp))
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, mean, laplace.cov, prior_sd=prior_sd,
                          threshold=one_sided_threshold, dropped_jacobian=jd)
-    target = _TargetU(network, umap, posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior), layout)
+    target = _TargetU(network, umap, posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd), layout)
     proposal = build_proposal(target, umap, laplace, df=df, scale=scale, profile=profile)
 
     def draw(num: int) -> tuple[np.ndarray, np.ndarray]:
@@ -547,10 +548,11 @@ class ImportanceBackend:
         need = ESS_BULK_PER_CHAIN * settings.n_chains
         res = importance_sample(
             problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, layout=problem.layout,
-            prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, n_chains=settings.n_chains,
+            prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd,
+            n_chains=settings.n_chains,
             num_samples=settings.num_samples, num_proposals=self.num_proposals,
             min_ess=need, df=self.df, scale=self.scale, profile=self.profile, rng=rng,
-            **map_options(problem.network, problem.cell_prior),
+            **map_options(problem.network, problem.plateaus),
         )
         info = res.info() | {"ess_required": need, "validated": res.reliable}
         verdict = (f"Pareto k-hat {res.k_hat:.2f} {'<=' if res.reliable else '>'} {res.k_hat_threshold:.2f} "

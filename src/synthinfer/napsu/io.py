@@ -80,6 +80,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params = dict(meta["params"])
     params.setdefault("reference", "first")  # files written before the setting existed
     params.setdefault("cell_prior", 0.0)  # likewise: their posterior is under the normal prior alone
+    params.setdefault("interaction_sd", None)  # likewise: on the canonical parameters
     params.setdefault("required_share", None)  # likewise; it only matters to an AIM fit
     obj = cls(**params)
     obj.release_settings_ = params

@@ -69,6 +69,7 @@ def laplace_gap(
     *,
     prior_sd: float = PRIOR_SD,
     cell_prior: float = 0.0,
+    interaction_sd: float | None = None,
     radius: float = 2.0,
     layout: Layout | None = None,
 ) -> np.ndarray:
@@ -85,7 +86,7 @@ def laplace_gap(
     (:func:`synthinfer.napsu.likelihood.values`: no gradients).
     """
     program = values(network, "neg_log_posterior", layout)
-    args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior)
+    args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
     x = np.asarray(laplace.mean, dtype=np.float64)
     d = x.shape[0]
     steps = radius * np.asarray(laplace.chol, dtype=np.float64).T
@@ -106,6 +107,7 @@ def laplace_approximation(
     *,
     prior_sd: float = PRIOR_SD,
     cell_prior: float = 0.0,
+    interaction_sd: float | None = None,
     max_iter: int = 6000,
     tol: float = 1e-5,
     max_restarts: int = 5,
@@ -121,14 +123,14 @@ def laplace_approximation(
 
     ``s_tilde`` are the canonical queries' noisy counts, or any measured values in the order
     of ``layout`` (:mod:`synthinfer.napsu.structured`), with ``sigma_dp`` their noise standard
-    deviation (a scalar or one per value). ``prior_sd`` and ``cell_prior``: the prior
+    deviation (a scalar or one per value). ``prior_sd``, ``cell_prior`` and ``interaction_sd``: the prior
     (:mod:`synthinfer.napsu.likelihood`).
     """
     t0 = time.perf_counter()
     vg = value_and_grad(network, "neg_log_posterior", layout)
     grads = gradients(network, "neg_log_posterior", layout=layout)
     curvature = objective(network, "neg_log_posterior", layout)[1]
-    args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior)
+    args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
     d = network.dimension
     held: dict[str, np.ndarray] = {}
 

@@ -6,7 +6,13 @@ Model, with ``d`` canonical queries, ``n`` rows and Gaussian-mechanism noise ``s
     s~ | theta ~ N(n mu(theta), n Sigma(theta) + sigma_DP^2 I)        (normal approximation, eq. 6)
 
 ``P_q(c | theta)`` are the cell probabilities of each measured marginal ``q``: the cell prior
-(:func:`log_cell_prior`, weight ``alpha = cell_prior``; ``0`` is the paper's prior).
+(:func:`log_cell_prior`, weight ``alpha = cell_prior``; ``0`` is the paper's prior). With an
+interaction prior (``interaction_sd = tau``) the normal prior is instead on the log-linear
+interactions ``lambda = M theta`` (:func:`log_interaction_prior`), ``N(0, prior_sd^2)`` on the
+main effects and ``N(0, tau^2)`` on the rest, and the cell prior is on each column's 1-way
+table only::
+
+    M theta ~ N(0, diag(s^2)) * prod_i prod_v P_i(v | theta)^alpha
 
 ``mu`` and ``Sigma`` are the mean and covariance of the queries under MED_theta (eq. 7), from the
 network's ``mean_and_cov``. :func:`log_likelihood` is the dense form; the objectives evaluate
@@ -27,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scipy import sparse
+
 from synthinfer._jax import jax, jnp, quick_compiler_options
 from synthinfer.errors import ParameterError
 
@@ -42,6 +50,9 @@ PRIOR_SD = 10.0
 #: Default weight of the cell prior (:func:`log_cell_prior`): a uniform Dirichlet on each
 #: measured marginal's cells. The paper's prior is ``0``.
 CELL_PRIOR = 1.0
+#: Default standard deviation of the interaction prior (:func:`log_interaction_prior`);
+#: ``None``: the normal prior is on the canonical parameters, as in the paper.
+INTERACTION_SD: float | None = None
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -95,6 +106,33 @@ def log_cell_prior(log_tables: Sequence[jax.Array], weight: float | jax.Array) -
     return weight * sum(jnp.sum(t) for t in log_tables)
 
 
+def log_interaction_prior(lam: jax.Array, is_interaction: np.ndarray, prior_sd: float | jax.Array,
+                          interaction_sd: float | jax.Array) -> jax.Array:
+    """``sum_j log N(lambda_j | 0, s_j^2)``: ``s_j = interaction_sd`` for the interactions (order
+    two or more) and ``prior_sd`` for the main effects, ``lambda = M theta``
+    (:func:`synthinfer.napsu.queries.interaction_matrix`). As ``det M = 1`` it is also the density
+    of ``theta``, a normal with precision ``M^T diag(s^-2) M``.
+
+    Why: the paper's ``N(0, prior_sd^2)`` on each canonical parameter (a cell's log-odds against
+    the all-reference cell) and the cell prior both pull a cell measured below its noise towards
+    the *uniform* table, and a rare category, all of whose cells are such, towards the frequent
+    ones (docs/napsu-sampler.md). A normal prior on the interactions pulls such a cell towards
+    the lower-order model instead (its interaction towards 0: the count its categories' main
+    effects and lower-order interactions predict), which the data nearly always support, and
+    its tails are Gaussian of width ``interaction_sd`` rather than a plateau. This is the
+    shrinkage of Bayesian log-linear models towards independence (Bishop, Fienberg and
+    Holland, Discrete Multivariate Analysis, 1975, Chapter 12, pseudo-Bayes estimates)."""
+    d = lam.shape[0]
+    sd = jnp.where(jnp.asarray(is_interaction), interaction_sd, prior_sd)
+    return -0.5 * jnp.sum((lam / sd) ** 2) - jnp.sum(jnp.log(sd)) - 0.5 * d * _LOG_2PI
+
+
+def _lse_except(table: jax.Array, axis: int) -> jax.Array:
+    """Log of ``table``'s one-way margin on ``axis`` (a log-probability table)."""
+    others = tuple(a for a in range(table.ndim) if a != axis)
+    return jax.scipy.special.logsumexp(table, axis=others) if others else table
+
+
 def log_posterior(
     theta: jax.Array,
     s_tilde: jax.Array,
@@ -117,18 +155,21 @@ def pgm_loss(theta: jax.Array, s_tilde: jax.Array, n: jax.Array, mean: Mean) -> 
     return jnp.dot(r, r)
 
 
-def posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior: float = 0.0) -> tuple[np.ndarray, ...]:
-    """The data arguments ``(y, D, n, prior_sd, alpha)`` of the noise-aware objective, as float64
-    NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would compile a
-    conversion program first): the noisy values ``y`` (``s~``), their noise *variances* ``D``
-    (one per value: ``sigma_dp`` is the noise standard deviation, a scalar or one per value), ``n``,
-    the prior's standard deviation and the weight of the cell prior (:func:`log_cell_prior`)."""
+def posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior: float = 0.0,
+                   interaction_sd: float | None = None) -> tuple[np.ndarray, ...]:
+    """The data arguments ``(y, D, n, prior_sd, alpha, tau)`` of the noise-aware objective, as
+    float64 NumPy arrays (compiled programs take them as they are; ``jnp.asarray`` would compile
+    a conversion program first): the noisy values ``y`` (``s~``), their noise *variances* ``D``
+    (one per value: ``sigma_dp`` is the noise standard deviation, a scalar or one per value),
+    ``n``, the prior's standard deviation, the weight of the cell prior (:func:`log_cell_prior`)
+    and the interaction prior's standard deviation (:func:`log_interaction_prior`; ``0`` for
+    ``None``: the normal prior is on ``theta``). One compiled objective takes every prior."""
     y = np.asarray(s_tilde, dtype=np.float64)
     sd = np.asarray(sigma_dp, dtype=np.float64)
     if sd.shape not in ((), y.shape):
         raise ParameterError(f"sigma_dp must be a scalar or have one entry per value {y.shape}, got {sd.shape}")
     return (y, np.broadcast_to(sd**2, y.shape).copy(), np.asarray(float(n)), np.asarray(float(prior_sd)),
-            np.asarray(float(cell_prior)))
+            np.asarray(float(cell_prior)), np.asarray(0.0 if interaction_sd is None else float(interaction_sd)))
 
 
 def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
@@ -139,9 +180,9 @@ def pgm_args(s_tilde, n) -> tuple[np.ndarray, ...]:
 # --------------------------------------------------------------------------------------
 # Objectives of a network, made once and held in its program cache
 # --------------------------------------------------------------------------------------
-def _gauss_newton_posterior(theta, D_eff, n, prior_sd, *, mean_and_cov) -> np.ndarray:
+def _gauss_newton_posterior(theta, D_eff, n, prior_precision, *, mean_and_cov) -> np.ndarray:
     """Gauss-Newton (Fisher) curvature of the negative log posterior on the canonical queries:
-    ``J^T C^{-1} J + I / prior_sd^2`` with ``J = n Sigma`` (the Jacobian of ``n mu``) and
+    ``J^T C^{-1} J + P`` (``P``: the normal prior's precision) with ``J = n Sigma`` (the Jacobian of ``n mu``) and
     ``C = n Sigma + diag(D_eff)``, ``D_eff`` the queries' noise variances (for other
     measurements, their inverse-variance combination: :func:`synthinfer.napsu.structured.
     canonical_information`). Used only to precondition the optimiser; NumPy around the
@@ -156,7 +197,7 @@ def _gauss_newton_posterior(theta, D_eff, n, prior_sd, *, mean_and_cov) -> np.nd
     # cancel catastrophically where the noise dominates, as for AIM's sparse marginals)
     lc = np.linalg.cholesky(j + np.diag(D_eff))
     x = solve_triangular(lc, j, lower=True, check_finite=False)
-    return x.T @ x + np.eye(d) / float(prior_sd) ** 2
+    return x.T @ x + prior_precision
 
 
 def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
@@ -178,18 +219,50 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
     # entry would hold the network, whose program cache holds the function: never freed.
     # Eq. 6 by message passing (synthinfer.napsu.structured): the same value as
     # log_likelihood's dense form at a cost about linear in the clique tables' cells.
-    def loss(theta, y, D, n, prior_sd, cell_prior):
-        return -(log_prior(theta, prior_sd) + log_cell_prior(net.log_query_marginals(theta), cell_prior)
+    from synthinfer.napsu.queries import interaction_matrix
+
+    # the interactions lambda = M theta (a sparse matrix-vector product) and each column's
+    # 1-way table from the first measured marginal that holds it, for the interaction prior
+    M, order = interaction_matrix(net.queries)
+    M_rows, M_cols, M_vals = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr)), M.indices, M.data
+    is_interaction = order >= 2
+    first: dict[str, tuple[int, int]] = {}
+    for i, m in enumerate(net.queries.queryset.marginals):
+        for axis, c in enumerate(m.columns):
+            first.setdefault(c, (i, axis))
+    columns = tuple(first.values())
+
+    def interactions(theta):
+        return jax.ops.segment_sum(M_vals * theta[M_cols], M_rows, num_segments=M.shape[0], indices_are_sorted=True)
+
+    def log_prior_density(theta, prior_sd, cell_prior, interaction_sd):
+        tables = net.log_query_marginals(theta)
+        on = interaction_sd > 0
+        # both branches are evaluated: keep the unused one finite so its gradient is not NaN
+        tau = jnp.where(on, interaction_sd, 1.0)
+        normal = jnp.where(on, log_interaction_prior(interactions(theta), is_interaction, prior_sd, tau),
+                           log_prior(theta, prior_sd))
+        one_way = [_lse_except(tables[i], axis) for i, axis in columns]
+        cells = jnp.where(on, log_cell_prior(one_way, cell_prior), log_cell_prior(tables, cell_prior))
+        return normal + cells
+
+    def loss(theta, y, D, n, prior_sd, cell_prior, interaction_sd):
+        return -(log_prior_density(theta, prior_sd, cell_prior, interaction_sd)
                  + structured_log_likelihood(theta, y, D, n, tree_plan))
 
-    def curvature(theta, y, D, n, prior_sd, cell_prior):
+    def curvature(theta, y, D, n, prior_sd, cell_prior, interaction_sd):
         # the cell prior's curvature is left out: this only preconditions the optimiser, and at
         # near-empty cells, where the prior matters, it is about linear in theta
         D = np.asarray(D, dtype=np.float64)
         if not canonical:  # queries measured only through sub-marginals: weak, not zero, information
             precision = info @ (1.0 / D)
             D = 1.0 / np.maximum(precision, 1e-6 / D.max())
-        return _gauss_newton_posterior(theta, D, n, prior_sd, mean_and_cov=mean_and_cov)
+        if float(interaction_sd) > 0:
+            sd = np.where(is_interaction, float(interaction_sd), float(prior_sd))
+            prior_precision = (M.T @ sparse.diags_array(sd**-2.0) @ M).toarray()
+        else:
+            prior_precision = np.eye(M.shape[0]) / float(prior_sd) ** 2
+        return _gauss_newton_posterior(theta, D, n, prior_precision, mean_and_cov=mean_and_cov)
 
     return loss, curvature
 

@@ -263,6 +263,7 @@ def nuts_sample(
     layout: Layout | None = None,
     prior_sd: float = PRIOR_SD,
     cell_prior: float = 0.0,
+    interaction_sd: float | None = None,
     n_chains: int = 4,
     num_warmup: int = 800,
     num_samples: int = 2000,
@@ -291,8 +292,8 @@ def nuts_sample(
     empty-cell plateau (:mod:`synthinfer.napsu.jumps`; a barrier NUTS alone crosses a few
     times per chain), one log-density evaluation per such cell and iteration.
     The map and the jumps are shaped for the plateaus of the ``N(0, prior_sd^2)`` prior; with the
-    cell prior (``cell_prior > 0``, :func:`synthinfer.napsu.likelihood.log_cell_prior`), which has
-    none, plain whitened NUTS is faster (``one_sided_threshold=-inf, jump_moves=False``; measured
+    cell prior (``cell_prior > 0``, :func:`synthinfer.napsu.likelihood.log_cell_prior`) or the
+    interaction prior (``interaction_sd``), which have none, plain whitened NUTS is faster (``one_sided_threshold=-inf, jump_moves=False``; measured
     in docs/napsu-sampler.md), and either way the target is the posterior.
     Stan-style window adaptation then tunes the step size and a diagonal mass matrix during
     the ``num_warmup`` draws (a dense one was slower on Adult; see docs/).
@@ -333,7 +334,7 @@ def nuts_sample(
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     jump_moves = bool(jump_moves and umap.mask.any())
     jumps = plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
-    data = (posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior), umap.arrays(), jumps.arrays())
+    data = (posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd), umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
     t0 = time.perf_counter()

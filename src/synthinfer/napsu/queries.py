@@ -44,10 +44,12 @@ one it used, so this is a choice within the specification, not a change of model
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.marginals import Marginal, QuerySet
@@ -185,3 +187,59 @@ def most_frequent_reference(queryset: QuerySet, counts: np.ndarray) -> dict[str,
                 other = tuple(a for a in range(table.ndim) if a != axis)
                 out[name] = int(np.argmax(table.sum(axis=other)))
     return out
+
+
+
+def interaction_matrix(queries: CanonicalQueries) -> tuple[sparse.csr_array, np.ndarray]:
+    """``(M, order)``: the log-linear interactions ``lambda = M theta`` of the canonical
+    parameters, and each one's order.
+
+    In ``p(x) ∝ exp(theta · a(x))`` with the kept queries ``a`` (one per scope ``D`` and value
+    ``v`` with every component off the reference), ``log p(x) = const + sum_{D ⊆ supp(x)}
+    lambda_D(x_D)``: the reference-coded log-linear model (corner-point constraints; Agresti,
+    Categorical Data Analysis, 3rd ed., 2013, Chapter 9), whose ``lambda_D(v)`` is the main
+    effect (``|D| = 1``) or the ``|D|``-way interaction of the categories ``v``. By Möbius
+    inversion over the subsets of ``D``,
+
+        lambda_D(v) = sum_{D' ⊆ D} (-1)^{|D| - |D'|} f(v_{D'}),   f(x) = theta · a(x),
+
+    at the points ``v_{D'}`` equal to ``v`` on ``D'`` and to the reference elsewhere. Row ``j``
+    of ``M`` is query ``j``'s ``(D, v)``. ``M`` is unit lower-triangular in an order by scope
+    size (``theta_j`` fires at ``v_D``; every other query firing at some ``v_{D'}`` has a strict
+    sub-scope of ``D``), so ``det M = 1``; its main-effect rows are the identity's, as a cell
+    with one off-reference component fires only its own query.
+    """
+    domain = queries.domain
+    marginals = queries.queryset.marginals
+    cols = [np.array([domain.index(c) for c in m.columns]) for m in marginals]
+    shapes = [m.shape(domain) for m in marginals]
+    reference = np.array([queries.reference[c] for c in domain.names])
+    # each marginal's flat cell -> its kept query (-1: dropped)
+    owner = [np.full(math.prod(shape), -1, dtype=np.int64) for shape in shapes]
+    for j, (i, flat) in enumerate(zip(queries.query_marginal, queries.query_cell)):
+        owner[i][flat] = j
+    points, rows, signs = [], [], []
+    order = np.zeros(queries.dimension, dtype=np.int64)
+    for j, (i, flat) in enumerate(zip(queries.query_marginal, queries.query_cell)):
+        cell = np.unravel_index(int(flat), shapes[i])
+        support = [(c, int(v)) for c, v in zip(cols[i], cell) if v != reference[c]]
+        order[j] = len(support)
+        for r in range(len(support) + 1):
+            for sub in itertools.combinations(support, r):
+                x = reference.copy()
+                for c, v in sub:
+                    x[c] = v
+                points.append(x)
+                rows.append(j)
+                signs.append((-1.0) ** (len(support) - r))
+    X, rows, signs = np.array(points), np.array(rows), np.array(signs)
+    entries = []
+    for c, shape, own in zip(cols, shapes, owner):
+        hit = own[np.ravel_multi_index(tuple(X[:, c].T), shape)]
+        fires = hit >= 0
+        entries.append((signs[fires], rows[fires], hit[fires]))
+    vals, r, q = (np.concatenate(e) for e in zip(*entries))
+    d = queries.dimension
+    M = sparse.csr_array(sparse.coo_array((vals, (r, q)), shape=(d, d)))  # duplicates summed
+    M.eliminate_zeros()
+    return M, order

@@ -165,13 +165,14 @@ def to_theta(u: jax.Array, arrays: tuple[jax.Array, ...]) -> tuple[jax.Array, ja
     return theta, jnp.sum(jnp.where(mask, _log_t_prime(phi, kappa), 0.0))
 
 
-def map_options(network, cell_prior: float) -> dict:
+def map_options(network, plateaus: bool) -> dict:
     """Keyword arguments of :func:`synthinfer.napsu.nuts.nuts_sample` and
     :func:`synthinfer.napsu.importance.importance_sample` for the one-sided map: the map (with
-    the rotation onto the dropped cells' emptying directions) under the ``N(0, prior_sd^2)``
-    prior alone, whose plateaus it is shaped for; none under the cell prior, which has no
-    plateaus (docs/napsu-sampler.md, "The cell prior")."""
-    if cell_prior == 0:
+    the rotation onto the dropped cells' emptying directions) when the prior has the plateaus
+    it is shaped for (``PosteriorProblem.plateaus``: the ``N(0, prior_sd^2)`` prior alone);
+    none under the cell or interaction priors, which have none (docs/napsu-sampler.md, "The
+    cell prior")."""
+    if plateaus:
         return {"dropped_cell_jacobian": network.dropped_cell_log_prob_jacobian}
     return {"one_sided_threshold": -np.inf}
 

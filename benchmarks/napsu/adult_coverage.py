@@ -125,6 +125,8 @@ def main() -> None:
                     help="comma-separated subset of " + ",".join(str(e) for e in EPSILONS))
     ap.add_argument("--cell-prior", type=float, default=None,
                     help="NapsuMQ's cell_prior (default: the library's; 0: the paper's prior alone)")
+    ap.add_argument("--interaction-sd", type=float, default=None,
+                    help="NapsuMQ's interaction_sd (default: the library's; 0: None, the normal prior on theta)")
     ap.add_argument("--required-share", type=float, default=None,
                     help="with --marginals aim: NapsuMQ's required_share (default: the library's)")
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
@@ -152,6 +154,8 @@ def main() -> None:
     records = [x for x in records if x["repeat"] < a.start]
     t_start = time.time()
     prior = {} if a.cell_prior is None else {"cell_prior": a.cell_prior}
+    if a.interaction_sd is not None:
+        prior["interaction_sd"] = a.interaction_sd or None
     if a.required_share is not None:
         prior["required_share"] = a.required_share
     for r in range(a.start, a.start + a.repeats):
@@ -196,6 +200,7 @@ def main() -> None:
                              "levels": LEVELS.tolist(), "coefficients": NAMES, "num_warmup": a.num_warmup,
                              "num_samples": a.num_samples, "n_chains": 4, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,
                              "cell_prior": gen.cell_prior,
+                             "interaction_sd": gen.interaction_sd,
                              "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
                              "repeats_requested": a.repeats},
                 "real": {"estimate": real_q.tolist(), "variance": real_v.tolist()},

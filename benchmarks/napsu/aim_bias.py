@@ -11,7 +11,8 @@ the data only through that 4-way table), so what remains is the prior's and the
 approximation's.
 
     PYTHONPATH=src python benchmarks/napsu/aim_bias.py [--repeats 3] [--cell-prior 1.0] [--prior-sd 10] \\
-        [--required-share 0.5] [--out benchmarks/napsu/results/aim_bias.json]
+        [--interaction-sd 2] [--required-share 0.5] [--inference laplace] [--num-warmup 800] \\
+        [--num-samples 25] [--out benchmarks/napsu/results/aim_bias.json]
 
 About 2 minutes per repeat on 2 cores.
 """
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--datasets", type=int, default=20)
     ap.add_argument("--cell-prior", type=float, default=None, help="default: the library's")
     ap.add_argument("--prior-sd", type=float, default=None, help="default: the library's")
+    ap.add_argument("--interaction-sd", type=float, default=None, help="default: the library's; 0: None")
     ap.add_argument("--required-share", type=float, default=0.5)
     ap.add_argument("--inference", default="laplace", help="NapsuMQ's inference backend")
     ap.add_argument("--num-warmup", type=int, default=800, help="NUTS warmup per chain")
@@ -61,6 +63,8 @@ def main() -> None:
     real_q, real_v = logit(data, domain)
     se = np.sqrt(real_v)
     prior = {k: v for k, v in (("cell_prior", a.cell_prior), ("prior_sd", a.prior_sd)) if v is not None}
+    if a.interaction_sd is not None:
+        prior["interaction_sd"] = a.interaction_sd or None
     out = {"command": " ".join(["python", "benchmarks/napsu/aim_bias.py", *sys.argv[1:]]),
            "n": n, "epsilon": 1.0, "coefficients": names, "real": {"estimate": real_q.tolist(), "se": se.tolist()},
            "fits": []}
@@ -74,6 +78,7 @@ def main() -> None:
         q_mode, _ = logit(decode(mode, fitted), domain)
         q_draws = np.nanmean([logit(f, domain)[0] for f in gen.generate(a.datasets, seed=1)], axis=0)
         rec = {"d": int(gen.network_.dimension), "cell_prior": gen.cell_prior, "prior_sd": gen.prior_sd,
+               "interaction_sd": gen.interaction_sd,
                "mode_bias_in_real_se": ((q_mode - real_q) / se).tolist(),
                "draws_bias_in_real_se": ((q_draws - real_q) / se).tolist(),
                "inference": a.inference, "diagnostics": _diagnostics(gen),

@@ -578,11 +578,13 @@ class NapsuMQ(Generator):
     def _prior_text(self) -> str:
         """The prior in words, for :meth:`summary`."""
         if self.interaction_sd is not None:
-            text = f"N(0, {self.prior_sd:g}^2) on main effects, N(0, {self.interaction_sd:g}^2) on interactions"
-            return text + (f" x Dirichlet({self.cell_prior:g}) on each column's categories" if self.cell_prior else "")
+            normal, table = (f"N(0, {self.prior_sd:g}^2) on main effects and N(0, {self.interaction_sd:g}^2) "
+                             "on interactions", "each column's categories")
+        else:
+            normal, table = f"N(0, {self.prior_sd:g}^2 I)", "each marginal's cells"
         if self.cell_prior:
-            return f"N(0, {self.prior_sd:g}^2 I) x Dirichlet({self.cell_prior:g}) on each marginal's cells"
-        return f"N(0, {self.prior_sd:g}^2 I) (the paper's)"
+            return f"{normal} x cell prior (Dirichlet({self.cell_prior:g}) on {table})"
+        return normal + ("" if self.interaction_sd is not None else " (the paper's)")
 
     def summary(self) -> str:
         """A short text report of the fit: queries, privacy spend and inference diagnostics."""

@@ -94,6 +94,25 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert '"seed"' not in meta
 
 
+def test_the_interaction_prior_is_fitted_described_and_saved(toy, tmp_path):
+    """interaction_sd reaches the posterior (the fit's MAP is the interaction prior's on its noisy
+    counts, not the default prior's), the summary names it, and save/load keeps it."""
+    from synthinfer import float64
+    from synthinfer.napsu.laplace import laplace_approximation
+
+    g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=1e-6, inference="laplace", num_samples=20, interaction_sd=0.5,
+                seed=0).fit(toy.data, toy.domain)
+    with float64():
+        maps = [laplace_approximation(g.network_, g.noisy_counts_, g.sigma_dp_, g.n_, cell_prior=1.0, interaction_sd=tau,
+                                      rng=np.random.default_rng(0)).mean for tau in (0.5, None)]
+    np.testing.assert_allclose(g.laplace_.mean, maps[0], atol=1e-4)
+    assert np.abs(maps[0] - maps[1]).max() > 1e-2
+    assert "N(0, 10^2) on main effects and N(0, 0.5^2) on interactions" in g.summary()
+    assert "Dirichlet(1) on each column's categories" in g.summary()
+    g.save(tmp_path / "g.npz")
+    assert NapsuMQ.load(tmp_path / "g.npz").interaction_sd == 0.5
+
+
 def test_files_from_before_reference_categories_load_with_first_categories(toy, tmp_path):
     # Files of the format without a "reference" entry (meta or params): their canonical
     # queries are relative to each column's first category.
@@ -281,6 +300,8 @@ def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
     for kwargs, name in ((dict(prior_sd=0), "prior_sd"), (dict(prior_sd=-1.0), "prior_sd"),
                          (dict(cell_prior=-0.5), "cell_prior"), (dict(cell_prior=float("nan")), "cell_prior"),
                          (dict(cell_prior="1"), "cell_prior"),
+                         (dict(interaction_sd=0), "interaction_sd"), (dict(interaction_sd=float("inf")), "interaction_sd"),
+                         (dict(interaction_sd="2"), "interaction_sd"),
                          (dict(laplace_max_iter=0), "laplace_max_iter"), (dict(max_tree_depth=0), "max_tree_depth"),
                          (dict(laplace_max_restarts=-1), "laplace_max_restarts"), (dict(n_chains=True), "n_chains")):
         with pytest.raises(SynthinferError, match=name):

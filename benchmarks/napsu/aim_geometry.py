@@ -13,7 +13,7 @@ coordinates' axes from the mode (a Gaussian would give -t^2/2). Process CPU and 
 the load average with each stage.
 
     PYTHONPATH=src python benchmarks/napsu/aim_geometry.py [--epsilon 1.0] [--seed 0] [--warmup 200] \
-        [--derived] [--required-share F] [--out ...]
+        [--derived] [--required-share F] [--interaction-sd TAU] [--out ...]
 
 Output: ``results/aim_geometry.json``. Tens of minutes on 2 cores (the warmup dominates).
 """
@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--derived", action="store_true", help="education-num derived from education (as aim_fit.py --derived)")
     ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
+    ap.add_argument("--interaction-sd", type=float, default=None, help="NapsuMQ's interaction_sd (default: the library's; 0: None)")
     ap.add_argument("--out", default=str(HERE / "results" / "aim_geometry.json"))
     a = ap.parse_args()
 
@@ -68,6 +69,8 @@ def main() -> None:
     out: dict = {"command": " ".join(["python", "benchmarks/napsu/aim_geometry.py", *sys.argv[1:]]),
                  "n": n, "epsilon": a.epsilon, "delta": n**-2.0, "nproc": os.cpu_count()}
     share = {} if a.required_share is None else {"required_share": a.required_share}
+    if a.interaction_sd is not None:
+        share["interaction_sd"] = a.interaction_sd or None
     gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=a.epsilon, delta=n**-2.0, inference="laplace", select_extra="aim",
                   seed=a.seed, num_samples=25, **share)
     domain = adult_domain(derived=True) if a.derived else ds.domain
@@ -75,6 +78,7 @@ def main() -> None:
     net, lap = gen.network_, gen.laplace_
     d = int(net.dimension)
     out["d"] = d
+    out["prior"] = {"prior_sd": gen.prior_sd, "cell_prior": gen.cell_prior, "interaction_sd": gen.interaction_sd}
     sigma = np.concatenate([np.full(m.values.size, np.sqrt(max(m.variance, 1 / 12))) for m in gen.measurements_])
     s_can, sd_can = canonical_summary(net.queries, gen.layout_, gen.noisy_counts_, sigma)
     desc = gen.queries_.describe()
@@ -83,7 +87,7 @@ def main() -> None:
         Path(a.out).write_text(json.dumps(out, indent=1, default=float))
 
     with float64():
-        args = posterior_args(gen.noisy_counts_, sigma, n, gen.prior_sd, gen.cell_prior)
+        args = posterior_args(gen.noisy_counts_, sigma, n, gen.prior_sd, gen.cell_prior, gen.interaction_sd)
         loss = objective(net, "neg_log_posterior", gen.layout_)[0]
         L, mean = jnp.asarray(lap.chol), jnp.asarray(lap.mean)
 

@@ -549,8 +549,7 @@ class ImportanceBackend:
         res = importance_sample(
             problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, layout=problem.layout,
             prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd,
-            n_chains=settings.n_chains,
-            num_samples=settings.num_samples, num_proposals=self.num_proposals,
+            n_chains=settings.n_chains, num_samples=settings.num_samples, num_proposals=self.num_proposals,
             min_ess=need, df=self.df, scale=self.scale, profile=self.profile, rng=rng,
             **map_options(problem.network, problem.plateaus),
         )

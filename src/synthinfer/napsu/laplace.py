@@ -123,8 +123,8 @@ def laplace_approximation(
 
     ``s_tilde`` are the canonical queries' noisy counts, or any measured values in the order
     of ``layout`` (:mod:`synthinfer.napsu.structured`), with ``sigma_dp`` their noise standard
-    deviation (a scalar or one per value). ``prior_sd``, ``cell_prior`` and ``interaction_sd``: the prior
-    (:mod:`synthinfer.napsu.likelihood`).
+    deviation (a scalar or one per value). ``prior_sd``, ``cell_prior`` and ``interaction_sd``:
+    the prior (:mod:`synthinfer.napsu.likelihood`).
     """
     t0 = time.perf_counter()
     vg = value_and_grad(network, "neg_log_posterior", layout)

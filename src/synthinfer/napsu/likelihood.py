@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-
 from scipy import sparse
 
 from synthinfer._jax import jax, jnp, quick_compiler_options

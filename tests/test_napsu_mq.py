@@ -292,7 +292,8 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     # under the default cell prior NUTS runs plain: no one-sided map, no plateau jumps
     assert gen.cell_prior == 1.0 and nuts["one_sided_parameters"] == nuts["plateau_jump_parameters"] == 0
     assert f"NUTS: max R-hat {nuts['rhat_max']:.4f}" in gen.summary()
-    assert "x cell prior (Dirichlet(1) on each marginal's cells)" in gen.summary()
+    assert ("N(0, 10^2) on main effects and N(0, 1^2) on interactions x cell prior (Dirichlet(1) on each column's "
+            "categories)") in gen.summary()
 
 
 def test_bad_settings_and_empty_models_fail_before_any_spend(toy):

@@ -24,14 +24,16 @@ and epsilon wins) and rewrites the summary:
     PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --combine a.json,b.json \
         --out benchmarks/napsu/results/adult_coverage.json
 
-The prior is the library's default (the cell prior, ``NapsuMQ(cell_prior=1)``) unless
-``--cell-prior`` says otherwise; the earlier studies (``adult_coverage.json``, ``_laplace``,
-``_vetted``) ran under the paper's prior alone, which ``--cell-prior 0`` reproduces:
+The prior is the library's default (the interaction prior, ``NapsuMQ(interaction_sd=1)``)
+unless ``--interaction-sd`` or ``--cell-prior`` say otherwise; the earlier studies
+(``adult_coverage.json``, ``_laplace``, ``_vetted``) ran under the paper's prior alone, which
+``--cell-prior 0 --interaction-sd 0`` reproduces, and ``_cell_prior{,_laplace}`` under the
+cell prior on every marginal's cells (``--interaction-sd 0``):
 
-    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --cell-prior 0 --repeats 8 --start 32 \
-        --epsilons 1.0 --merge benchmarks/napsu/results/adult_coverage_vetted.json \
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --cell-prior 0 --interaction-sd 0 --repeats 8 \
+        --start 32 --epsilons 1.0 --merge benchmarks/napsu/results/adult_coverage_vetted.json \
         --out benchmarks/napsu/results/adult_coverage_vetted.json
-    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --inference laplace --epsilons 1.0 \
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --inference laplace --interaction-sd 0 --epsilons 1.0 \
         --out benchmarks/napsu/results/adult_coverage_cell_prior_laplace.json
 
 Each record carries the git commit that produced it (``code``), and the coverage of the first

@@ -108,10 +108,11 @@ class NapsuMQ(Generator):
         gradients (docs/napsu-sampler.md; :func:`synthinfer.napsu.likelihood.log_cell_prior`).
     interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
         interactions (reference-coded, order two or more) instead of on the canonical
-        parameters (:func:`synthinfer.napsu.likelihood.log_interaction_prior`). Cells measured
-        below their noise are then pulled towards the lower-order model rather than towards
-        the uniform table, which biases rare categories at AIM's scale
-        (docs/napsu-sampler.md). ``None``: the normal prior is on the canonical parameters.
+        parameters (default 1, :data:`synthinfer.napsu.likelihood.INTERACTION_SD`;
+        :func:`synthinfer.napsu.likelihood.log_interaction_prior`). Cells measured below their
+        noise are then pulled towards the lower-order model rather than towards the uniform
+        table, which biased rare categories at AIM's scale (docs/napsu-sampler.md). ``None``:
+        the normal prior is on the canonical parameters (with ``cell_prior=0``, the paper's).
     laplace_max_iter, laplace_max_restarts : L-BFGS settings (Supplement E).
     noise_aware : ``False`` runs inference as if the noise were ``sigma_DP = 0.005``
         (the "-NA" ablation of Fig. 3b). Only for studies.

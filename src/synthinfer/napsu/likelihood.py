@@ -47,11 +47,13 @@ Mean = Callable[[jax.Array], jax.Array]
 #: Prior standard deviation of every theta component (NAPSU-MQ Section 4 / Supplement E).
 PRIOR_SD = 10.0
 #: Default weight of the cell prior (:func:`log_cell_prior`): a uniform Dirichlet on each
-#: measured marginal's cells. The paper's prior is ``0``.
+#: column's categories (on each measured marginal's cells without the interaction prior).
+#: The paper's prior is ``0``.
 CELL_PRIOR = 1.0
-#: Default standard deviation of the interaction prior (:func:`log_interaction_prior`);
-#: ``None``: the normal prior is on the canonical parameters, as in the paper.
-INTERACTION_SD: float | None = None
+#: Default standard deviation of the interaction prior (:func:`log_interaction_prior`):
+#: valid and calibrated Laplace intervals at AIM's scale (docs/napsu-sampler.md), where 2 gave
+#: intervals three times as wide. ``None``: the normal prior is on the canonical parameters.
+INTERACTION_SD: float | None = 1.0
 _LOG_2PI = math.log(2.0 * math.pi)
 
 

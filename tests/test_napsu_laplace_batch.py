@@ -84,7 +84,7 @@ def test_gap_equals_the_one_point_computation(problem):
     steps = 2.0 * lap.chol.T
     want = np.maximum(np.abs(np.array([f(theta + e) for e in steps]) - f(theta) - 2.0),
                       np.abs(np.array([f(theta - e) for e in steps]) - f(theta) - 2.0))
-    s_tilde, variances, n, prior_sd, cell_prior = args  # posterior_args: one noise variance per value
+    s_tilde, variances, n, prior_sd, cell_prior, _ = args  # posterior_args: one noise variance per value
     got = laplace_gap(net, s_tilde, float(np.sqrt(variances[0])), int(n), lap, prior_sd=float(prior_sd),
                       cell_prior=float(cell_prior))
     assert got.shape == (d,)

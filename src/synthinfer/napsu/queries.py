@@ -189,7 +189,6 @@ def most_frequent_reference(queryset: QuerySet, counts: np.ndarray) -> dict[str,
     return out
 
 
-
 def interaction_matrix(queries: CanonicalQueries) -> tuple[sparse.csr_array, np.ndarray]:
     """``(M, order)``: the log-linear interactions ``lambda = M theta`` of the canonical
     parameters, and each one's order.

@@ -15,6 +15,7 @@ from synthinfer.errors import (
     ConvergenceWarning,
     NotFittedError,
     OutOfDomainError,
+    ParameterError,
     PrivacyError,
     SynthinferError,
     UnknownColumnError,
@@ -275,6 +276,50 @@ def test_laplace_gap_flags_one_sided_posteriors(toy):
     with pytest.warns(ConvergenceWarning, match="far from Gaussian"):
         fit = NapsuMQ([("x1", "x2", "y")], epsilon=0.05, delta=1e-6, inference="laplace", seed=0).fit(empty, dom)
     assert fit.diagnostics_["laplace"]["max_log_density_gap"] > 1.0
+
+
+def test_auto_inference_chooses_by_size_and_prior(toy, fitted):
+    """The default ``inference="auto"``: NUTS up to the size limit or under another prior than
+    the interaction prior, Laplace above it; the choice and its reason are reported, and the
+    Laplace axis check is recorded without a warning."""
+    from synthinfer.napsu.backends import (
+        AUTO_NUTS_MAX_DIMENSION,
+        AutoBackend,
+        PosteriorProblem,
+        register_backend,
+    )
+    from synthinfer.napsu.backends import _REGISTRY
+
+    assert NapsuMQ(["x1"]).inference == "auto"
+    d = fitted.network_.dimension
+    assert d <= AUTO_NUTS_MAX_DIMENSION
+
+    def problem(interaction_sd):
+        return PosteriorProblem(fitted.network_, fitted.noisy_counts_, 1.0, N, 10.0, interaction_sd=interaction_sd)
+
+    assert AutoBackend().choose(problem(1.0))[0] == "nuts"
+    assert AutoBackend(max_nuts_dimension=d - 1).choose(problem(1.0))[0] == "laplace"
+    sampler, reason = AutoBackend(max_nuts_dimension=d - 1).choose(problem(None))
+    assert sampler == "nuts" and "only under the interaction prior" in reason
+    for bad in (-1, 2.5, True, "200"):
+        with pytest.raises(ParameterError, match="max_nuts_dimension"):
+            AutoBackend(max_nuts_dimension=bad)
+
+    # end to end above the limit, on a one-sided posterior: Laplace, no warning, gap reported
+    register_backend(AutoBackend(name="auto-test", max_nuts_dimension=0))
+    try:
+        df, dom = toy
+        empty = df[~((df.x1 == 1) & (df.x2 == 1) & (df.y == 0))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            gen = NapsuMQ([("x1", "x2", "y")], epsilon=0.05, delta=1e-6, inference="auto-test", seed=0).fit(empty, dom)
+    finally:
+        _REGISTRY.pop("auto-test")
+    auto, la = gen.diagnostics_["auto"], gen.diagnostics_["laplace"]
+    assert auto["sampler"] == "laplace" and gen.posterior_.attrs["inference"] == "laplace"
+    assert la["max_log_density_gap"] > 1.0
+    assert f"sampler chosen: laplace: d = {gen.network_.dimension} > 0" in gen.summary()
+    assert f"far from Gaussian along {la['axes_gap_over_1_nat']} axes" in gen.summary()
 
 
 def test_nuts_fit_reports_progress_and_diagnostics(toy):

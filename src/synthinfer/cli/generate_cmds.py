@@ -81,7 +81,7 @@ def generate_cmd(
     marginals: list[str] = typer.Option(
         None, "--marginals",
         help='napsu: a marginal to measure, columns comma separated (e.g. "age,income"); repeat the option.'),
-    inference: str = typer.Option(None, "--inference", help="napsu: nuts (default), laplace, importance, or mle (non-noise-aware baseline)."),
+    inference: str = typer.Option(None, "--inference", help="napsu: auto (default: NUTS for small models, Laplace above 200 parameters), nuts, laplace, importance, or mle (non-noise-aware baseline)."),
     select: str = typer.Option(
         None, "--select", metavar="mst|aim|N",
         help="napsu: choose more marginals privately: mst (MST's 2-way marginals spanning all columns), aim "

@@ -8,6 +8,9 @@ plus one :func:`register_backend` call (below, for the built-in ones).
 
 Built in:
 
+* ``"auto"`` (NapsuMQ's default): NUTS for models of at most
+  :data:`AUTO_NUTS_MAX_DIMENSION` parameters, the Laplace approximation above that under the
+  interaction prior (:class:`AutoBackend`);
 * ``"laplace"``: Gaussian at the MAP (Supplement E), with a check of how far the posterior is
   from Gaussian along the approximation's axes (:func:`synthinfer.napsu.laplace.laplace_gap`);
 * ``"nuts"``: NUTS preconditioned by the Laplace fit (Section 5.2), with the one-sided map and
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from synthinfer.napsu.structured import Layout
 
 __all__ = [
-    "BackendResult", "InferenceBackend", "InferenceSettings", "PosteriorProblem", "backend_names", "get_backend",
+    "AUTO_NUTS_MAX_DIMENSION", "AutoBackend", "BackendResult", "InferenceBackend", "InferenceSettings", "PosteriorProblem", "backend_names", "get_backend",
     "register_backend",
 ]
 
@@ -169,11 +172,15 @@ def _laplace_fit(problem: PosteriorProblem, settings: InferenceSettings, rng: np
 
 class LaplaceBackend:
     """Gaussian approximation at the MAP; ``n_chains * num_samples`` draws from it. Warns
-    (:class:`ConvergenceWarning`) when the posterior is far from Gaussian along an axis."""
+    (:class:`ConvergenceWarning`, unless ``gap_warning=False``) when the posterior is far from
+    Gaussian along an axis; the diagnostics record the gap either way."""
 
     name = "laplace"
     noise_aware = True
     takes_measurements = True
+
+    def __init__(self, *, gap_warning: bool = True):
+        self.gap_warning = gap_warning
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.laplace import laplace_gap
@@ -186,7 +193,7 @@ class LaplaceBackend:
                           layout=problem.layout)
         info["max_log_density_gap"] = float(gap.max())
         info["axes_gap_over_1_nat"] = int((gap > 1.0).sum())
-        if gap.max() > 1.0:
+        if self.gap_warning and gap.max() > 1.0:
             warnings.warn(
                 f"the posterior is far from Gaussian along {int((gap > 1.0).sum())} of {gap.size} "
                 f"directions (log-density gap up to {gap.max():.3g} nats at 2 sd; typical of "
@@ -278,7 +285,68 @@ class MLEBackend:
                              {"mle": info}, {"mle": seconds})
 
 
+#: The largest model (canonical queries ``d``) that ``inference="auto"`` samples with NUTS.
+#: Measured on Adult at epsilon 1 (docs/napsu-sampler.md, "Which sampler by default"): the
+#: paper's 10 marginals (d = 125-130) take NUTS 15-16 gradients per iteration, minutes for
+#: Supplement E's 4 x (800 + 2,000); AIM's models (d = 430-830) take it 80-105 gradients per
+#: iteration at 3-10 ms each, hours for the same draws.
+AUTO_NUTS_MAX_DIMENSION = 200
+
+
+class AutoBackend:
+    """``inference="auto"`` (NapsuMQ's default): NUTS where it finishes in minutes, the Laplace
+    approximation where it would take hours and the Laplace draws' intervals were measured valid.
+
+    The rule, fixed in advance so that a fit does not depend on the machine's speed:
+
+    * ``d <= max_nuts_dimension`` (default :data:`AUTO_NUTS_MAX_DIMENSION`): NUTS, the exact
+      posterior with R-hat, ESS and divergence checks;
+    * larger models under the interaction prior (``interaction_sd`` set, the default): Laplace.
+      Its axis check (:func:`synthinfer.napsu.laplace.laplace_gap`) is recorded and reported in
+      the summary but does not warn: at this size some hidden cells are always one-sided, and
+      what was measured is what the analyst needs, the intervals (coverage studies on the full
+      Adult table with AIM, and Laplace against NUTS on the same noisy counts,
+      docs/napsu-sampler.md);
+    * larger models under another prior: NUTS, however long it takes, because Laplace's
+      intervals under the cell prior were measured off-centre at that scale.
+
+    The choice and its reason are in ``diagnostics["auto"]`` and the fit's summary.
+    """
+
+    name = "auto"
+    noise_aware = True
+    takes_measurements = True
+
+    def __init__(self, *, name: str = "auto", max_nuts_dimension: int = AUTO_NUTS_MAX_DIMENSION):
+        if isinstance(max_nuts_dimension, bool) or not isinstance(max_nuts_dimension, (int, np.integer)) \
+                or max_nuts_dimension < 0:
+            raise ParameterError(f"max_nuts_dimension must be a non-negative integer, got {max_nuts_dimension!r}")
+        self.name = name
+        self.max_nuts_dimension = int(max_nuts_dimension)
+        self._nuts, self._laplace = NUTSBackend(), LaplaceBackend(gap_warning=False)
+
+    def choose(self, problem: PosteriorProblem) -> tuple[str, str]:
+        """``(sampler, reason)`` for ``problem``: ``"nuts"`` or ``"laplace"``."""
+        d = problem.network.dimension
+        if d <= self.max_nuts_dimension:
+            return "nuts", f"d = {d} <= {self.max_nuts_dimension}: NUTS samples the exact posterior in minutes"
+        if problem.interaction_sd is None:
+            return "nuts", (f"d = {d} > {self.max_nuts_dimension}, but the Laplace approximation was validated "
+                            "only under the interaction prior (interaction_sd); NUTS at this size can take hours")
+        return "laplace", (f"d = {d} > {self.max_nuts_dimension}: NUTS would take hours; under the interaction "
+                           "prior the Laplace draws' intervals were measured calibrated at this scale "
+                           "(docs/napsu-sampler.md)")
+
+    def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
+        sampler, reason = self.choose(problem)
+        backend = self._nuts if sampler == "nuts" else self._laplace
+        res = backend.run(problem, settings, rng=rng, progress=progress, spare_core=spare_core)
+        res.diagnostics["auto"] = {"sampler": sampler, "reason": reason, "max_nuts_dimension": self.max_nuts_dimension}
+        return res
+
+
 register_backend(LaplaceBackend())
 register_backend(NUTSBackend())
 register_backend(MLEBackend())
 register_backend(ImportanceBackend())
+register_backend(AutoBackend())

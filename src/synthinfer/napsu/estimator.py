@@ -72,9 +72,13 @@ class NapsuMQ(Generator):
     epsilon, delta : the total privacy budget of this fit (selection + measurement); ``delta``
         defaults to ``1 / n^2`` for the ``n`` rows fitted (:func:`synthinfer.privacy.default_delta`;
         the value used is ``delta_``).
-    inference : the inference backend (:mod:`synthinfer.napsu.backends`): ``"nuts"``
-        (default; NUTS preconditioned by the Laplace fit), ``"laplace"`` (Gaussian at the
-        MAP), ``"importance"`` (Pareto-smoothed importance sampling from a Laplace-based
+    inference : the inference backend (:mod:`synthinfer.napsu.backends`): ``"auto"``
+        (default: NUTS for models of at most
+        :data:`~synthinfer.napsu.backends.AUTO_NUTS_MAX_DIMENSION` canonical queries, the
+        Laplace approximation for larger ones under the interaction prior, where NUTS would take
+        hours and Laplace's intervals were measured valid; the summary says which and why),
+        ``"nuts"`` (NUTS preconditioned by the Laplace fit, whatever the size), ``"laplace"``
+        (Gaussian at the MAP), ``"importance"`` (Pareto-smoothed importance sampling from a Laplace-based
         proposal, handed to NUTS when PSIS refuses it), ``"mle"`` (the non-noise-aware PGM
         point estimate of Supplement D; a baseline for comparisons, not for valid inference),
         or any registered backend's name.
@@ -153,7 +157,7 @@ class NapsuMQ(Generator):
         marginals: Sequence[Sequence[str] | str | Marginal],
         epsilon: float = 1.0,
         delta: float | None = None,
-        inference: str = "nuts",
+        inference: str = "auto",
         *,
         select_extra: int | Literal["mst", "aim"] = 0,
         mst_budget_fraction: float = 0.1,
@@ -602,10 +606,15 @@ class NapsuMQ(Generator):
             f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)")
             + "; prior " + self._prior_text(),
         ]
+        if "auto" in d:
+            lines.append(f"  sampler chosen: {d['auto']['sampler']}: {d['auto']['reason']}")
         if "laplace" in d:
             la = d["laplace"]
+            gap = ("" if "axes_gap_over_1_nat" not in la else
+                   f"; far from Gaussian along {la['axes_gap_over_1_nat']} axes (gap up to "
+                   f"{la['max_log_density_gap']:.3g} nats at 2 sd)")
             lines.append(f"  Laplace: converged={la['converged']}, restarts={la['restarts']}, "
-                         f"{la['gradient_evaluations']} gradient evaluations, {la['seconds']:.2f} s")
+                         f"{la['gradient_evaluations']} gradient evaluations, {la['seconds']:.2f} s{gap}")
         if "importance" in d:
             im = d["importance"]
             lines.append(f"  importance sampling: Pareto k-hat {im['k_hat']:.2f} (threshold {im['k_hat_threshold']:.2f}), "

@@ -39,7 +39,7 @@ def hold_release(
     marginals: Sequence[Sequence[str]],
     epsilon: float,
     delta: float,
-    inference: str = "laplace",
+    inference: str = "auto",
     m: int = 20,
     midpoints: bool | Sequence[str] = False,
     seed: int | None = None,
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("demo-output"))
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--m", type=int, default=20, help="number of synthetic datasets")
-    parser.add_argument("--inference", choices=["nuts", "laplace"], default="laplace",
-                        help="laplace (default, fast) or nuts (minutes; the reference method)")
+    parser.add_argument("--inference", choices=["auto", "nuts", "laplace"], default="auto",
+                        help="auto (default: the library's choice, NUTS for this model), nuts, or laplace (fast)")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 

@@ -103,3 +103,18 @@ class DebiasingError(SynthinferError, ValueError):
 
 class ParetoKWarning(SynthinferWarning):
     """The Pareto-k diagnostic of importance weights exceeds 0.7 (unreliable estimates)."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
+    first frame outside synthinfer: the user's line, however many of the library's frames
+    (backends delegating to backends, precision wrappers) lie between. Python 3.12's
+    ``warnings.warn(skip_file_prefixes=...)`` does this; synthinfer targets 3.11."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -97,7 +97,7 @@ def generate_cmd(
     required_share: float = typer.Option(
         None, "--required-share",
         help="napsu, --select aim: share of the budget spent measuring --marginals before AIM's rounds "
-             "(default 0: AIM's own, which measures them at its coarsest noise)."),
+             "(default 0.5; 0: AIM as published, which measures them at its coarsest noise)."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
     num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),

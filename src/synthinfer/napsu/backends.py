@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from synthinfer.errors import ConvergenceWarning, ParameterError
+from synthinfer.errors import ConvergenceWarning, ParameterError, user_stacklevel
 from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.importance import ImportanceBackend
@@ -200,7 +200,7 @@ class LaplaceBackend:
                 "near-empty marginal cells): Laplace draws may misrepresent it, use "
                 "inference='nuts' for inference you rely on",
                 ConvergenceWarning,
-                stacklevel=5,  # warn <- run <- _infer <- fit <- float64 wrapper <- the user
+                stacklevel=user_stacklevel(),
             )
         draws = lap.sample(settings.n_chains * settings.num_samples, rng)
         draws = draws.reshape(settings.n_chains, settings.num_samples, -1)
@@ -257,10 +257,10 @@ class NUTSBackend:
                                       attrs={"inference": self.name})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=6))
+            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=user_stacklevel() + 1))
         if nuts["divergences"]:
             warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup",
-                          ConvergenceWarning, stacklevel=5)
+                          ConvergenceWarning, stacklevel=user_stacklevel())
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},
                              {"laplace": lap.seconds, "nuts": res.seconds}, laplace=lap)
 

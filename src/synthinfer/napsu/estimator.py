@@ -96,8 +96,8 @@ class NapsuMQ(Generator):
         cost grows with it.
     required_share : with ``select_extra="aim"``, the share of the budget (in zCDP's rho) spent
         measuring ``marginals`` (those of two or more columns), all at one noise level, before
-        AIM's rounds share the rest (default :data:`synthinfer.napsu.aim.DEFAULT_REQUIRED_SHARE`;
-        ``0``: AIM as published, which measures them with the 1-way marginals at its
+        AIM's rounds share the rest (default :data:`synthinfer.napsu.aim.DEFAULT_REQUIRED_SHARE`,
+        0.5; ``0``: AIM as published, which measures them with the 1-way marginals at its
         coarsest noise level).
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
         800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws

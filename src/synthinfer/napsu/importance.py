@@ -67,7 +67,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from synthinfer._jax import jax, jnp, quick_compiler_options, uses_float64
-from synthinfer.errors import ConvergenceWarning, ParameterError
+from synthinfer.errors import ConvergenceWarning, ParameterError, user_stacklevel
 from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, is_block_program, posterior_args, values
 from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, map_options, one_sided_map, to_theta
 from synthinfer.napsu.structured import canonical_summary
@@ -562,7 +562,7 @@ class ImportanceBackend:
                 warnings.warn(f"importance sampling: the smallest ESS of a parameter's mean is {res.ess_min:.0f} < "
                               f"{need:.0f} with {res.num_proposals} proposal draws; estimates carry more Monte Carlo "
                               "error than NUTS's policy allows (a larger num_proposals lowers it)",
-                              ConvergenceWarning, stacklevel=5)
+                              ConvergenceWarning, stacklevel=user_stacklevel())
             posterior = to_inference_data(res.draws, attrs={"inference": self.name})
             return BackendResult(posterior, {"laplace": lap.info(), "importance": info},
                                  {"laplace": lap.seconds, "importance": res.seconds}, laplace=lap)
@@ -571,7 +571,7 @@ class ImportanceBackend:
             warnings.warn(f"importance sampling refused: {verdict} (PSIS ESS {res.ess:.0f}): the proposal misses "
                           "part of the posterior, typically where near-empty cells empty together; falling back to "
                           "NUTS, which takes far longer (inference='nuts' goes there directly)",
-                          ConvergenceWarning, stacklevel=5)
+                          ConvergenceWarning, stacklevel=user_stacklevel())
             progress("NUTS (importance sampling refused)")
             nuts = get_backend("nuts").run(problem, settings, rng=rng, progress=progress, spare_core=spare_core)
             timings = dict(nuts.timings)
@@ -582,7 +582,7 @@ class ImportanceBackend:
         info |= {"sampler": "importance", "reason": f"PSIS refused the proposal ({verdict}); draws NOT validated"}
         warnings.warn(f"importance sampling: {verdict} (PSIS ESS {res.ess:.0f}): the proposal misses part of the "
                       "posterior and the draws are NOT validated; use inference='nuts' for inference you rely on",
-                      ConvergenceWarning, stacklevel=5)
+                      ConvergenceWarning, stacklevel=user_stacklevel())
         posterior = to_inference_data(res.draws, attrs={"inference": self.name})
         return BackendResult(posterior, {"laplace": lap.info(), "importance": info},
                              {"laplace": lap.seconds, "importance": res.seconds}, laplace=lap)

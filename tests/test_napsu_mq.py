@@ -359,6 +359,28 @@ def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
     assert led.spent == (0.0, 0.0)
 
 
+def test_a_model_too_large_for_the_samplers_memory_fails_before_any_spend(toy, monkeypatch):
+    """The dense backends hold DENSE_MATRIX_COPIES d x d float64 matrices: the largest d is
+    sqrt(share * memory / (8 * copies)); a model over it (the marginals' own size, AIM's cap,
+    MST's bound) is refused before any budget is spent, naming the size; MLE has no such limit."""
+    from synthinfer import _system
+    from synthinfer.napsu.backends import DENSE_MATRIX_COPIES, DENSE_MEMORY_SHARE, max_dense_dimension
+
+    mem = int(100**2 * 8 * DENSE_MATRIX_COPIES / DENSE_MEMORY_SHARE)
+    assert max_dense_dimension(mem) == 100 and max_dense_dimension(mem - 1) == 99
+    monkeypatch.setattr(_system, "total_memory_bytes", lambda: int(4**2 * 8 * DENSE_MATRIX_COPIES / DENSE_MEMORY_SHARE))
+    led = PrivacyLedger((5.0, 1e-5))
+    d = NapsuMQ([("x1", "x2", "y")], inference="mle").fit(toy.data, toy.domain).queries_.dimension
+    assert d > 4
+    for kwargs, what in ((dict(), rf"up to {d} parameters \(the marginals' own count\)"),
+                         (dict(select_extra="aim", max_model_cells=50), r"up to 50 parameters \(AIM's max_model_cells=50\)"),
+                         (dict(select_extra=1), "MST's 1 extra")):
+        for inference in ("auto", "laplace", "nuts", "importance"):
+            with pytest.raises(ParameterError, match=f"{what}.*fits d <= 4"):
+                NapsuMQ([("x1", "x2", "y")], inference=inference, **kwargs).fit(toy.data, toy.domain, ledger=led)
+    assert led.spent == (0.0, 0.0)
+
+
 def test_contained_marginals_are_not_measured_and_unmeasured_columns_warn(toy):
     from synthinfer.errors import SynthinferWarning
 

@@ -13,3 +13,11 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # platforms without affinity masks (macOS, Windows)
         return os.cpu_count() or 1
+
+
+def total_memory_bytes() -> int | None:
+    """Physical memory of the machine in bytes (``sysconf``), or None where it cannot be read."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # platforms without these sysconf names
+        return None

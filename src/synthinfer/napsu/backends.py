@@ -22,6 +22,7 @@ Built in:
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
     from synthinfer.napsu.structured import Layout
 
 __all__ = [
-    "AUTO_NUTS_MAX_DIMENSION", "AutoBackend", "BackendResult", "InferenceBackend", "InferenceSettings", "PosteriorProblem", "backend_names", "get_backend",
+    "AUTO_NUTS_MAX_DIMENSION", "AutoBackend", "BackendResult", "InferenceBackend", "InferenceSettings",
+    "PosteriorProblem", "backend_names", "check_model_size", "get_backend", "max_dense_dimension",
     "register_backend",
 ]
 
@@ -113,7 +115,9 @@ class BackendResult:
 class InferenceBackend(Protocol):
     """What :class:`~synthinfer.napsu.NapsuMQ` needs of an inference backend. A backend may
     also set ``takes_measurements = True`` when it accepts problems with a ``layout`` (AIM's
-    measurements); without it, NapsuMQ refuses such a fit before spending any budget."""
+    measurements); without it, NapsuMQ refuses such a fit before spending any budget. One
+    that holds no dense ``d x d`` matrix sets ``dense = False``, which lifts
+    :func:`check_model_size`'s memory limit."""
 
     #: the ``inference=`` value that selects it
     name: str
@@ -155,6 +159,42 @@ def get_backend(name: Any) -> InferenceBackend:
         choices = ", ".join(repr(k) for k in _REGISTRY)
         raise ParameterError(f"inference must be one of {choices}; got {name!r}")
     return _REGISTRY[name]
+
+
+#: Dense ``d x d`` float64 matrices the Laplace fit and the samplers built on it hold at once
+#: (the Hessian, its Cholesky factor and inverse, the covariance and its factor, the map's
+#: linear part, a precision for the regression of the one-sided cells, and one spare).
+DENSE_MATRIX_COPIES = 8
+#: The share of the machine's memory those matrices may take.
+DENSE_MEMORY_SHARE = 0.5
+
+
+def max_dense_dimension(memory_bytes: int | None = None) -> int | None:
+    """The largest ``d`` whose :data:`DENSE_MATRIX_COPIES` float64 ``d x d`` matrices fit in
+    :data:`DENSE_MEMORY_SHARE` of ``memory_bytes`` (default: this machine's); None when the
+    machine's memory is unknown."""
+    from synthinfer._system import total_memory_bytes
+
+    memory = total_memory_bytes() if memory_bytes is None else memory_bytes
+    if memory is None:
+        return None
+    return int(math.isqrt(int(DENSE_MEMORY_SHARE * memory) // (8 * DENSE_MATRIX_COPIES)))
+
+
+def check_model_size(inference: str, d_bound: int, what: str, *, memory_bytes: int | None = None) -> None:
+    """:class:`ParameterError` before any budget is spent when a model of up to ``d_bound``
+    parameters (``what`` says where the bound comes from) is too large for backend
+    ``inference``: every built-in backend but ``"mle"`` holds dense ``d x d`` matrices."""
+    backend = get_backend(inference)
+    if not getattr(backend, "dense", True):
+        return
+    limit = max_dense_dimension(memory_bytes)
+    if limit is not None and d_bound > limit:
+        need = DENSE_MATRIX_COPIES * 8 * d_bound**2 / 2**30
+        raise ParameterError(
+            f"the model may have up to {d_bound:,} parameters ({what}); inference={inference!r} holds "
+            f"{DENSE_MATRIX_COPIES} dense d x d matrices ({need:,.0f} GiB at that size), and this machine's "
+            f"memory fits d <= {limit:,}: use fewer or smaller marginals (or a lower max_model_cells)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -270,6 +310,7 @@ class MLEBackend:
 
     name = "mle"
     noise_aware = False
+    dense = False  # L-BFGS on the PGM objective: no d x d matrix
     takes_measurements = True  # through each canonical cell's combined measurements
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:

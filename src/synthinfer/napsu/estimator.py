@@ -37,7 +37,13 @@ from synthinfer.errors import (
     UnknownColumnError,
 )
 from synthinfer.generate.base import Generator
-from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, backend_names, get_backend
+from synthinfer.napsu.backends import (
+    InferenceSettings,
+    PosteriorProblem,
+    backend_names,
+    check_model_size,
+    get_backend,
+)
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE
 from synthinfer.napsu.network import network_for
@@ -322,8 +328,10 @@ class NapsuMQ(Generator):
         fixed = _drop_contained(_model_marginals(self.marginals, full_domain))
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         reference = self._user_reference(full_domain)  # validated before any budget is spent
-        if not self.select_extra and CanonicalQueries(domain, fixed, reference={}).dimension == 0:
+        d_fixed = CanonicalQueries(domain, fixed, reference={}).dimension
+        if not self.select_extra and d_fixed == 0:
             raise ParameterError("the marginals measure nothing: every column in them has a single category")
+        check_model_size(self.inference, *self._model_size_bound(domain, fixed, d_fixed))
         ledger = self._ledger_for(budget, data, ledger)
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
         charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
@@ -456,6 +464,24 @@ class NapsuMQ(Generator):
         self.privacy_ = self._privacy_record()
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
+
+    def _model_size_bound(self, domain: Domain, fixed: Sequence[Marginal], d_fixed: int) -> tuple[int, str]:
+        """An upper bound on the model's parameter count known before any budget is spent, and
+        where it comes from: the marginals' own count without selection; AIM's cap on the
+        model's cells (each parameter is a cell of a clique); MST's ``K`` pairs, each adding at
+        most the cells of the two largest columns."""
+        if self.select_extra == "aim":
+            from synthinfer.napsu.aim import DEFAULT_MAX_MODEL_CELLS
+
+            cap = self.max_model_cells or DEFAULT_MAX_MODEL_CELLS
+            return max(d_fixed, int(cap)), f"AIM's max_model_cells={int(cap):,}"
+        if self.select_extra:
+            from synthinfer.napsu.selection import n_spanning_edges
+
+            k = n_spanning_edges(domain, fixed) if self.select_extra == "mst" else int(self.select_extra)
+            sizes = sorted(domain.shape, reverse=True) + [1, 1]
+            return d_fixed + k * sizes[0] * sizes[1], f"the marginals and MST's {k} extra 2-way marginals"
+        return d_fixed, "the marginals' own count"
 
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
         backend = get_backend(self.inference)

@@ -17,7 +17,9 @@ epsilon = 1, delta = n^-2, seed 0) for models of growing size:
   (half to noisy 1-way marginals, half split over the ``K`` choices), so its MST part is
   ``adult15+mst``'s.
 
-Per model, each in a new process (clean memory and compile caches):
+Per model, each method in a new process (clean memory and compile caches); the first of them
+selects and measures (OpenDP's noise is unseeded) and saves the measurement, which the model's
+other processes load, so every method sees the same marginals and noisy counts:
 
 * ``structured``: the library's program, ``likelihood.value_and_grad(net, "neg_log_posterior")``
   (eq. 6 by message passing on the junction tree, :mod:`synthinfer.napsu.structured`);
@@ -44,12 +46,17 @@ Writes ``results/scale_gradient.json`` after each model (records of models not r
 are kept) and ``results/scale_gradient.png``: per-call process CPU time against d (log-log),
 each point labelled with its largest clique's cells, with the 10 ms target and mbi's time per
 iteration and per estimate; the structured time against the plan's flop estimate; compile
-times against d.
+times against d. Each record names the JAX device it ran on (``jax_device``: platform and kind,
+as ``jax.devices()[0]`` gives them, also in the file's ``machine``). Where that is an accelerator
+(JAX finds a GPU and uses it), the plot shows wall times instead of process CPU, and ``--out``
+keeps such results apart from the CPU ones (``results/scale_gradient_gpu.json`` below; the PNG
+goes beside the JSON).
 
     python benchmarks/napsu/scale_gradient.py                  # the whole ladder (long)
     python benchmarks/napsu/scale_gradient.py --models adult10 adult12+mst --repeats 5
     python benchmarks/napsu/scale_gradient.py --describe       # model sizes only, no timing
     python benchmarks/napsu/scale_gradient.py --plot-only      # redraw the PNG from the JSON
+    python benchmarks/napsu/scale_gradient.py --out benchmarks/napsu/results/scale_gradient_gpu.json  # on a GPU
 """
 
 from __future__ import annotations
@@ -147,16 +154,16 @@ def select_capped_pairs(codes, domain, measured, *, k: int, cap: int, budget, le
     return chosen[len(measured):]
 
 
-def build_model(name: str, clique_cap: int) -> dict:
+def build_model(name: str, clique_cap: int, measured: Path | None = None) -> dict:
     """Selection and measurement as ``NapsuMQ.fit`` does them (the noise is OpenDP's, unseeded), and
-    the network: ``{"network", "noisy", "noisy_all", "queryset", "sigma", "n", "marginals", ...}``."""
+    the network: ``{"network", "noisy", "noisy_all", "queryset", "sigma", "n", "marginals", ...}``.
+    With ``measured``: the selection and noisy counts saved there, or (no such file yet) new ones,
+    then saved there."""
     from synthinfer.data import Marginal, QuerySet, encode
     from synthinfer.datasets import load_adult
     from synthinfer.datasets.loaders import ADULT_PAPER_COLUMNS, ADULT_PAPER_MARGINALS
     from synthinfer.napsu.network import network_for
     from synthinfer.napsu.queries import most_frequent_reference
-    from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
-    from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_gaussian_mechanism
 
     n_cols, mst, extra, cap = parse_model(name, clique_cap)
     full = load_adult(categorical=True)
@@ -165,9 +172,39 @@ def build_model(name: str, clique_cap: int) -> dict:
     domain = full.domain.project(cols)
     codes = encode(full.data[cols], domain)
     n = int(codes.shape[0])
+    fixed = [Marginal(m) for m in ADULT_PAPER_MARGINALS]
+    if measured is not None and measured.exists():
+        saved = json.loads(measured.read_text())
+        selected = [Marginal(tuple(c)) for c in saved["selected"]]
+        marginals = tuple(fixed) + tuple(selected)
+        queryset = QuerySet(domain, marginals)
+        noisy_all, sigma = np.asarray(saved["noisy_all"], dtype=np.int64), saved["sigma"]
+        selection_s, spent = saved["selection_s"], saved["spent"]
+    else:
+        selected, queryset, noisy_all, sigma, selection_s, spent = _measure(codes, domain, n, fixed, mst, extra, cap)
+        marginals = queryset.marginals
+        if measured is not None:
+            measured.write_text(json.dumps({"selected": [list(m.columns) for m in selected],
+                                            "noisy_all": np.asarray(noisy_all).tolist(), "sigma": float(sigma),
+                                            "selection_s": selection_s, "spent": spent}))
+    t0 = time.perf_counter()
+    network = network_for(domain, marginals, most_frequent_reference(queryset, noisy_all))
+    network_s = time.perf_counter() - t0
+    return {"network": network, "noisy": noisy_all[network.queries.kept], "noisy_all": noisy_all,
+            "queryset": queryset, "sigma": float(sigma), "n": n, "marginals": marginals, "selected": selected,
+            "clique_cap": cap if extra else None, "selection_s": selection_s, "network_s": network_s,
+            "spent": spent}
+
+
+def _measure(codes, domain, n: int, fixed: list, mst: bool, extra: int, cap: int) -> tuple:
+    """MST (and the capped pairs) and the noisy marginal counts: ``(selected, queryset, noisy_all,
+    sigma, selection seconds, [epsilon, delta] spent)``."""
+    from synthinfer.data import QuerySet
+    from synthinfer.napsu.selection import n_spanning_edges, select_mst_marginals
+    from synthinfer.privacy import PrivacyBudget, PrivacyLedger, discrete_gaussian_mechanism
+
     budget = PrivacyBudget(EPSILON, n ** -2.0)
     ledger = PrivacyLedger(budget)
-    fixed = [Marginal(m) for m in ADULT_PAPER_MARGINALS]
     selected: list = []
     meas_budget = budget
     t0 = time.perf_counter()
@@ -185,13 +222,8 @@ def build_model(name: str, clique_cap: int) -> dict:
     noisy_all, sigma = discrete_gaussian_mechanism(queryset.count(codes), sensitivity=queryset.l2_sensitivity,
                                                    epsilon=meas_budget.epsilon, delta=meas_budget.delta,
                                                    ledger=ledger, name="napsu-mq: marginal queries")
-    t0 = time.perf_counter()
-    network = network_for(domain, marginals, most_frequent_reference(queryset, noisy_all))
-    network_s = time.perf_counter() - t0
-    return {"network": network, "noisy": noisy_all[network.queries.kept], "noisy_all": noisy_all,
-            "queryset": queryset, "sigma": float(sigma), "n": n, "marginals": marginals, "selected": selected,
-            "clique_cap": cap if extra else None, "selection_s": selection_s, "network_s": network_s,
-            "spent": [sum(c.epsilon for c in ledger.charges), sum(c.delta for c in ledger.charges)]}
+    return (selected, queryset, noisy_all, sigma, selection_s,
+            [sum(c.epsilon for c in ledger.charges), sum(c.delta for c in ledger.charges)])
 
 
 def describe(model: dict) -> dict:
@@ -276,7 +308,7 @@ def gradient_worker(model: dict, method: str, repeats: int, dump: Path) -> dict:
         else:
             mean_and_cov = net.mean_and_cov
 
-            def loss(theta, s_tilde, variances, n, prior_sd, cell_prior):  # posterior_args (cell_prior 0 here)
+            def loss(theta, s_tilde, variances, n, prior_sd, cell_prior, interaction_sd):  # posterior_args (both 0)
                 return -(log_prior(theta, prior_sd)
                          + log_likelihood(theta, s_tilde, jnp.sqrt(variances), n, mean_and_cov))
 
@@ -362,9 +394,13 @@ def _version(package: str) -> str | None:
 
 
 def worker(name: str, method: str, a: argparse.Namespace) -> dict:
-    model = build_model(name, a.clique_cap)
+    from synthinfer._jax import jax
+
+    model = build_model(name, a.clique_cap, a.measured)
     d = int(model["network"].dimension)
-    rec: dict = {"model": name, "method": method, "d": d, "loadavg_start": os.getloadavg()}
+    device = jax.devices()[0]
+    rec: dict = {"model": name, "method": method, "d": d, "jax_device": f"{device.platform}: {device.device_kind}",
+                 "loadavg_start": os.getloadavg()}
     if method == "dense" and d > a.dense_max_d:
         rec["skipped"] = f"d = {d} > --dense-max-d {a.dense_max_d}"
     elif method == "structured" or method == "dense":
@@ -392,6 +428,13 @@ def plot(doc: dict, path: Path) -> None:
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     models = list(doc["models"])
+    device = doc["machine"].get("jax_device", "cpu")
+    # process CPU time per core on a CPU; on an accelerator the host's CPU time says little: wall
+    clock, clock_words = ("cpu", "process CPU") if device.startswith("cpu") else ("wall", "wall")
+
+    def key_(k: str) -> str:
+        return k.replace("cpu", clock)
+
     fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(18, 5.8))
     # (method, time key, scale to ms, label, colour, marker, line style)
     series = [("structured", "call_cpu_min_ms", 1.0, "structured eq. 6: value + gradient", "C0", "o", "-"),
@@ -400,6 +443,7 @@ def plot(doc: dict, path: Path) -> None:
               ("mbi-float32", "per_iter_cpu_ms", 1.0, "mbi MirrorDescent: one iteration (float32)", "C2", "v", ":"),
               ("mbi-float64", "warm_cpu_s", 1e3, "mbi MirrorDescent: whole estimate, warm (float64)", "C8", "^", "--")]
     for method, key, scale, label, colour, marker, ls in series:
+        key = key_(key)
         pts = sorted((m["d"], m["methods"][method][key] * scale, m["largest_clique_cells"]) for m in models
                      if key in m["methods"].get(method, {}))
         if not pts:
@@ -414,26 +458,28 @@ def plot(doc: dict, path: Path) -> None:
                                               ("dense", "dense eq. 6", "C3", "s", "-"),
                                               ("mbi-float64", "mbi MirrorDescent (float64)", "C2", "^", "-"),
                                               ("mbi-float32", "mbi MirrorDescent (float32)", "C2", "v", ":")):
-        pts = sorted((m["d"], m["methods"][method]["compile_cpu_s"]) for m in models
-                     if "compile_cpu_s" in m["methods"].get(method, {}))
+        pts = sorted((m["d"], m["methods"][method][key_("compile_cpu_s")]) for m in models
+                     if key_("compile_cpu_s") in m["methods"].get(method, {}))
         if pts:
             bx.plot(*zip(*pts), marker=marker, color=colour, label=label, ls=ls)
-    pts = sorted((m["d"], m["methods"]["laplace"]["fit_cpu_s"]) for m in models
-                 if "fit_cpu_s" in m["methods"].get("laplace", {}))
+    pts = sorted((m["d"], m["methods"]["laplace"][key_("fit_cpu_s")]) for m in models
+                 if key_("fit_cpu_s") in m["methods"].get("laplace", {}))
     if pts:
         bx.plot(*zip(*pts), marker="D", color="C1", label="Laplace fit with compile (structured)")
         bx.axhline(30.0, color="C1", ls="--", lw=1)
-    pts = sorted((m["plan_flops"], m["methods"]["structured"]["call_cpu_min_ms"], m["d"]) for m in models
-                 if "call_cpu_min_ms" in m["methods"].get("structured", {}) and "plan_flops" in m)
+    pts = sorted((m["plan_flops"], m["methods"]["structured"][key_("call_cpu_min_ms")], m["d"]) for m in models
+                 if key_("call_cpu_min_ms") in m["methods"].get("structured", {}) and "plan_flops" in m)
     if pts:
         cx.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color="C0", label="structured eq. 6")
         for x, y, d in pts:
             cx.annotate(f"d={d}", (x, y), textcoords="offset points", xytext=(4, -11), fontsize=7, color="C0")
     ax.axhline(TARGET_MS, color="grey", ls="--", lw=1)
     ax.text(0.01, TARGET_MS * 1.08, "10 ms target", color="grey", fontsize=8, transform=ax.get_yaxis_transform())
-    for a_, title, ylabel in ((ax, "per call: minimum process CPU (one core); labels: largest clique's cells", "ms"),
+    per_call = "process CPU (one core)" if clock == "cpu" else "wall"
+    for a_, title, ylabel in ((ax, f"per call: minimum {per_call}; labels: largest clique's cells", "ms"),
                               (cx, "structured per call vs the plan's flop estimate", "ms"),
-                              (bx, "compile (first call minus a warm one) and Laplace fit: process CPU; 30 s target", "s")):
+                              (bx, f"compile (first call minus a warm one) and Laplace fit: {clock_words}; 30 s target",
+                               "s")):
         a_.set_xscale("log")
         a_.set_yscale("log")
         if a_ is not cx and a_.lines:
@@ -448,7 +494,8 @@ def plot(doc: dict, path: Path) -> None:
         a_.grid(True, which="both", alpha=0.3)
     load = [x for m in models for x in (m["loadavg_before"][0], m["loadavg_after"][0])]
     fig.suptitle(f"Full Adult table, epsilon 1: noise-aware log-posterior gradient vs mbi "
-                 f"({doc['machine']['nproc']} cores, 1-min load average {min(load):.1f}-{max(load):.1f})", fontsize=11)
+                 f"({device}, {doc['machine']['nproc']} cores, 1-min load average {min(load):.1f}-{max(load):.1f})",
+                 fontsize=11)
     fig.subplots_adjust(wspace=0.25)
     fig.savefig(path, dpi=110, bbox_inches="tight")
 
@@ -477,6 +524,7 @@ def main() -> None:
     ap.add_argument("--describe", action="store_true", help="print the models' sizes; time nothing")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
+    ap.add_argument("--measured", type=Path, help=argparse.SUPPRESS)  # a worker's shared measurement
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     for name in a.models:
@@ -507,9 +555,12 @@ def main() -> None:
            "models": [m for m in kept if m["model"] not in a.models]}
     for name in a.models:
         entry: dict = {"model": name, "loadavg_before": os.getloadavg(), "methods": {}}
+        measured = _dump_path(name, "measured").with_suffix(".json")
+        measured.unlink(missing_ok=True)  # the model's first process measures anew
         for method in a.methods:
             cmd = [sys.executable, __file__, "--worker", name, method, "--repeats", str(a.repeats), "--dense-max-d",
-                   str(a.dense_max_d), "--mbi-iters", str(a.mbi_iters), "--clique-cap", str(a.clique_cap)]
+                   str(a.dense_max_d), "--mbi-iters", str(a.mbi_iters), "--clique-cap", str(a.clique_cap),
+                   "--measured", str(measured)]
             try:
                 proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       timeout=a.worker_timeout)
@@ -527,6 +578,7 @@ def main() -> None:
                 raise SystemExit(f"{name}: {method}'s process measured different noisy counts")
             entry.update({k: v for k, v in info.items() if k not in entry})
             rec.pop("model"), rec.pop("method")
+            doc["machine"]["jax_device"] = rec["jax_device"]
             entry["methods"][method] = rec
             print(json.dumps({"model": name, "method": method, "d": rec["d"],
                               **{k: round(v, 4) for k, v in rec.items()

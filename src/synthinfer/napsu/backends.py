@@ -330,7 +330,7 @@ class MLEBackend:
 #: Measured on Adult at epsilon 1 (docs/napsu-sampler.md, "Which sampler by default"): the
 #: paper's 10 marginals (d = 125-130) take NUTS 15-16 gradients per iteration, minutes for
 #: Supplement E's 4 x (800 + 2,000); AIM's models (d = 430-830) take it 80-105 gradients per
-#: iteration at 3-10 ms each, hours for the same draws.
+#: iteration at 2-5 ms of CPU each (10 ms at d = 1,400), an hour or more for the same draws.
 AUTO_NUTS_MAX_DIMENSION = 200
 
 

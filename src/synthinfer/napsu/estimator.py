@@ -84,8 +84,8 @@ class NapsuMQ(Generator):
         Laplace approximation for larger ones under the interaction prior, where NUTS would take
         hours and Laplace's intervals were measured valid; the summary says which and why),
         ``"nuts"`` (NUTS preconditioned by the Laplace fit, whatever the size), ``"laplace"``
-        (Gaussian at the MAP), ``"importance"`` (Pareto-smoothed importance sampling from a Laplace-based
-        proposal, handed to NUTS when PSIS refuses it), ``"mle"`` (the non-noise-aware PGM
+        (Gaussian at the MAP), ``"importance"`` (Pareto-smoothed importance sampling from a
+        Laplace-based proposal, handed to NUTS when PSIS refuses it), ``"mle"`` (the non-noise-aware PGM
         point estimate of Supplement D; a baseline for comparisons, not for valid inference),
         or any registered backend's name.
     select_extra : ``0`` (no selection), an int ``K`` (add ``K`` MST-selected 2-way marginals),

@@ -346,8 +346,7 @@ class AutoBackend:
       Its axis check (:func:`synthinfer.napsu.laplace.laplace_gap`) is recorded and reported in
       the summary but does not warn: at this size some hidden cells are always one-sided, and
       what was measured is what the analyst needs, the intervals (coverage studies on the full
-      Adult table with AIM, and Laplace against NUTS on the same noisy counts,
-      docs/napsu-sampler.md);
+      Adult table with AIM, docs/napsu-sampler.md);
     * larger models under another prior: NUTS, however long it takes, because Laplace's
       intervals under the cell prior were measured off-centre at that scale.
 

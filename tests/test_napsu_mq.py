@@ -311,11 +311,14 @@ def test_auto_inference_chooses_by_size_and_prior(toy, fitted):
     try:
         df, dom = toy
         empty = df[~((df.x1 == 1) & (df.x2 == 1) & (df.y == 0))]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", ConvergenceWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             gen = NapsuMQ([("x1", "x2", "y")], epsilon=0.05, delta=1e-6, inference="auto-test", seed=0).fit(empty, dom)
     finally:
         _REGISTRY.pop("auto-test")
+    # one warning that says Laplace was used and why; not the axis check's ConvergenceWarning
+    assert [str(w.message).split(":")[0] for w in caught] == ["inference='auto-test' used the Laplace approximation"]
+    assert caught[0].filename == __file__
     auto, la = gen.diagnostics_["auto"], gen.diagnostics_["laplace"]
     assert auto["sampler"] == "laplace" and gen.posterior_.attrs["inference"] == "laplace"
     assert la["max_log_density_gap"] > 1.0

@@ -132,6 +132,26 @@ def test_lbfgs_treats_a_non_finite_loss_as_a_failed_attempt():
     assert all(a["failed"] for a in res.attempts) and len(res.attempts) == 3
 
 
+def test_lbfgs_ends_a_metric_that_cannot_take_a_step():
+    # The gradient points uphill, so the line search fails before the first step of every
+    # round. Re-preconditioning at the same point used to repeat that round forever (it hung
+    # the PGM fit on AIM's models, whose Gauss-Newton metric is near-singular).
+    def vg(x):
+        return jnp.sum(x**2), -2.0 * x - 1.0
+
+    calls = []
+
+    def curvature(x):
+        calls.append(1)
+        assert len(calls) < 5, "the same round was re-preconditioned again and again"
+        return np.eye(2)
+
+    res = lbfgs_minimize(vg, np.zeros(2), (), curvature_fn=curvature, max_iter=50, max_restarts=0,
+                         rng=np.random.default_rng(0))
+    assert not res.converged and len(calls) == 1
+    assert res.attempts[0]["rounds"] == [0, 0]  # the metric's round, then the plain run's
+
+
 def test_finite_difference_hessian_matches_autodiff(truth):
     net, theta, n, counts = truth
     args = posterior_args(counts, 3.0, n, 10.0)

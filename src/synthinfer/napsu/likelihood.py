@@ -201,10 +201,20 @@ def _gauss_newton_posterior(theta, D_eff, n, prior_precision, *, mean_and_cov) -
     return x.T @ x + prior_precision
 
 
+#: Levenberg-Marquardt damping of PGM's Gauss-Newton metric, relative to its mean eigenvalue.
+#: ``J^T J`` is near-singular along cells of probability ~0 (most of AIM's cells), where an
+#: undamped metric proposes steps the line search cannot use. On an AIM analysis model of the
+#: full Adult table (d = 456, epsilon 1) damping 1e-3 converged in 842 iterations (9 s) to a
+#: lower loss than 6,000 plain L-BFGS iterations; 1e-6 ended 5 times higher after 6,000.
+PGM_DAMPING = 1e-3
+
+
 def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
-    """Gauss-Newton curvature ``2 J^T J`` of :func:`pgm_loss`, ``J = Sigma = d mu / d theta``."""
+    """Damped Gauss-Newton curvature ``2 J^T J + lambda I`` of :func:`pgm_loss`,
+    ``J = Sigma = d mu / d theta``, ``lambda = PGM_DAMPING * tr(2 J^T J) / d``."""
     j = jax.jacfwd(mean)(theta)
-    return 2.0 * j.T @ j
+    h = 2.0 * j.T @ j
+    return h + PGM_DAMPING * jnp.trace(h) / h.shape[0] * jnp.eye(h.shape[0])
 
 
 def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Callable, Callable]:

@@ -79,6 +79,23 @@ def test_cli_json(release):
     assert [c["estimate"] for c in doc["coefficients"]] == pytest.approx(ref.params.tolist())
 
 
+def test_cli_no_fast_fits_with_statsmodels_and_agrees(release, monkeypatch):
+    import synthinfer.analysis.api as api
+
+    path, _, _ = release
+    calls = []
+    real = api.fit_fast
+    monkeypatch.setattr(api, "fit_fast", lambda *a, **k: calls.append(1) or real(*a, **k))
+    docs = {}
+    for opt in ("--fast", "--no-fast"):
+        out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--json", "--no-weights", opt])
+        assert out.exit_code == 0, out.output
+        docs[opt] = json.loads(out.output)
+    assert len(calls) == 1  # --fast only
+    fast, slow = ([c[k] for c in docs[o]["coefficients"] for k in ("estimate", "std_err")] for o in ("--fast", "--no-fast"))
+    assert fast == pytest.approx(slow, rel=1e-8)
+
+
 def test_cli_reports_a_tampered_release(release, tmp_path):
     import shutil
 

@@ -46,6 +46,10 @@ def analyze_cmd(
     ),
     no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
+    fast: bool = typer.Option(
+        True, "--fast/--no-fast",
+        help="Fit logit, probit, ols and poisson on all datasets at once (equal to statsmodels to 1e-8); "
+        "--no-fast fits each dataset with statsmodels."),
     fingerprint: str | None = typer.Option(
         None, help="The release's published fingerprint (SHA-256 of manifest.json) to check against. Without "
                    "it the files are checked against the manifest only, so an edited manifest goes unnoticed."
@@ -87,6 +91,7 @@ def analyze_cmd(
                 n_bootstrap=n_bootstrap,
                 separation=separation,
                 n_jobs=jobs,
+                fast=fast,
                 progress=progress and not as_json,
             )
     frame = res.to_frame(alpha)

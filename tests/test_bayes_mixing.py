@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from synthinfer.bayes import mix_posteriors
-from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferError, SynthinferWarning
 
 
 def _normal_release(n: int, n_syn: int, m: int, seed: int = 0):
@@ -62,6 +62,34 @@ def test_logit_mixture_by_nuts_names_the_coefficients_and_checks_convergence():
     np.testing.assert_allclose(est[[0, 1, 3]], [-0.5, 0.8, 1.0], atol=0.15)
 
 
+@pytest.mark.parametrize("model", ["probit", "poisson"])
+def test_probit_and_poisson_mixtures_recover_their_coefficients(model):
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(5)
+    m, n_syn, beta = 10, 1000, (-0.3, 0.6)
+    datasets = []
+    for _ in range(m):
+        x = rng.normal(size=n_syn)
+        eta = beta[0] + beta[1] * x
+        y = (rng.random(n_syn) < norm.cdf(eta)) if model == "probit" else rng.poisson(np.exp(eta))
+        datasets.append(pd.DataFrame({"y": y.astype(float), "x": x}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        idata = mix_posteriors(datasets, "y ~ x", model, n=200, num_warmup=200, num_samples=300, seed=0)
+    post = idata.posterior
+    assert post.attrs["datasets_not_converged"] == 0
+    est = post["coef"].mean(("chain", "draw")).values
+    # each component's sd is ~0.03-0.05 at n_syn = 1000, so the mixture's mean is ~0.015 from beta
+    np.testing.assert_allclose(est, beta, atol=0.1)
+
+
+def test_poisson_refuses_a_non_count_outcome():
+    d = pd.DataFrame({"y": [0.5, 1.0, 2.0] * 100, "x": np.arange(300.0)})
+    with pytest.raises(SynthinferError, match="counts"):
+        mix_posteriors([d] * 10, "y ~ x", "poisson", n=60, seed=0)
+
+
 def test_an_analysts_own_logdensity_mixes_the_exact_component_posteriors():
     # y ~ N(mu, 1), prior mu ~ N(0, 10^2): each component is N(zbar_i / (1 + 1/(100 n_syn)), .),
     # so the mixture's mean and variance follow from the datasets themselves
@@ -90,7 +118,7 @@ def test_an_analysts_own_logdensity_mixes_the_exact_component_posteriors():
 def test_bad_input_is_refused_with_the_parameter_named():
     d = [pd.DataFrame({"y": [0.0, 1.0, 1.0], "x": [1.0, 2.0, 3.0]})] * 2
     with pytest.raises(ParameterError, match="model"):
-        mix_posteriors(d, "y ~ x", "probit", n=1)
+        mix_posteriors(d, "y ~ x", "gamma", n=1)
     with pytest.raises(ParameterError, match="formula"):
         mix_posteriors(d, "y x", n=1)
     with pytest.raises(ParameterError, match="n "):

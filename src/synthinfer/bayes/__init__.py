@@ -22,6 +22,8 @@ from synthinfer.bayes.models import (
     NormalHalfNormalPrior,
     NormalInverseGammaPrior,
     NormalPrior,
+    PoissonRegression,
+    ProbitRegression,
 )
 from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
 
@@ -41,7 +43,9 @@ __all__ = [
     "NormalHalfNormalPrior",
     "NormalInverseGammaPrior",
     "NormalPrior",
+    "PoissonRegression",
     "PredictiveAverage",
+    "ProbitRegression",
     "Trajectory",
     "auroc",
     "calibrate_beta_weight",

@@ -37,7 +37,7 @@ import pandas as pd
 
 from synthinfer._jax import jax, uses_float64
 from synthinfer.bayes.losses import LogLoss
-from synthinfer.bayes.models import LinearRegression, LogisticRegression
+from synthinfer.bayes.models import LinearRegression, LogisticRegression, PoissonRegression, ProbitRegression
 from synthinfer.bayes.nuts import nuts_batch
 from synthinfer.bayes.posterior import GeneralisedPosterior
 from synthinfer.errors import AnalysisError, ConvergenceWarning, ParameterError, SynthinferWarning
@@ -57,7 +57,8 @@ MIN_DATASETS = 10
 MIXTURE_RHAT_MAX = 1.05
 MIXTURE_ESS_PER_CHAIN = 50.0
 
-_FAMILIES = {"logit": LogisticRegression, "ols": LinearRegression}
+_FAMILIES = {"logit": LogisticRegression, "probit": ProbitRegression, "poisson": PoissonRegression,
+             "ols": LinearRegression}
 
 
 def _shared_design(formula: str, datasets: Sequence[pd.DataFrame],
@@ -109,11 +110,12 @@ def mix_posteriors(
         ``Release.datasets``; many and large ones (warnings below ``MIN_DATASETS`` datasets and
         below ``n_syn = MIN_SIZE_RATIO * n``).
     formula : patsy formula ``"y ~ x1 + C(x2)"``; the intercept follows the formula.
-    model : ``"logit"`` (binary outcome; prior ``N(0, 10^2)`` on every coefficient by default) or
+    model : ``"logit"`` or ``"probit"`` (binary outcome), ``"poisson"`` (counts, log link), all
+        with prior ``N(0, 50)`` on every coefficient by default (:class:`NormalPrior`) and sampled by NUTS; or
         ``"ols"`` (normal errors; Normal-Inverse-Gamma prior, sampled exactly).
     n : rows of the private table (the release's ``n``), for the size check.
     prior : a prior of :mod:`synthinfer.bayes.models` for the model (None: its default).
-    num_warmup, num_samples, num_chains, max_tree_depth : NUTS settings per dataset (the logit);
+    num_warmup, num_samples, num_chains, max_tree_depth : NUTS settings per dataset (all but ols);
         the mixture has ``m * num_chains * num_samples`` draws.
     seed : the sampler's randomness.
 
@@ -131,7 +133,7 @@ def mix_posteriors(
     if not isinstance(formula, str) or "~" not in formula:
         raise ParameterError(f"formula must be a patsy formula 'y ~ x1 + ...', got {formula!r}")
     datasets, n_syn, m = _check_release(datasets, n)
-    designs, names = _shared_design(formula, datasets, binary=model == "logit")
+    designs, names = _shared_design(formula, datasets, binary=model in ("logit", "probit"))
     intercept = "Intercept" in names
     bmodel = _FAMILIES[model](n_features=len(names) - intercept, fit_intercept=intercept)
     post = GeneralisedPosterior(bmodel, LogLoss(1.0), prior, num_warmup=num_warmup, num_samples=num_samples,

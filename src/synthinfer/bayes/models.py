@@ -14,6 +14,8 @@ Models here:
   Normal-Inverse-Gamma prior with kappa_0 = 1 / sigma_p^2.
 - :class:`LogisticRegression`: y ~ Bernoulli(logistic(alpha + x . theta)), alpha, theta ~ N(0, s^2)
   independently (A.6.3 uses s^2 = 50).
+- :class:`ProbitRegression`: y ~ Bernoulli(Phi(alpha + x . theta)), the logistic model's prior.
+- :class:`PoissonRegression`: y ~ Poisson(exp(alpha + x . theta)), the same normal prior.
 - :class:`MultinomialRegression`: y ~ Categorical(softmax(alpha + x . Theta)) over K classes, every
   coefficient N(0, s^2) (over-parameterised; the prior makes the posterior proper).
 - :class:`LinearRegression`: y ~ N(alpha + x . theta, sigma^2) with the conjugate prior
@@ -270,6 +272,75 @@ class LogisticRegression(_Regression):
         return np.zeros(self.dim)
 
 
+class ProbitRegression(LogisticRegression):
+    """p(y = 1 | x) = Phi(alpha + x . theta), the standard normal CDF; u = (alpha, theta) with
+    the logistic model's independent N(0, s^2) prior."""
+
+    name = "probit"
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        eta = self.logit(u, data["X"])  # the linear predictor
+        y = data["y"]
+        # log Phi(-eta) = log(1 - Phi(eta)); log_ndtr is stable in both tails
+        return y * jax.scipy.special.log_ndtr(eta) + (1 - y) * jax.scipy.special.log_ndtr(-eta)
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        """log (Phi^gamma + (1 - Phi)^gamma), the counting-measure integral over y in {0, 1}."""
+        eta = self.logit(u, data["X"])
+        return jnp.logaddexp(gamma * jax.scipy.special.log_ndtr(eta), gamma * jax.scipy.special.log_ndtr(-eta))
+
+
+class PoissonRegression(_Regression):
+    """y ~ Poisson(exp(alpha + x . theta)) (log link); u = (alpha, theta), each N(0, s^2)
+    independently (:class:`NormalPrior`)."""
+
+    name = "poisson"
+
+    def default_prior(self) -> NormalPrior:
+        return NormalPrior()
+
+    @property
+    def dim(self) -> int:
+        return self.n_coef
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self._coef_names()
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        d = super().prepare(data)
+        y = d["y"]
+        if not np.all((y >= 0) & (y == np.floor(y))):
+            raise DomainError("PoissonRegression: the target must be counts (integers >= 0)")
+        self._learn_features(d)
+        return d
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        if not self.fit_intercept:
+            return {"theta": u}
+        return {"alpha": u[..., 0], "theta": u[..., 1:]}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
+        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        k = self.n_intercept
+        eta = data["X"] @ u[k:] + (u[0] if k else 0.0)
+        y = data["y"]
+        return y * eta - jnp.exp(eta) - jax.scipy.special.gammaln(y + 1.0)
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        # sum_y Poisson(y; lambda)^gamma has no closed form: the beta loss is not offered here
+        raise ParameterError("PoissonRegression supports the log loss only (the beta loss needs "
+                             "sum_y f(y)^gamma, which has no closed form for the Poisson)")
+
+    def init_position(self, data: dict) -> np.ndarray:
+        u = np.zeros(self.dim)
+        if self.fit_intercept and data["y"].size:
+            u[0] = float(np.log(np.mean(data["y"]) + 0.5))
+        return u
+
+
 class MultinomialRegression(_Regression):
     """p(y = k | x) = softmax(alpha + x . Theta)_k over ``n_classes`` classes coded 0, ..., K-1.
 
@@ -410,4 +481,5 @@ class LinearRegression(_Regression):
         return u
 
 
-Model = GaussianLocationScale | LogisticRegression | MultinomialRegression | LinearRegression
+Model = (GaussianLocationScale | LogisticRegression | ProbitRegression | PoissonRegression
+         | MultinomialRegression | LinearRegression)

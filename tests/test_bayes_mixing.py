@@ -115,6 +115,32 @@ def test_an_analysts_own_logdensity_mixes_the_exact_component_posteriors():
         mix_logdensity_posteriors(datasets, lambda p, d: d["nope"], {"mu": 0.0}, n=n)
 
 
+def test_a_numpyro_model_mixes_through_its_potential_energy():
+    # the wrapping documented in mix_logdensity_posteriors: NumPyro's unconstrained space,
+    # Jacobians added by potential_energy; the normal-mean components as in the test above
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+    from numpyro.infer.util import potential_energy
+
+    from synthinfer.bayes import mix_logdensity_posteriors
+
+    def model(d):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(5.0))
+        numpyro.sample("y", dist.Normal(mu, sigma), obs=d["y"])
+
+    n, n_syn, m = 200, 1000, 10
+    _, datasets = _normal_release(n, n_syn, m, seed=6)
+    idata = mix_logdensity_posteriors(datasets, lambda p, d: -potential_energy(model, (d,), {}, p),
+                                      {"mu": 0.0, "sigma": 0.0}, n=n, seed=0)
+    mu = idata.posterior["mu"].values.ravel()
+    sigma = np.exp(idata.posterior["sigma"].values.ravel())  # HalfNormal's unconstrained space is log
+    means = np.array([d["y"].mean() for d in datasets])
+    assert mu.mean() == pytest.approx(means.mean(), abs=4 * np.sqrt(1 / n_syn / m))
+    assert mu.var() == pytest.approx(means.var() + 1 / n_syn, rel=0.25)
+    assert np.median(sigma) == pytest.approx(1.0, abs=0.05)
+
+
 def test_bad_input_is_refused_with_the_parameter_named():
     d = [pd.DataFrame({"y": [0.0, 1.0, 1.0], "x": [1.0, 2.0, 3.0]})] * 2
     with pytest.raises(ParameterError, match="model"):

@@ -219,7 +219,73 @@ class _Regression:
         return int(data["X"].shape[1])
 
 
-class LogisticRegression(_Regression):
+class _NormalPriorGLM(_Regression):
+    """A GLM with one linear predictor ``eta = alpha + x . theta``; u = (alpha, theta), every
+    coefficient N(0, s^2) independently (:class:`NormalPrior`)."""
+
+    def default_prior(self) -> NormalPrior:
+        return NormalPrior()
+
+    @property
+    def dim(self) -> int:
+        return self.n_coef
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self._coef_names()
+
+    def prepare(self, data: Any) -> dict[str, np.ndarray]:
+        d = super().prepare(data)
+        self._check_target(d["y"])
+        self._learn_features(d)
+        return d
+
+    def _check_target(self, y: np.ndarray) -> None:
+        pass
+
+    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
+        if not self.fit_intercept:
+            return {"theta": u}
+        return {"alpha": u[..., 0], "theta": u[..., 1:]}
+
+    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
+        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
+
+    def linear_predictor(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
+        k = self.n_intercept
+        return X @ u[k:] + (u[0] if k else 0.0)
+
+    def init_position(self, data: dict) -> np.ndarray:
+        return np.zeros(self.dim)
+
+
+class _BinaryGLM(_NormalPriorGLM):
+    """y in {0, 1} with ``p(y = 1 | x) = F(eta)``; a subclass gives ``log F`` (stable in both
+    tails, ``log(1 - F(eta)) = log F(-eta)`` for the symmetric links here)."""
+
+    def _check_target(self, y: np.ndarray) -> None:
+        if not np.all(np.isin(y, (0.0, 1.0))):
+            raise DomainError(f"{type(self).__name__}: the target must be 0/1")
+
+    def log_cdf(self, eta: jnp.ndarray) -> jnp.ndarray:
+        raise NotImplementedError
+
+    def probability(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
+        """``P(y = 1 | x)`` for each row of ``X``."""
+        return jnp.exp(self.log_cdf(self.linear_predictor(u, X)))
+
+    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
+        eta = self.linear_predictor(u, data["X"])
+        y = data["y"]
+        return y * self.log_cdf(eta) + (1 - y) * self.log_cdf(-eta)
+
+    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
+        """log (p^gamma + (1 - p)^gamma), the counting-measure integral over y in {0, 1}."""
+        eta = self.linear_predictor(u, data["X"])
+        return jnp.logaddexp(gamma * self.log_cdf(eta), gamma * self.log_cdf(-eta))
+
+
+class LogisticRegression(_BinaryGLM):
     """p(y = 1 | x) = logistic(alpha + x . theta); u = (alpha, theta) (A.6.1.2, A.17, A.18).
 
     The number of features is set by the first data passed to :meth:`prepare`.
@@ -227,105 +293,32 @@ class LogisticRegression(_Regression):
 
     name = "logistic"
 
-    def default_prior(self) -> NormalPrior:
-        return NormalPrior()
-
-    @property
-    def dim(self) -> int:
-        return self.n_coef
-
-    @property
-    def param_names(self) -> tuple[str, ...]:
-        return self._coef_names()
-
-    def prepare(self, data: Any) -> dict[str, np.ndarray]:
-        d = super().prepare(data)
-        if not np.all(np.isin(d["y"], (0.0, 1.0))):
-            raise DomainError("LogisticRegression: the target must be 0/1")
-        self._learn_features(d)
-        return d
-
-    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
-        if not self.fit_intercept:
-            return {"theta": u}
-        return {"alpha": u[..., 0], "theta": u[..., 1:]}
-
-    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
-        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
-
-    def logit(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
-        k = self.n_intercept
-        return X @ u[k:] + (u[0] if k else 0.0)
-
-    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
-        eta = self.logit(u, data["X"])
-        y = data["y"]
-        # log p(y|x) = y log s(eta) + (1 - y) log s(-eta); log_sigmoid is stable for large |eta|.
-        return y * jax.nn.log_sigmoid(eta) + (1 - y) * jax.nn.log_sigmoid(-eta)
-
-    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
-        """log (p^gamma + (1 - p)^gamma), the counting-measure integral over y in {0, 1}."""
-        eta = self.logit(u, data["X"])
-        return jnp.logaddexp(gamma * jax.nn.log_sigmoid(eta), gamma * jax.nn.log_sigmoid(-eta))
-
-    def init_position(self, data: dict) -> np.ndarray:
-        return np.zeros(self.dim)
+    def log_cdf(self, eta: jnp.ndarray) -> jnp.ndarray:
+        return jax.nn.log_sigmoid(eta)
 
 
-class ProbitRegression(LogisticRegression):
+class ProbitRegression(_BinaryGLM):
     """p(y = 1 | x) = Phi(alpha + x . theta), the standard normal CDF; u = (alpha, theta) with
     the logistic model's independent N(0, s^2) prior."""
 
     name = "probit"
 
-    def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
-        eta = self.logit(u, data["X"])  # the linear predictor
-        y = data["y"]
-        # log Phi(-eta) = log(1 - Phi(eta)); log_ndtr is stable in both tails
-        return y * jax.scipy.special.log_ndtr(eta) + (1 - y) * jax.scipy.special.log_ndtr(-eta)
-
-    def log_power_integral(self, u: jnp.ndarray, data: dict, gamma: float) -> jnp.ndarray:
-        """log (Phi^gamma + (1 - Phi)^gamma), the counting-measure integral over y in {0, 1}."""
-        eta = self.logit(u, data["X"])
-        return jnp.logaddexp(gamma * jax.scipy.special.log_ndtr(eta), gamma * jax.scipy.special.log_ndtr(-eta))
+    def log_cdf(self, eta: jnp.ndarray) -> jnp.ndarray:
+        return jax.scipy.special.log_ndtr(eta)
 
 
-class PoissonRegression(_Regression):
+class PoissonRegression(_NormalPriorGLM):
     """y ~ Poisson(exp(alpha + x . theta)) (log link); u = (alpha, theta), each N(0, s^2)
     independently (:class:`NormalPrior`)."""
 
     name = "poisson"
 
-    def default_prior(self) -> NormalPrior:
-        return NormalPrior()
-
-    @property
-    def dim(self) -> int:
-        return self.n_coef
-
-    @property
-    def param_names(self) -> tuple[str, ...]:
-        return self._coef_names()
-
-    def prepare(self, data: Any) -> dict[str, np.ndarray]:
-        d = super().prepare(data)
-        y = d["y"]
+    def _check_target(self, y: np.ndarray) -> None:
         if not np.all((y >= 0) & (y == np.floor(y))):
             raise DomainError("PoissonRegression: the target must be counts (integers >= 0)")
-        self._learn_features(d)
-        return d
-
-    def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
-        if not self.fit_intercept:
-            return {"theta": u}
-        return {"alpha": u[..., 0], "theta": u[..., 1:]}
-
-    def log_prior(self, u: jnp.ndarray, prior: NormalPrior) -> jnp.ndarray:
-        return jnp.sum(jax.scipy.stats.norm.logpdf(u, 0.0, prior.scale))
 
     def log_density(self, u: jnp.ndarray, data: dict) -> jnp.ndarray:
-        k = self.n_intercept
-        eta = data["X"] @ u[k:] + (u[0] if k else 0.0)
+        eta = self.linear_predictor(u, data["X"])
         y = data["y"]
         return y * eta - jnp.exp(eta) - jax.scipy.special.gammaln(y + 1.0)
 

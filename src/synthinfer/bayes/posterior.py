@@ -353,7 +353,6 @@ def log_predictive_density(model: Any, u: jnp.ndarray, data: dict) -> np.ndarray
 
 @uses_float64
 def predictive_proba(model: Any, u: jnp.ndarray, data: dict) -> np.ndarray:
-    """Mean over draws of P(y = 1 | x, theta_s) for a logistic model."""
+    """Mean over draws of P(y = 1 | x, theta_s) for a binary model (logistic or probit)."""
     X = jnp.asarray(data["X"])
-    eta = jax.vmap(lambda uu: model.logit(uu, X))(u)
-    return np.asarray(jnp.mean(jax.nn.sigmoid(eta), axis=0))
+    return np.asarray(jnp.mean(jax.vmap(lambda uu: model.probability(uu, X))(u), axis=0))

@@ -167,6 +167,31 @@ def adult(stem: str) -> None:
     fig.savefig(R / f"{stem}.png", dpi=110)
 
 
+def adult_fig1() -> None:
+    """The NAPSU-MQ paper's Fig. 1 on Adult: noise-aware NUTS against the PGM point estimate with
+    m = 100 repeated datasets (Rubin's rules) and one of its datasets analysed as if real."""
+    files = {"noise-aware (NUTS)": R / "adult_coverage.json", "MLE (PGM) + 100 datasets": R / "adult_coverage_mle.json"}
+    if not all(f.exists() for f in files.values()):
+        return
+    runs = {k: json.loads(f.read_text()) for k, f in files.items()}
+    levels = runs["noise-aware (NUTS)"]["settings"]["levels"]
+    epsilons = sorted(set.intersection(*(set(d["summary"]) for d in runs.values())), key=float)
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(3.2 * len(epsilons), 3.4), sharey=True)
+    for ax, eps in zip(np.atleast_1d(axes), epsilons):
+        for (label, d), colour in zip(runs.items(), ("C0", "C3")):
+            s = d["summary"][eps]
+            ax.plot(levels, s["coverage_by_level"], marker=".", color=colour, label=f"{label} ({s['repeats']})")
+        single = runs["MLE (PGM) + 100 datasets"]["summary"][eps]["coverage_single_dataset_by_level"]
+        ax.plot(levels, single, marker=".", color="C7", ls=":", label="MLE, one dataset as if real")
+        ax.plot([0, 1], [0, 1], "k--", lw=1)
+        ax.set(title=f"epsilon = {eps}", xlabel="confidence level")
+    np.atleast_1d(axes)[0].set_ylabel("coverage of real-data coefficient")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.suptitle("Adult, the paper's 10 marginals: Fig. 1 of Räisä et al. (2023)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(R / "adult_coverage_fig1.png", dpi=110)
+
+
 def speed() -> None:
     f = R / "speed.json"
     if not f.exists():
@@ -203,4 +228,5 @@ if __name__ == "__main__":
     adult("adult_coverage_cell_prior")
     adult("adult_coverage_cell_prior_laplace")
     adult("adult_coverage_aim_laplace")
+    adult_fig1()
     speed()

@@ -65,8 +65,40 @@ def test_check_support_answers():
     # (race, sex) without income does not carry the outcome's interaction
     inter = check_support("income ~ C(race):C(sex)", COLUMNS, measured)
     assert inter.supported is False and inter.missing == (("income", "race", "sex"),)
+    # the predictors' pairs: (race, sex) measured, age with neither: a caveat, not a refusal
+    assert yes.unmeasured_predictor_pairs == (("age", "sex"),) and "caveat" in yes.reason
+    assert "(age, sex)" in yes.reason and "independent given income" in yes.reason
+    full = check_support(FORMULA, COLUMNS, measured + [("age", "sex")])
+    assert full.supported is True and full.unmeasured_predictor_pairs == () and "caveat" not in full.reason
     unknown = check_support(FORMULA, COLUMNS, None, "the privbayes release")
     assert unknown.supported is None and "unknown" in unknown.reason and "privbayes" in unknown.reason
+
+
+def _ipf(target: np.ndarray, margins: list[tuple[int, ...]], iters: int = 500) -> np.ndarray:
+    """The maximum-entropy table matching ``target``'s marginals on ``margins`` (iterative
+    proportional fitting from the uniform table)."""
+    q = np.full(target.shape, 1.0 / target.size)
+    for _ in range(iters):
+        for m in margins:
+            other = tuple(a for a in range(target.ndim) if a not in m)
+            q = q * target.sum(axis=other, keepdims=True) / q.sum(axis=other, keepdims=True)
+    return q
+
+
+def test_the_predictor_pair_caveat_is_real():
+    # y depends on x1 only; x2 is x1's correlate. A model of (x1, y) and (x2, y) alone makes
+    # x1 and x2 independent given y and hands x2 part of x1's effect: exactly, by IPF.
+    px = np.array([[0.4, 0.1], [0.1, 0.4]])  # (x1, x2), strongly associated
+    py1 = 1 / (1 + np.exp(-(-1.0 + 2.0 * np.arange(2))))  # P(y = 1 | x1)
+    p = np.stack([px * (1 - py1)[:, None], px * py1[:, None]], axis=-1)  # axes (x1, x2, y)
+
+    def x2_coefficient(q):  # the logit's x2 coefficient; the models here are additive on the logit scale
+        lo = np.log(q[..., 1] / q[..., 0])
+        return lo[0, 1] - lo[0, 0]
+
+    assert x2_coefficient(p) == pytest.approx(0.0, abs=1e-12)
+    assert abs(x2_coefficient(_ipf(p, [(0, 2), (1, 2)]))) > 0.5  # biased without (x1, x2)
+    assert x2_coefficient(_ipf(p, [(0, 2), (1, 2), (0, 1)])) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_release_supports_and_warns_before_fitting(tmp_path):

@@ -17,8 +17,19 @@ here: *for every term of the formula, the outcome's variables together with the 
 variables lie inside one measured marginal* (the intercept needs a marginal containing the
 outcome). When a pair (y, x_j) was not measured, the synthetic data have y ⟂ x_j given the
 other variables, and the coefficient of x_j is shrunk towards 0 in every synthetic dataset:
-Rubin's rules cannot repair that bias. Interactions among predictors alone (x₁, x₂ without y)
-are not needed for the conditional model.
+Rubin's rules cannot repair that bias.
+
+Interactions among predictors alone (x₁, x₂ without y) do not enter the *form* of the
+conditional, but the fitted θ do depend on them: the maximum-entropy model matches the measured
+(y, x₁) and (y, x₂) tables while making x₁ ⟂ x₂ | y when no measured marginal holds both. If
+the two are associated in the real data beyond what y explains, the synthetic data move part
+of x₁'s effect onto x₂ (confounding that the synthetic data do not carry), which again biases
+the coefficients. The regression's estimate depends on the covariates' joint distribution,
+not only on the (y, x_j) tables. That is a caveat rather than a refusal here, since
+requiring the covariates' full joint table would refuse most models (the NAPSU-MQ paper's
+Adult logit measures (race, sex) but not (age, race) or (age, sex), and still covers). The
+report lists the predictor pairs that no measured marginal contains
+(``unmeasured_predictor_pairs``).
 
 For GLMs of other families the same rule is necessary (the model's mean of y given x depends
 on x_j only through the shared marginals), though the log-linear correspondence is exact only
@@ -49,6 +60,9 @@ class SupportReport:
     missing : the required sets that no measured marginal contains.
     marginals : the measured marginals, or None.
     reason : one line for people (what the CLI prints).
+    unmeasured_predictor_pairs : pairs of predictor variables that no measured marginal holds
+        together: the synthetic data make them independent given the outcome (module
+        docstring), so their coefficients are biased where they are associated in the real data.
     """
 
     supported: bool | None
@@ -56,6 +70,7 @@ class SupportReport:
     missing: tuple[tuple[str, ...], ...]
     marginals: tuple[tuple[str, ...], ...] | None
     reason: str
+    unmeasured_predictor_pairs: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         return self.reason
@@ -114,15 +129,24 @@ def check_support(
         )
     measured = tuple(tuple(str(c) for c in mg) for mg in marginals)
     missing = tuple(s for s in required if not any(set(s) <= set(mg) for mg in measured))
+    predictors = sorted(set().union(*map(set, required)) - set(outcome))
+    pairs = tuple((a, b) for i, a in enumerate(predictors) for b in predictors[i + 1:]
+                  if not any({a, b} <= set(mg) for mg in measured))
+    caveat = ""
+    if pairs:
+        caveat = (f"; caveat: no measured marginal holds {', '.join('(' + ', '.join(p) + ')' for p in pairs)}, "
+                  f"which the synthetic data make independent given {', '.join(outcome)}: coefficients of "
+                  "predictors associated in the real data beyond that can be biased")
     if not missing:
         return SupportReport(
             True, tuple(required), (), measured,
             f"yes: every variable set the model needs ({', '.join('(' + ', '.join(s) + ')' for s in required)}) "
-            "is inside a measured marginal",
+            f"is inside a measured marginal{caveat}", pairs,
         )
     return SupportReport(
         False, tuple(required), missing, measured,
         f"no: no measured marginal contains {', '.join('(' + ', '.join(s) + ')' for s in missing)}; the synthetic "
         f"data carry no information on {'that relation' if len(missing) == 1 else 'those relations'} with "
-        f"{', '.join(outcome)}, so the coefficients involved are biased towards 0 (Raisa et al. 2023, Section 4.1)",
+        f"{', '.join(outcome)}, so the coefficients involved are biased towards 0 (Raisa et al. 2023, Section 4.1)"
+        f"{caveat}", pairs,
     )

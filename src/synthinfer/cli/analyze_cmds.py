@@ -108,6 +108,7 @@ def analyze_cmd(
             "n_syn": res.n_syn,
             "failed": [{"dataset": r.index, "error": r.error} for r in res.failed],
             "supports": {"supported": support.supported, "missing": [list(s) for s in support.missing],
+                         "unmeasured_predictor_pairs": [list(s) for s in support.unmeasured_predictor_pairs],
                          "reason": support.reason},
             "separation": {"remedy": res.separation, "datasets": res.separated},
             "absent_categories": {str(i): list(c) for i, c in res.absent_columns.items()},
@@ -189,6 +190,7 @@ def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, 
             "n_syn": a["n_syn"], "draws": int(draws.shape[0]),
             "datasets_not_converged": a.get("datasets_not_converged"),
             "supports": {"supported": support.supported, "missing": [list(x) for x in support.missing],
+                         "unmeasured_predictor_pairs": [list(x) for x in support.unmeasured_predictor_pairs],
                          "reason": support.reason},
             "coefficients": rows}, indent=2))
         return

@@ -57,8 +57,9 @@ def analyze_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     bayes: bool = typer.Option(
-        False, "--bayes", help="Bayesian analysis instead: the posterior of the model (logit, probit, poisson or ols) on every dataset, "
-        "mixed (Räisä, Jälkö & Honkela 2025; prior N(0, 50) on each GLM coefficient); credible intervals."),
+        False, "--bayes", help="Bayesian analysis instead: the posterior of the model (logit, probit, poisson "
+        "or ols) on every dataset, mixed (Räisä, Jälkö & Honkela 2025; prior N(0, 50) on each GLM coefficient); "
+        "credible intervals."),
     seed: int | None = typer.Option(None, help="--bayes: the sampler's seed."),
 ) -> None:
     """Fit FORMULA on every synthetic dataset of RELEASE and combine with Rubin's rules for

@@ -203,9 +203,8 @@ def _gauss_newton_posterior(theta, D_eff, n, prior_precision, *, mean_and_cov) -
 
 #: Levenberg-Marquardt damping of PGM's Gauss-Newton metric, relative to its mean eigenvalue.
 #: ``J^T J`` is near-singular along cells of probability ~0 (most of AIM's cells), where an
-#: undamped metric proposes steps the line search cannot use. On an AIM analysis model of the
-#: full Adult table (d = 456, epsilon 1) damping 1e-3 converged in 842 iterations (9 s) to a
-#: lower loss than 6,000 plain L-BFGS iterations; 1e-6 ended 5 times higher after 6,000.
+#: undamped metric proposes steps the line search cannot use. On AIM's models 1e-3 converges
+#: to a lower loss than plain L-BFGS, and 1e-6 does not converge (docs/performance.md).
 PGM_DAMPING = 1e-3
 
 

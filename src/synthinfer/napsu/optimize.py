@@ -125,7 +125,7 @@ def lbfgs_minimize(
     ``x = x_k + P_k u``, ``P_k P_k^T = H(x_k)^{-1}``, re-preconditioning at each round's end,
     until a round meets the tolerance within 3 iterations (``max_iter`` counts all rounds).
     A round that cannot take a single step ends the metric: the rest of ``max_iter`` runs
-    unpreconditioned from there (recorded as a negative entry in the attempt's ``rounds``).
+    unpreconditioned from there (recorded in the attempt's ``rounds`` as minus its iterations).
     The posteriors here are badly scaled and far from quadratic (query counts from tens to
     tens of thousands, noisy counts below zero), where plain L-BFGS needs many times more
     iterations.
@@ -158,7 +158,7 @@ def lbfgs_minimize(
                     # spend what is left of max_iter without the metric instead.
                     xo, fo, gmax, itr, nfr, failed, ok = _lbfgs_run(vg, args, max_iter - it, tol, x0=xo)
                     it, nf = it + itr, nf + nfr
-                    rounds.append(-itr)  # negative: iterations without the metric
+                    rounds.append(-itr)  # minus: iterations without the metric
                     break
                 if met and itr < min(3, round_iter):
                     ok = True

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from synthinfer import float64
 from synthinfer.data import Domain
 from synthinfer.errors import ParameterError, UnknownColumnError
 from synthinfer.napsu import NapsuMQ, backends
@@ -71,7 +72,8 @@ def test_the_posterior_mode_follows_the_data(fitted, table):
     variation of 0.02 is several sd). Laplace *draws* are not checked: the empty cells of
     (a, b) make this posterior one-sided, which the Laplace fit's own check reports."""
     gen, _ = fitted
-    tables = gen.network_.clique_marginals(gen.laplace_.mean)
+    with float64():  # the network's programs are float64 (outside, JAX truncates theta to float32)
+        tables = gen.network_.clique_marginals(gen.laplace_.mean)
     jt = gen.network_.junction_tree
     for i, col in enumerate(DOM.names):
         c = next(k for k, cl in enumerate(jt.cliques) if i in cl)

@@ -29,6 +29,7 @@ The regression models take ``fit_intercept=False`` to drop alpha (the design is 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -259,7 +260,7 @@ class _NormalPriorGLM(_Regression):
         return np.zeros(self.dim)
 
 
-class _BinaryGLM(_NormalPriorGLM):
+class _BinaryGLM(_NormalPriorGLM, ABC):
     """y in {0, 1} with ``p(y = 1 | x) = F(eta)``; a subclass gives ``log F`` (stable in both
     tails, ``log(1 - F(eta)) = log F(-eta)`` for the symmetric links here)."""
 
@@ -267,8 +268,9 @@ class _BinaryGLM(_NormalPriorGLM):
         if not np.all(np.isin(y, (0.0, 1.0))):
             raise DomainError(f"{type(self).__name__}: the target must be 0/1")
 
+    @abstractmethod
     def log_cdf(self, eta: jnp.ndarray) -> jnp.ndarray:
-        raise NotImplementedError
+        """``log F(eta)``, the link's log-CDF."""
 
     def probability(self, u: jnp.ndarray, X: jnp.ndarray) -> jnp.ndarray:
         """``P(y = 1 | x)`` for each row of ``X``."""

@@ -16,11 +16,13 @@ import argparse
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from synthinfer import float64
+from synthinfer._jax import jax
 from synthinfer.datasets import adult_domain, load_adult
 from synthinfer.generate import NapsuMQ
 from synthinfer.napsu import backends, likelihood
@@ -70,13 +72,13 @@ def main() -> None:
     rows = []
     with float64():
         vg = likelihood.value_and_grad(net, "pgm")
-        curvature = likelihood.objective(net, "pgm")[1]
         vg(np.zeros(d), *args)  # compile outside the clocks
-        curvature(np.zeros(d), *args)
-        undamped = lambda th, *x: np.asarray(curvature(th, *x)) - _damping_of(curvature(th, *x), d)  # noqa: E731
         variants = {"plain L-BFGS": None}
         for lam in (float(x) for x in a.dampings.split(",")):
-            variants[f"Gauss-Newton, damping {lam:g}"] = _with_damping(undamped, lam, d)
+            # the library's curvature (likelihood._gauss_newton_pgm) at another damping
+            curv = jax.jit(partial(likelihood._gauss_newton_pgm, mean=net.mean, damping=lam))
+            curv(np.zeros(d), *args)
+            variants[f"Gauss-Newton, damping {lam:g}"] = curv
         for name, curv in variants.items():
             t0, c0 = time.perf_counter(), time.process_time()
             res = lbfgs_minimize(vg, np.zeros(d), args, curvature_fn=curv, max_iter=a.max_iter, tol=1e-12,
@@ -93,20 +95,6 @@ def main() -> None:
         "model": {"d": int(d), "n": int(problem.n), "epsilon": 1.0, "selection": "AIM, (age, race, sex, income) required",
                   "noisy_counts_below_zero": int((s < 0).sum())},
         "library_damping": likelihood.PGM_DAMPING, "loadavg": os.getloadavg(), "results": rows}, indent=1) + "\n")
-
-
-def _damping_of(h, d: int) -> np.ndarray:
-    """The library's damping term inside ``h`` (recovered from its trace), to remove it."""
-    h = np.asarray(h)
-    lam = likelihood.PGM_DAMPING
-    return lam / (1 + lam) * np.trace(h) / d * np.eye(d)
-
-
-def _with_damping(undamped, lam: float, d: int):
-    def curv(theta, *args):
-        h = undamped(theta, *args)
-        return h + lam * np.trace(h) / d * np.eye(d)
-    return curv
 
 
 if __name__ == "__main__":

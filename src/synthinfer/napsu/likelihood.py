@@ -208,12 +208,12 @@ def _gauss_newton_posterior(theta, D_eff, n, prior_precision, *, mean_and_cov) -
 PGM_DAMPING = 1e-3
 
 
-def _gauss_newton_pgm(theta, s_tilde, n, *, mean):
+def _gauss_newton_pgm(theta, s_tilde, n, *, mean, damping: float = PGM_DAMPING):
     """Damped Gauss-Newton curvature ``2 J^T J + lambda I`` of :func:`pgm_loss`,
-    ``J = Sigma = d mu / d theta``, ``lambda = PGM_DAMPING * tr(2 J^T J) / d``."""
+    ``J = Sigma = d mu / d theta``, ``lambda = damping * tr(2 J^T J) / d``."""
     j = jax.jacfwd(mean)(theta)
     h = 2.0 * j.T @ j
-    return h + PGM_DAMPING * jnp.trace(h) / h.shape[0] * jnp.eye(h.shape[0])
+    return h + damping * jnp.trace(h) / h.shape[0] * jnp.eye(h.shape[0])
 
 
 def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Callable, Callable]:

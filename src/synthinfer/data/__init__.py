@@ -2,7 +2,7 @@
 and marginal counting."""
 
 from synthinfer.data.discretize import binned_column, clip_to_bounds
-from synthinfer.data.domain import Binning, Column, Continuous, Domain, DomainColumn, DomainSpec
+from synthinfer.data.domain import Binning, Column, Continuous, Domain, DomainColumn, DomainSpec, PrivateBins
 from synthinfer.data.encoding import MISSING, decode, encode, with_missing_category
 from synthinfer.data.marginals import (
     Marginal,
@@ -12,6 +12,7 @@ from synthinfer.data.marginals import (
     count_dataframe,
     count_file,
 )
+from synthinfer.data.private_bins import resolve_private_bins
 
 __all__ = [
     "Binning",
@@ -22,6 +23,7 @@ __all__ = [
     "DomainSpec",
     "MISSING",
     "Marginal",
+    "PrivateBins",
     "QuerySet",
     "as_marginals",
     "binned_column",
@@ -31,5 +33,6 @@ __all__ = [
     "count_file",
     "decode",
     "encode",
+    "resolve_private_bins",
     "with_missing_category",
 ]

@@ -14,6 +14,7 @@ occur. :meth:`Domain.from_dataframe` exists only as an explicitly non-private co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -49,10 +50,17 @@ class Binning:
 
     ``edges`` has ``k + 1`` increasing finite values for ``k`` bins; bin ``i`` is
     ``[edges[i], edges[i+1])`` except the last, which is closed on both sides. ``midpoints``
-    let an analyst map bin codes back to numbers (NAPSU-MQ, Räisä et al. 2023, Supplement F).
+    let an analyst map bin codes back to numbers (NAPSU-MQ, Räisä et al. 2023, Supplement F);
+    :meth:`sample` maps them back to numbers drawn inside their bins. ``integer``: the column
+    holds whole numbers (every bin must contain one), and numbers drawn inside a bin are whole.
+    ``private``: the edges are the output of a DP mechanism
+    (:func:`synthinfer.data.private_bins.private_bin_edges`), not public knowledge given by the
+    data holder; they are public once released, and a release records which they are.
     """
 
     edges: tuple[float, ...]
+    integer: bool = False
+    private: bool = False
 
     def __post_init__(self) -> None:
         e = np.asarray(self.edges, dtype=float)
@@ -64,10 +72,21 @@ class Binning:
             raise DomainError(f"bin edges must be finite, got {self.edges!r}")
         if not np.all(np.diff(e) > 0):
             raise DomainError(f"bin edges must be strictly increasing, got {self.edges!r}")
+        for name in ("integer", "private"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise DomainError(f"Binning.{name} must be True or False, got {getattr(self, name)!r}")
         object.__setattr__(self, "edges", tuple(float(x) for x in e))
+        object.__setattr__(self, "integer", bool(self.integer))
+        object.__setattr__(self, "private", bool(self.private))
+        if self.integer:
+            lo, hi = self._integer_ranges()
+            empty = np.flatnonzero(lo > hi)
+            if empty.size:
+                i = int(empty[0])
+                raise DomainError(f"bin {self.labels()[i]} holds no whole number, but the column is integer")
 
     @classmethod
-    def uniform(cls, lower: float, upper: float, bins: int) -> Binning:
+    def uniform(cls, lower: float, upper: float, bins: int, *, integer: bool = False) -> Binning:
         """``bins`` equal-width bins over the public bounds ``[lower, upper]`` (at most
         :data:`MAX_BINS`)."""
         if not (isinstance(bins, (int, np.integer)) and bins >= 1):
@@ -76,7 +95,7 @@ class Binning:
             raise DomainError(f"bins={bins:,} is more than the {MAX_BINS:,} bins a column may have")
         if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
             raise DomainError(f"bounds must be finite with lower < upper, got [{lower}, {upper}]")
-        return cls(tuple(np.linspace(lower, upper, int(bins) + 1)))
+        return cls(tuple(np.linspace(lower, upper, int(bins) + 1)), integer=integer)
 
     @property
     def n_bins(self) -> int:
@@ -100,6 +119,28 @@ class Binning:
         last closed); the caller checks the range and handles missing values."""
         e = np.asarray(self.edges)
         return np.clip(np.searchsorted(e, np.asarray(x, dtype=float), side="right") - 1, 0, self.n_bins - 1)
+
+    def _integer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The smallest and largest whole number of each bin (``lo > hi``: none)."""
+        e = np.asarray(self.edges)
+        lo = np.ceil(e[:-1])
+        hi = np.ceil(e[1:]) - 1.0  # [e_i, e_{i+1}) excludes e_{i+1}
+        hi[-1] = np.floor(e[-1])  # the last bin is closed
+        return lo, hi
+
+    def sample(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A number drawn uniformly inside each code's bin (a whole number, uniform over the
+        bin's whole numbers, when ``integer``), as floats.
+
+        Decoding a synthetic bin code this way is post-processing: it reads no private data.
+        Against midpoints it keeps a covariate's spread within bins, so a regression on the
+        synthetic numbers sees the bins' width rather than ``k`` distinct values."""
+        codes = np.asarray(codes)
+        if self.integer:
+            lo, hi = self._integer_ranges()
+            return lo[codes] + np.floor(rng.random(codes.shape) * (hi[codes] - lo[codes] + 1.0))
+        e = np.asarray(self.edges)
+        return e[codes] + rng.random(codes.shape) * (e[codes + 1] - e[codes])
 
     def labels(self) -> list[str]:
         """Interval labels such as ``"[17, 31.6)"``, used as category names."""
@@ -283,7 +324,40 @@ class Continuous:
         return np.round(x) if self.integer else x
 
 
-#: A Domain column: categorical (possibly discretised) or continuous.
+#: Candidate edges scored for each private quantile of a non-integer column
+#: (:func:`synthinfer.data.private_bins.candidate_edges`): equal steps between the bounds.
+PRIVATE_BIN_GRID = 1000
+
+
+@dataclass(frozen=True)
+class PrivateBins(Continuous):
+    """A continuous column with public bounds whose ``bins`` bin edges a DP mechanism chooses.
+
+    The data holder gives the bounds (public) and the number of bins; a generator's fit spends
+    part of its budget on the edges (:func:`synthinfer.data.private_bins.resolve_private_bins`:
+    the exponential-mechanism quantiles of Smith 2011, one per interior edge, through OpenDP)
+    and replaces the column by a discretised :class:`Column` whose :class:`Binning` records the
+    chosen edges as private output. Equal-mass bins keep every bin's counts well above the
+    noise, where equal-width bins over public bounds leave the tails nearly empty. Synthetic
+    values come back as numbers drawn inside their bins (:meth:`Binning.sample`).
+    Domain JSON: ``{"name": "age", "bounds": [17, 90], "bins": "private:20", "integer": true}``.
+    """
+
+    bins: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        b = self.bins
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 2 <= b <= MAX_BINS:
+            raise DomainError(f"column {self.name!r}: private bins must be a whole number from 2 to {MAX_BINS:,}, "
+                              f"got {b!r}")
+        object.__setattr__(self, "bins", int(b))
+        if self.integer and self.bins > self.upper - self.lower:
+            raise DomainError(f"column {self.name!r}: {self.bins} bins of whole numbers need at least as many whole "
+                              f"numbers in the bounds [{self.lower:g}, {self.upper:g}]")
+
+
+#: A Domain column: categorical (possibly discretised) or continuous (possibly to be binned privately).
 DomainColumn = Column | Continuous
 
 
@@ -297,7 +371,8 @@ def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
 
 
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
-_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer", "derived_from", "map"})
+_COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer", "private_edges",
+                          "derived_from", "map"})
 
 @dataclass(frozen=True)
 class Domain:
@@ -414,6 +489,11 @@ class Domain:
         (default: all), for work that needs categories; the message starts with ``purpose``."""
         cols = self.columns if columns is None else [self[n] for n in columns]
         for c in cols:
+            if isinstance(c, PrivateBins):
+                raise DomainError(
+                    f"{purpose}: column {c.name!r} asks for {c.bins} private bins whose edges are not chosen yet; "
+                    "a generator's fit chooses them with part of its budget (NapsuMQ, PrivBayes), or call "
+                    "synthinfer.data.resolve_private_bins() first")
             if isinstance(c, Continuous):
                 raise DomainError(
                     f"{purpose}: column {c.name!r} is continuous (public bounds [{c.lower:g}, {c.upper:g}]) "
@@ -505,7 +585,7 @@ class Domain:
             if isinstance(s, Column):
                 cols.append(s if s.name == name else Column(name, s.categories, s.binning))
             elif isinstance(s, Continuous):
-                cols.append(s if s.name == name else Continuous(name, s.lower, s.upper, s.integer))
+                cols.append(s if s.name == name else dataclasses.replace(s, name=name))
             elif isinstance(s, tuple):
                 if len(s) != 2:
                     raise DomainError(
@@ -553,12 +633,18 @@ class Domain:
         for c in self.columns:
             if isinstance(c, Continuous):
                 d: dict[str, Any] = {"name": c.name, "bounds": [c.lower, c.upper]}
+                if isinstance(c, PrivateBins):
+                    d["bins"] = f"private:{c.bins}"
                 if c.integer:
                     d["integer"] = True
             else:
                 d = {"name": c.name, "categories": [_py(v) for v in c.categories]}
                 if c.binning is not None:
                     d["bin_edges"] = list(c.binning.edges)
+                    if c.binning.integer:
+                        d["integer"] = True
+                    if c.binning.private:
+                        d["private_edges"] = True
                 if c.derived_from is not None:
                     d["derived_from"] = c.derived_from
                     d["map"] = [[_py(a), _py(b)] for a, b in c.derive]
@@ -639,31 +725,46 @@ def _column_from_dict(i: int, c: Any) -> DomainColumn:
         bounds = _numbers(name, "bounds", c["bounds"])
         if len(bounds) != 2:
             raise DomainError(f"Domain column {name!r}: 'bounds' must be [lower, upper], got {c['bounds']!r}")
-    if "integer" in c and (bounds is None or "bins" in c or "categories" in c):
-        raise DomainError(f"Domain column {name!r}: 'integer' belongs to a continuous column ('bounds' without 'bins')")
+    integer = c.get("integer", False)
+    if not isinstance(integer, bool):
+        raise DomainError(f"Domain column {name!r}: 'integer' must be true or false, got {integer!r}")
+    if "integer" in c and "bin_edges" not in c and bounds is None:
+        raise DomainError(f"Domain column {name!r}: 'integer' belongs to a number column ('bounds', or 'bin_edges')")
+    private_edges = c.get("private_edges", False)
+    if not isinstance(private_edges, bool) or ("private_edges" in c and "bin_edges" not in c):
+        raise DomainError(f"Domain column {name!r}: 'private_edges' (true or false) says where 'bin_edges' came from; "
+                          "to have the edges chosen privately, give 'bounds' and \"bins\": \"private:K\"")
     if bounds is not None and "bins" not in c:
         if "categories" in c:
             raise DomainError(
                 f"Domain column {name!r}: 'bounds' without 'bins' is a continuous column, which has no "
                 "'categories'; add 'bins' to discretise it"
             )
-        integer = c.get("integer", False)
-        if not isinstance(integer, bool):
-            raise DomainError(f"Domain column {name!r}: 'integer' must be true or false, got {integer!r}")
         return Continuous(name, bounds[0], bounds[1], integer)
     binning = None
     if "bin_edges" in c:
-        binning = Binning(_numbers(name, "bin_edges", c["bin_edges"]))
+        binning = Binning(_numbers(name, "bin_edges", c["bin_edges"]), integer=integer, private=private_edges)
     elif "bins" in c:
         if bounds is None:
             raise DomainError(f"Domain column {name!r}: 'bins' needs 'bounds'")
         bins = c["bins"]
+        if isinstance(bins, str):
+            k = bins[len("private:"):] if bins.startswith("private:") else ""
+            if not k.isdigit():
+                raise DomainError(f"Domain column {name!r}: 'bins' is a whole number (public equal-width bins) or "
+                                  f"\"private:K\" (K bins whose edges a DP mechanism chooses), got {bins!r}")
+            if "categories" in c:
+                raise DomainError(f"Domain column {name!r}: private bins are labelled by their edges once chosen; "
+                                  "drop 'categories'")
+            return PrivateBins(name, bounds[0], bounds[1], integer, bins=int(k))
         if isinstance(bins, bool) or not (isinstance(bins, int) or (isinstance(bins, float) and bins.is_integer())):
             raise DomainError(f"Domain column {name!r}: 'bins' must be a whole number, got {bins!r}")
         if bins > MAX_BINS:
             raise DomainError(f"Domain column {name!r}: 'bins' is {bins:g}, more than the {MAX_BINS:,} bins a column "
                               "may have")
-        binning = Binning.uniform(bounds[0], bounds[1], int(bins))
+        binning = Binning.uniform(bounds[0], bounds[1], int(bins), integer=integer)
+    elif "integer" in c:
+        raise DomainError(f"Domain column {name!r}: 'integer' belongs to a number column ('bounds', or 'bin_edges')")
     if "categories" in c:
         cats = c["categories"]
         if isinstance(cats, (str, Mapping)) or not isinstance(cats, Sequence):

@@ -17,6 +17,7 @@ import pandas as pd
 from synthinfer.data.domain import MISSING, Column, Domain
 from synthinfer.errors import (
     ArgumentTypeError,
+    DomainError,
     DuplicateColumnError,
     EmptyDataError,
     MissingValueError,
@@ -208,33 +209,65 @@ def _plain(v):
 
 
 def decode(
-    codes: np.ndarray, domain: Domain, midpoints: bool | Sequence[str] = False
+    codes: np.ndarray,
+    domain: Domain,
+    midpoints: bool | Sequence[str] = False,
+    *,
+    numbers: bool | Sequence[str] = False,
+    rng: np.random.Generator | None = None,
 ) -> pd.DataFrame:
-    """Turn an ``(n, d)`` code array back into a DataFrame of categories.
+    """Turn an ``(n, d)`` code array back into a DataFrame of categories or numbers.
 
     Categorical columns come back as pandas ``Categorical`` with the Domain's category order.
-    With ``midpoints=True`` (or a list of column names) discretised columns are mapped to
-    their bin midpoints as floats, as the NAPSU-MQ paper does for the downstream analysis
-    (Räisä et al. 2023, Supplement F).
+    Discretised columns named by ``numbers`` (``True``: all of them) come back as numbers drawn
+    uniformly inside their bins (:meth:`~synthinfer.data.domain.Binning.sample`: whole numbers
+    for an integer column, always inside the bounds; needs ``rng``), those named by
+    ``midpoints`` as their bin midpoints, as the NAPSU-MQ paper does for the downstream
+    analysis (Räisä et al. 2023, Supplement F). A column cannot be in both. A missing-value
+    code maps to NaN either way.
     """
     domain.check_finite(purpose="decode() (category codes)")
     codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != len(domain):
         raise ParameterError(f"codes must have shape (n, {len(domain)}), got {codes.shape}")
-    if midpoints is True:
-        mids = {c.name for c in domain.columns if c.binning is not None}
-    elif midpoints is False:
-        mids = set()
-    else:
-        mids = set(domain.check_columns(midpoints))
+    mids, nums = discretised_columns(domain, midpoints, "midpoints"), discretised_columns(domain, numbers, "numbers")
+    both = sorted(mids & nums)
+    if both:
+        raise ParameterError(f"columns {both} are asked for as midpoints and as numbers inside their bins; choose one")
+    if nums and rng is None:
+        raise ParameterError("decode(numbers=...) draws numbers inside bins and needs rng (a numpy Generator)")
     data = {}
     for j, col in enumerate(domain.columns):
         cj = codes[:, j]
         if cj.size and (cj.min() < 0 or cj.max() >= col.size):
             raise OutOfDomainError(f"column {col.name!r}: codes outside 0..{col.size - 1}")
-        if col.name in mids:
-            # a MISSING code (the last, after the bins) maps to NaN
-            data[col.name] = np.append(domain.midpoints(col.name), np.nan)[cj]
+        if col.name in mids or col.name in nums:
+            b = col.binning
+            missing = cj >= b.n_bins  # the MISSING code (the last, after the bins)
+            inside = np.where(missing, 0, cj)
+            if col.name in mids:
+                data[col.name] = np.where(missing, np.nan, b.midpoints[inside])
+            elif b.integer:  # whole numbers as integers (nullable where a value is missing)
+                x = b.sample(inside, rng).astype(np.int64)
+                data[col.name] = pd.array(x, dtype="Int64").where(~missing) if missing.any() else x
+            else:
+                data[col.name] = np.where(missing, np.nan, b.sample(inside, rng))
         else:
             data[col.name] = pd.Categorical.from_codes(cj, categories=list(col.categories))
     return pd.DataFrame(data)
+
+
+def discretised_columns(domain: Domain, which: bool | Sequence[str] | None, arg: str) -> set[str]:
+    """The discretised columns ``which`` names (``True``: all, ``False`` or ``None``: none);
+    :class:`DomainError` naming ``arg`` for a column without bins."""
+    if which is True:
+        return {c.name for c in domain.columns if c.binning is not None}
+    if which is False or which is None:
+        return set()
+    if isinstance(which, str):
+        which = [which]
+    names = set(domain.check_columns(which))
+    plain = sorted(n for n in names if domain[n].binning is None)
+    if plain:
+        raise DomainError(f"{arg}: columns {plain} were not discretised from numbers; they have no bins")
+    return names

@@ -29,6 +29,15 @@ import pandas as pd
 
 from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
+from synthinfer.data.domain import PrivateBins
+from synthinfer.data.encoding import discretised_columns
+from synthinfer.data.private_bins import (
+    check_private_bins,
+    planned_domain,
+    private_bin_columns,
+    private_columns,
+    resolve_private_bins,
+)
 from synthinfer.errors import (
     ArgumentTypeError,
     OutOfDomainError,
@@ -123,6 +132,11 @@ class NapsuMQ(Generator):
         noise are then pulled towards the lower-order model rather than towards the uniform
         table, which biased rare categories at AIM's scale (docs/napsu-sampler.md). ``None``:
         the normal prior is on the canonical parameters (with ``cell_prior=0``, the paper's).
+    edges_share : share of ``epsilon`` spent choosing the bin edges of the Domain's
+        :class:`~synthinfer.data.PrivateBins` columns (``"bins": "private:K"``; default 0.1,
+        split equally over those columns and their ``K - 1`` quantiles;
+        :mod:`synthinfer.data.private_bins`); the marginals get the rest. Unused (and
+        nothing spent) when no column asks for private bins.
     laplace_max_iter, laplace_max_restarts : L-BFGS settings (Supplement E).
     noise_aware : ``False`` runs inference as if the noise were ``sigma_DP = 0.005``
         (the "-NA" ablation of Fig. 3b). Only for studies.
@@ -177,6 +191,7 @@ class NapsuMQ(Generator):
         prior_sd: float = PRIOR_SD,
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
+        edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
         noise_aware: bool = True,
@@ -199,6 +214,7 @@ class NapsuMQ(Generator):
         self.prior_sd = prior_sd
         self.cell_prior = cell_prior
         self.interaction_sd = interaction_sd
+        self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
         self.noise_aware = noise_aware
@@ -227,6 +243,7 @@ class NapsuMQ(Generator):
             "prior_sd": self.prior_sd,
             "cell_prior": self.cell_prior,
             "interaction_sd": self.interaction_sd,
+            "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
             "noise_aware": self.noise_aware,
@@ -271,6 +288,8 @@ class NapsuMQ(Generator):
         if self.interaction_sd is not None and not (
                 _is_number(self.interaction_sd) and math.isfinite(self.interaction_sd) and self.interaction_sd > 0):
             raise ParameterError(f"interaction_sd must be None or a finite number > 0, got {self.interaction_sd!r}")
+        if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
+            raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
             raise ParameterError(
                 f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
@@ -287,6 +306,9 @@ class NapsuMQ(Generator):
             if name in domain.derived:
                 raise ParameterError(f"reference: column {name!r} is derived from {domain.derived[name][0]!r}, "
                                      "which is modelled in its place; give that column's reference instead")
+            if isinstance(domain[name], PrivateBins):
+                raise ParameterError(f"reference: column {name!r} has private bins, whose categories are not known "
+                                     "before the fit chooses them")
             cats = list(domain[name].categories)
             if value not in cats:
                 raise OutOfDomainError(f"reference[{name!r}] = {value!r} is not a category of {name!r}")
@@ -319,7 +341,12 @@ class NapsuMQ(Generator):
             raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        full_domain = domain
+        # Private bin edges (the Domain's PrivateBins columns): every input check here, before
+        # any spend; the checks of the model below run on the bins as asked for, and the edges
+        # are drawn once the ledger has verified the whole budget.
+        edges_epsilon = budget.epsilon * float(self.edges_share) if private_columns(domain) else 0.0
+        check_private_bins(data, domain, edges_epsilon)
+        given_domain, full_domain = domain, planned_domain(domain)
         for m in as_marginals(self.marginals):
             full_domain.check_columns(m.columns)  # UnknownColumnError, before the derived columns go
         # derived columns are functions of their sources: the model is fitted without them, on
@@ -327,7 +354,7 @@ class NapsuMQ(Generator):
         domain = full_domain.without_derived()
         fixed = _drop_contained(_model_marginals(self.marginals, full_domain))
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
-        reference = self._user_reference(full_domain)  # validated before any budget is spent
+        reference = self._user_reference(given_domain)  # validated before any budget is spent
         d_fixed = CanonicalQueries(domain, fixed, reference={}).dimension
         if not self.select_extra and d_fixed == 0:
             raise ParameterError("the marginals measure nothing: every column in them has a single category")
@@ -335,8 +362,14 @@ class NapsuMQ(Generator):
         ledger = self._ledger_for(budget, data, ledger)
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
         charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
-        rng = make_rng(self.seed)
         stage = progress or (lambda s: None)
+        if edges_epsilon:
+            encode(data, full_domain)  # every other column's values checked before the edges' spend
+            stage("choosing private bin edges")
+            full_domain = resolve_private_bins(data, given_domain, epsilon=edges_epsilon, ledger=ledger)
+            domain = full_domain.without_derived()
+            budget = PrivacyBudget(budget.epsilon - edges_epsilon, budget.delta)
+        rng = make_rng(self.seed)
         codes = encode(data, full_domain)  # checks the derived columns against their maps too
         if domain is not full_domain:
             codes = codes[:, [full_domain.index(c) for c in domain.names]]
@@ -544,14 +577,18 @@ class NapsuMQ(Generator):
         seed: SeedLike = None,
         *,
         midpoints: bool | Sequence[str] = False,
+        numbers: bool | Sequence[str] | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> list[pd.DataFrame]:
         """``m`` synthetic datasets of ``n`` rows (default: the real ``n``), decoded to categories.
 
         Dataset ``i`` is an exact i.i.d. sample of ``MED_theta_i`` for a posterior draw
         ``theta_i`` (Algorithm 1, last step); the draws are taken without replacement from the
-        stored posterior sample (with replacement if ``m`` exceeds it). With ``midpoints``,
-        discretised columns come back as bin midpoints (Supplement F). ``progress(done, m)``
+        stored posterior sample (with replacement if ``m`` exceeds it). Discretised columns
+        named by ``numbers`` come back as numbers drawn uniformly inside their bins (whole
+        numbers for an integer column; default ``None``: the columns the Domain gave as
+        continuous with private bins, ``True``: every discretised column), those named by
+        ``midpoints`` as bin midpoints (Supplement F), the rest as bin labels. ``progress(done, m)``
         is called after each batch. Seeds follow the rule of
         :class:`~synthinfer.generate.Generator`: with an integer ``seed`` (this call's, else
         the generator's) every call returns the same datasets.
@@ -559,6 +596,10 @@ class NapsuMQ(Generator):
         self._check_fitted()
         m, n = self._check_m_n(m, n)
         rng = self._generate_rng(seed)
+        if numbers is None:  # the columns given as continuous, unless asked for as midpoints
+            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
+            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
+        discretised_columns(self.domain_, numbers, "numbers")  # errors before any sampling
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
         idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
         thetas = flat[idx]
@@ -572,7 +613,8 @@ class NapsuMQ(Generator):
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
             codes = np.asarray(program(chunk, jax_key(rng)))
             for i in range(batch - pad):
-                out.append(decode(self.domain_.with_derived(codes[i]), self.domain_, midpoints=midpoints))
+                out.append(decode(self.domain_.with_derived(codes[i]), self.domain_, midpoints=midpoints,
+                                  numbers=numbers, rng=rng))
             if progress:
                 progress(len(out), m)
         return out
@@ -632,6 +674,11 @@ class NapsuMQ(Generator):
             f"inference: {self.inference}" + ("" if self.noise_aware else " (NOT noise-aware: ablation)")
             + "; prior " + self._prior_text(),
         ]
+        for name in private_bin_columns(self.domain_):
+            b = self.domain_[name].binning
+            spent = sum(c.epsilon for c in self.ledger_.charges if c.name == f"private bin edges: {name}")
+            lines.append(f"  private bin edges: {name}, {b.n_bins} bins at DP quantiles (epsilon {spent:.3g}); "
+                         "values drawn inside their bins")
         if "auto" in d:
             lines.append(f"  sampler chosen: {d['auto']['sampler']}: {d['auto']['reason']}")
         if "laplace" in d:

@@ -14,6 +14,7 @@ from synthinfer.privacy.mechanisms import (
     gaussian_sigma,
     joint_scale,
     laplace_mechanism,
+    quantile_mechanism,
 )
 from synthinfer.privacy.randomness import SeedLike, jax_key, jax_key_data, jax_key_data_spec, make_rng, seed_fixed
 from synthinfer.privacy.zcdp import zcdp_delta, zcdp_epsilon, zcdp_rho
@@ -41,6 +42,7 @@ __all__ = [
     "jax_key_data",
     "jax_key_data_spec",
     "laplace_mechanism",
+    "quantile_mechanism",
     "make_rng",
     "seed_fixed",
     "zcdp_delta",

@@ -343,3 +343,31 @@ def discrete_laplace_mechanism(
     ledger.spend(name, epsilon, 0.0, mechanism="discrete laplace (OpenDP)", sensitivity_l1=sensitivity, scale=scale,
                  variance=samplers.discrete_laplace_variance(scale))
     return samplers.discrete_laplace(x, scale), scale
+
+
+def quantile_mechanism(
+    values: np.ndarray,
+    *,
+    candidates: np.ndarray,
+    alphas: Sequence[float],
+    epsilon: float,
+    ledger: PrivacyLedger,
+    name: str = "quantiles",
+) -> np.ndarray:
+    """Release the ``alphas``-quantiles of ``values`` among public ``candidates``: ``epsilon``-DP.
+
+    Each quantile is OpenDP's exponential-mechanism quantile
+    (:func:`synthinfer.privacy.samplers.private_quantile`; Smith 2011) with
+    ``epsilon / len(alphas)``; by basic composition the set is ``(epsilon, 0)``-DP under
+    substitution of one row (n public). The ledger is charged the whole ``(epsilon, 0)`` before
+    the first draw. Returns the chosen candidates, in the order of ``alphas``.
+    """
+    epsilon = _check_positive("epsilon", epsilon)
+    alphas = [float(a) for a in alphas]
+    if not alphas:
+        raise PrivacyError(f"{name}: no quantiles asked for")
+    each = epsilon / len(alphas)
+    ledger.spend(name, epsilon, 0.0, mechanism="exponential-mechanism quantiles (OpenDP make_private_quantile)",
+                 quantiles=len(alphas), epsilon_each=each, scale=samplers.quantile_scale(each),
+                 candidates=int(np.size(candidates)), neighbourhood="substitution (n public)")
+    return np.array([samplers.private_quantile(values, candidates=candidates, alpha=a, epsilon=each) for a in alphas])

@@ -258,6 +258,47 @@ def exponential_mechanism(scores: np.ndarray, *, epsilon: float, sensitivity: fl
     return int(m(s.tolist()))
 
 
+def quantile_scale(epsilon: float) -> float:
+    """Scale of :func:`private_quantile` for ``epsilon``-DP under substitution of one row.
+
+    A substitution is symmetric distance 2 on vectors of known size n, where OpenDP's privacy
+    map of ``make_private_quantile`` (max divergence) is ``2 / scale``."""
+    return 2.0 / _check_scale(epsilon)
+
+
+def private_quantile(values: np.ndarray, *, candidates: np.ndarray, alpha: float, epsilon: float) -> float:
+    """The ``alpha``-quantile of ``values`` among public ``candidates``, ``epsilon``-DP.
+
+    The exponential mechanism on the quantile score (Smith 2011, "Privacy-preserving
+    statistical estimation with optimal convergence rates"): candidate ``c`` scores by how far
+    the number of values below it is from ``alpha n`` (ties counted as in OpenDP's proof), and is
+    drawn with probability proportional to ``exp(-score / scale)``. OpenDP's
+    ``make_private_quantile`` on vectors of the known, public size ``n`` (a substitution moves a
+    candidate's score by at most one rank), exact Gumbel report-noisy-max on integer scores.
+    Guarantee: ``epsilon``-DP under substitution of one row (OpenDP's privacy map at symmetric
+    distance 2, checked against ``epsilon`` before anything is drawn).
+    """
+    dp = _dp()
+    epsilon = _check_scale(epsilon)
+    x = as_reals(values).ravel()
+    cands = np.asarray(as_reals(candidates), dtype=np.float64).ravel()
+    if cands.size == 0 or x.size == 0:
+        raise ParameterError("a private quantile needs at least one value and one candidate")
+    if not np.all(np.diff(cands) > 0):
+        raise ParameterError("quantile candidates must be strictly increasing")
+    if not 0.0 <= alpha <= 1.0:
+        raise ParameterError(f"alpha must be in [0, 1], got {alpha!r}")
+    scale = quantile_scale(epsilon)
+    if (rng := _test_only_rng()) is not None:
+        below = np.searchsorted(np.sort(x), cands, side="left")
+        score = -np.abs(below - alpha * x.size)
+        return float(cands[int(np.argmax(score / scale + rng.gumbel(size=cands.shape)))])
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(x.size)), dp.symmetric_distance()
+    m, _ = _calibrated(lambda s: dp.m.make_private_quantile(*space, dp.max_divergence(), candidates=cands.tolist(),
+                                                            alpha=float(alpha), scale=s), 2, epsilon, scale)
+    return float(m(x.tolist()))
+
+
 # -- OS-CSPRNG-seeded streams for privacy randomness OpenDP cannot draw ---------------------------
 
 

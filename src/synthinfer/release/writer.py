@@ -106,7 +106,8 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
 
 def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
     """Every value of a Domain column is one of its categories, or, for a continuous column or
-    a discretised one written as numbers (bin midpoints), lies within its public bounds."""
+    a discretised one written as numbers (bin midpoints, or numbers drawn inside the bins), lies
+    within its public bounds."""
     for c in frame.columns:
         col, s = domain[c], frame[c].dropna()
         if isinstance(col, Continuous):
@@ -187,20 +188,24 @@ def _posterior_idata(posterior: Any):
     )
 
 
-def _midpoint_columns(frame: pd.DataFrame, domain: Domain | None) -> list[str] | None:
-    """The discretised Domain columns that the datasets hold as numbers (bin midpoints, e.g.
-    from ``NapsuMQ.generate(midpoints=...)``) rather than as bin labels; None without a Domain.
+def _numeric_columns(frame: pd.DataFrame, domain: Domain | None) -> tuple[list[str] | None, list[str] | None]:
+    """The discretised Domain columns that the datasets hold as numbers rather than bin labels:
+    ``(as bin midpoints, as numbers inside their bins)``, e.g. from ``NapsuMQ.generate(midpoints=...)``
+    and ``generate(numbers=...)``; ``(None, None)`` without a Domain.
 
     Read from the datasets themselves, so the manifest states what was released whoever
     generated it."""
     if domain is None:
-        return None
-    return [
-        str(c) for c in frame.columns
-        if not isinstance(domain[c], Continuous) and domain[c].binning is not None
-        and pd.api.types.is_numeric_dtype(frame[c].dtype)
-        and not isinstance(frame[c].dtype, pd.CategoricalDtype)
-    ]
+        return None, None
+    mids, inside = [], []
+    for c in frame.columns:
+        col = domain[c]
+        if (isinstance(col, Continuous) or col.binning is None or not pd.api.types.is_numeric_dtype(frame[c].dtype)
+                or isinstance(frame[c].dtype, pd.CategoricalDtype)):
+            continue
+        x = frame[c].dropna().to_numpy(dtype=float)
+        (mids if np.isin(x, col.binning.midpoints).all() else inside).append(str(c))
+    return mids, inside
 
 
 def write_release(
@@ -325,6 +330,7 @@ def _write_bundle(tmp: Path, frames: list[pd.DataFrame], record: ReleaseRecord, 
         (tmp / POSTERIOR_NAME).write_bytes(_netcdf_bytes(idata))
     files = sorted(names + ([POSTERIOR_NAME] if idata is not None else []))
     n_syn = [len(f) for f in frames]
+    as_midpoints, in_bins = _numeric_columns(frames[0], domain)
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -339,7 +345,8 @@ def _write_bundle(tmp: Path, frames: list[pd.DataFrame], record: ReleaseRecord, 
         "n_syn": n_syn[0] if len(set(n_syn)) == 1 else n_syn,
         "m": m,
         "seed_fixed": record.seed_fixed,
-        "midpoints": _midpoint_columns(frames[0], domain),
+        "midpoints": as_midpoints,
+        "numbers_in_bins": in_bins,
         "diagnostics": record.diagnostics,
         "columns": [str(c) for c in frames[0].columns],
         # Parquet loses the categorical dtype of non-string categories (and so the unused

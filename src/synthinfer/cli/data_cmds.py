@@ -11,14 +11,19 @@ from synthinfer.cli.common import console, user_errors
 
 
 def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exists=True, dir_okay=False)) -> None:
-    """Show a Domain: its columns (categorical, discretised, derived from another column or
-    continuous with public bounds), category counts and the number of cells."""
-    from synthinfer.data import Continuous, Domain
+    """Show a Domain: its columns (categorical, discretised with public or private edges, derived
+    from another column, continuous with public bounds, or to be binned privately), category
+    counts and the number of cells."""
+    from synthinfer.data import Continuous, Domain, PrivateBins
 
     with user_errors():
         d = Domain.from_json(domain)
-    n_cont = sum(isinstance(c, Continuous) for c in d.columns)
-    if n_cont:
+    n_cont = sum(isinstance(c, Continuous) and not isinstance(c, PrivateBins) for c in d.columns)
+    n_private = sum(isinstance(c, PrivateBins) for c in d.columns)
+    if n_private and not n_cont:
+        title = (f"Domain: {len(d)} columns, {n_private} with bin edges to be chosen privately by the fit "
+                 "(part of its budget: NapsuMQ's edges_share, --edges-share)")
+    elif n_cont:
         title = (f"Domain: {len(d)} columns, {n_cont} continuous (no finite cells: NAPSU-MQ, PrivBayes and "
                  "marginal counts need them discretised with bins)")
     else:
@@ -29,12 +34,16 @@ def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exis
     t.add_column("size", justify="right")
     t.add_column("categories / bounds")
     for c in d.columns:
-        if isinstance(c, Continuous):
+        if isinstance(c, PrivateBins):
+            kind = "private bins, integer" if c.integer else "private bins"
+            t.add_row(c.name, kind, str(c.bins), f"[{c.lower:g}, {c.upper:g}]; edges: private output of the fit")
+        elif isinstance(c, Continuous):
             kind = "continuous, integer" if c.integer else "continuous"
             t.add_row(c.name, kind, "-", f"[{c.lower:g}, {c.upper:g}]")
         else:
             cats = ", ".join(map(str, c.categories[:6])) + (" ..." if c.size > 6 else "")
-            kind = ("categorical" if c.binning is None else "discretised") if c.derived_from is None else (
+            edges = "" if c.binning is None else (", private edges" if c.binning.private else ", public edges")
+            kind = ("categorical" if c.binning is None else "discretised" + edges) if c.derived_from is None else (
                 f"derived from {c.derived_from}")
             t.add_row(c.name, kind, str(c.size), cats)
     console.print(t)

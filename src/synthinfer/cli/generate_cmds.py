@@ -48,6 +48,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--chains": ("napsu",),
     "--reference": ("napsu",),
     "--midpoints": ("napsu",),
+    "--edges-share": ("napsu",),
     "--epochs": ("dpgan", "dpcgan"),
     "--label": ("dpcgan",),
 }
@@ -107,7 +108,13 @@ def generate_cmd(
         help="napsu: reference categories of the canonical parametrisation: most_frequent (default; by noisy "
              "counts), first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
     ),
-    midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints."),
+    midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
+                                   "(default: bin labels, and numbers drawn inside their bins for columns with "
+                                   '"bins": "private:K").'),
+    edges_share: float = typer.Option(
+        None, "--edges-share",
+        help='napsu: share of epsilon spent choosing the edges of Domain columns with "bins": "private:K" '
+             "(default 0.1)."),
     epochs: int = _EPOCHS,
     label: str = _LABEL,
     unsafe_allow_large_delta: bool = UNSAFE_DELTA,
@@ -118,7 +125,8 @@ def generate_cmd(
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
         "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
-        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--epochs": epochs,
+        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
+        "--edges-share": edges_share, "--epochs": epochs,
         "--label": label,
     }
     _generate_release(data, domain, generator.value, out, epsilon=epsilon, delta=delta, m=m, n_syn=n_syn,
@@ -287,7 +295,8 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
 
     if name == "napsu":
         names = {"--inference": "inference", "--mst-budget-fraction": "mst_budget_fraction",
-                 "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains"}
+                 "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains",
+                 "--edges-share": "edges_share"}
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)

@@ -333,7 +333,7 @@ PRIVATE_BIN_GRID = 1000
 class PrivateBins(Continuous):
     """A continuous column with public bounds whose ``bins`` bin edges a DP mechanism chooses.
 
-    The data holder gives the bounds (public) and the number of bins; a generator's fit spends
+    The data holder gives the bounds (public) and the number of bins; NapsuMQ's fit spends
     part of its budget on the edges (:func:`synthinfer.data.private_bins.resolve_private_bins`:
     the exponential-mechanism quantiles of Smith 2011, one per interior edge, through OpenDP)
     and replaces the column by a discretised :class:`Column` whose :class:`Binning` records the
@@ -492,8 +492,8 @@ class Domain:
             if isinstance(c, PrivateBins):
                 raise DomainError(
                     f"{purpose}: column {c.name!r} asks for {c.bins} private bins whose edges are not chosen yet; "
-                    "a generator's fit chooses them with part of its budget (NapsuMQ, PrivBayes), or call "
-                    "synthinfer.data.resolve_private_bins() first")
+                    "NapsuMQ's fit chooses them with part of its budget (edges_share); for other uses call "
+                    "synthinfer.data.resolve_private_bins() with a ledger first")
             if isinstance(c, Continuous):
                 raise DomainError(
                     f"{purpose}: column {c.name!r} is continuous (public bounds [{c.lower:g}, {c.upper:g}]) "
@@ -676,7 +676,12 @@ class Domain:
 
         - ``{"name": "sex", "categories": ["F", "M"]}``: categorical;
         - ``{"name": "age", "bounds": [17, 90], "bins": 5}`` or ``{"name": "x", "bin_edges":
-          [...]}``: a number discretised into bins (labels as categories unless given);
+          [...]}``: a number discretised into bins (labels as categories unless given;
+          ``"integer": true`` for whole numbers; ``"private_edges": true`` records edges that a
+          DP mechanism chose);
+        - ``{"name": "age", "bounds": [17, 90], "bins": "private:20"}``: a number whose 20 bins'
+          edges a generator's fit chooses at DP quantiles with part of its budget
+          (:class:`PrivateBins`);
         - ``{"name": "x", "bounds": [0, 1]}`` (no bins; ``"integer": true`` for whole numbers):
           continuous with public bounds;
         - ``{"name": "education-num", "categories": [1, ..., 16], "derived_from": "education",

@@ -29,6 +29,7 @@ from synthinfer.errors import (
     DomainError,
     DuplicateColumnError,
     EmptyDataError,
+    MissingValueError,
     OutOfDomainError,
     ParameterError,
     UnknownColumnError,
@@ -140,10 +141,9 @@ class QuerySet:
         return np.concatenate([count_codes(codes, self.domain, m.columns) for m in self.marginals])
 
     def count_file(self, path: str | os.PathLike, missing: MissingPolicy = "error") -> np.ndarray:
-        """Concatenated counts for a CSV or Parquet file, via DuckDB (see :func:`count_file`)."""
-        return np.concatenate(
-            [count_file(path, self.domain, m.columns, missing=missing) for m in self.marginals]
-        )
+        """Concatenated counts for a CSV or Parquet file, in one DuckDB scan
+        (:func:`count_file_marginals`)."""
+        return np.concatenate(count_file_marginals(path, self.domain, self.marginals, missing=missing))
 
     def split(self, vector: np.ndarray) -> list[np.ndarray]:
         """Split a concatenated vector into per-marginal arrays shaped like their tables."""
@@ -236,19 +236,38 @@ def count_file(
     columns: Sequence[str],
     missing: MissingPolicy = "error",
 ) -> np.ndarray:
-    """Counts of the marginal on ``columns`` for a CSV or Parquet file, computed by DuckDB.
+    """Counts of the marginal on ``columns`` for a CSV or Parquet file, computed by DuckDB
+    (:func:`count_file_marginals` with one marginal)."""
+    return count_file_marginals(path, domain, [columns], missing=missing)[0]
 
-    The file is scanned by DuckDB (``GROUP BY`` on the mapped category codes); it is never
-    loaded into pandas, so files larger than memory work. Values are matched to categories by
-    their text form for categorical columns (CSV has no types), and by the public bin edges
-    for discretised columns. Errors mirror :func:`encode`.
+
+def count_file_marginals(
+    path: str | os.PathLike,
+    domain: Domain,
+    marginals: Sequence[Sequence[str] | Marginal],
+    missing: MissingPolicy = "error",
+) -> list[np.ndarray]:
+    """Counts of several marginals of a CSV or Parquet file in **one scan**, computed by DuckDB.
+
+    The file is never loaded into pandas, so files larger than memory work. One query maps
+    every value to its category code (by text form for categorical columns, since CSV has no
+    types; by value for numeric categories, as :func:`encode` does; by the public bin edges for
+    discretised columns), flags values outside the Domain and missing values, and counts every
+    marginal at once with ``GROUP BY GROUPING SETS``: a CSV file is parsed once however many
+    marginals and columns are counted. Errors mirror :func:`encode` and name the column and how
+    many rows, never the values (they are private). ``missing="drop"`` drops the rows with a
+    missing value in any of the counted columns from every marginal, so all have the same total.
+    Returns one flat (row-major) count vector per marginal, in order.
     """
     import duckdb
 
     if missing not in ("error", "drop"):
         raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
-    columns = domain.check_columns(columns)
-    domain.check_finite(columns, purpose="marginal counts")
+    marginals = [m.columns if isinstance(m, Marginal) else tuple(domain.check_columns(m)) for m in marginals]
+    if not marginals:
+        raise ParameterError("count_file_marginals needs at least one marginal")
+    used = list(dict.fromkeys(c for m in marginals for c in m))
+    domain.check_finite(used, purpose="marginal counts")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(path)
@@ -261,84 +280,84 @@ def count_file(
     con = duckdb.connect()
     try:
         have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
-        for c in columns:
+        for c in used:
             if c not in have:
                 raise UnknownColumnError(f"the file {path.name} lacks column {c!r} (has {have})")
-        exprs = []
-        nulls = []
-        for c in columns:
-            col = domain[c]
-            ident = _sql_ident(c)
-            if col.binning is not None:
-                e = list(col.binning.edges)
-                num = f"TRY_CAST({ident} AS DOUBLE)"
-                bad = (
-                    f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
-                    f"({num} IS NULL OR NOT isfinite({num}) OR {num} < {e[0]!r} OR {num} > {e[-1]!r}))"
-                )
-                case = " ".join(
-                    f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2)
-                )
-                expr = f"CASE {case} ELSE {len(e) - 2} END" if case else "0"
-            elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
-                # numeric categories match by value ("1.0" is category 1), as encode() does
-                num = f"TRY_CAST({ident} AS DOUBLE)"
-                cats = ", ".join(repr(float(v)) for v in col.categories)
-                expr = f"list_position([{cats}], {num}) - 1"
-                bad = (f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
-                       f"list_position([{cats}], {num}) IS NULL)")
-            else:
-                text = f"CAST({ident} AS VARCHAR)"
-                cats = ", ".join(_sql_str(category_text(v)) for v in col.categories)
-                expr = f"list_position([{cats}], {text}) - 1"
-                bad = f"({ident} IS NOT NULL AND TRIM({text}) <> '' AND list_position([{cats}], {text}) IS NULL)"
-            isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
-            exprs.append((c, expr, bad, isnull))
-            nulls.append(isnull)
-        # 1. Validation: values outside the Domain, then missing values.
-        for c, _, bad, _ in exprs:
-            nbad, example = con.execute(
-                f"SELECT COUNT(*), ANY_VALUE(CAST({_sql_ident(c)} AS VARCHAR)) FROM {src} WHERE {bad}"
-            ).fetchone()
-            if nbad:
-                raise OutOfDomainError(
-                    f"column {c!r} of {path.name}: {nbad} row(s) have values outside the Domain, "
-                    f"e.g. {example!r}"
-                )
-        any_null = " OR ".join(nulls)
-        n_null_rows = con.execute(f"SELECT COUNT(*) FROM {src} WHERE {any_null}").fetchone()[0]
-        where = ""
-        if n_null_rows:
-            if missing == "error":
-                per = {
-                    c: con.execute(f"SELECT COUNT(*) FROM {src} WHERE {isnull}").fetchone()[0]
-                    for c, _, _, isnull in exprs
-                }
-                from synthinfer.errors import MissingValueError
-
-                raise MissingValueError(
-                    f"missing values in {path.name}: { {k: v for k, v in per.items() if v} } "
-                    "(column: rows); pass missing='drop' (synthinfer count: --drop-missing)"
-                )
-            if missing == "drop":
-                where = f"WHERE NOT ({any_null})"
-            else:
-                raise ParameterError("count_file supports missing='error' or 'drop'")
-        shape = [domain[c].size for c in columns]
-        radix = _radix(shape)
-        code = " + ".join(f"({e}) * {int(r)}" for (_, e, _, _), r in zip(exprs, radix))
+        exprs = [_code_sql(c, domain[c]) for c in used]
+        any_null = " OR ".join(isnull for _, _, isnull in exprs)
+        select = []
+        for j, (code, bad, isnull) in enumerate(exprs):
+            key = f"CASE WHEN {any_null} THEN NULL ELSE {code} END" if missing == "drop" else code
+            select += [f"{key} AS k{j}", f"CAST({bad} AS INTEGER) AS b{j}", f"CAST({isnull} AS INTEGER) AS z{j}"]
+        keys = [f"k{j}" for j in range(len(used))]
+        sets = ", ".join("(" + ", ".join(f"k{used.index(c)}" for c in m) + ")" for m in marginals)
+        sums = ", ".join(f"SUM(b{j}), SUM(z{j})" for j in range(len(used)))
         rows = con.execute(
-            f"SELECT {code} AS cell, COUNT(*) FROM {src} {where} GROUP BY cell"
+            f"SELECT GROUPING({', '.join(keys)}), {', '.join(keys)}, COUNT(*), {sums} "
+            f"FROM (SELECT {', '.join(select)} FROM {src}) GROUP BY GROUPING SETS ({sets})"
         ).fetchall()
     except duckdb.Error as e:  # an unreadable file (not CSV/Parquet, binary, ragged rows)
         raise DomainError(f"{path.name} could not be read: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    out = np.zeros(int(math.prod(shape)), dtype=np.float64)
     if not rows:
         raise EmptyDataError(f"the file {path.name} has no rows to count")
-    for cell, k in rows:
-        out[int(cell)] = k
+    k = len(used)
+    # every grouping set aggregates all rows: the flags' totals from the first marginal's set
+    first = _grouping_mask(marginals[0], used)
+    totals = np.sum([r[k + 2:] for r in rows if r[0] == first], axis=0)
+    bad, null = totals[0::2], totals[1::2]
+    for c, b in zip(used, bad):
+        if b:
+            raise OutOfDomainError(f"column {c!r} of {path.name}: {int(b)} row(s) have values outside the Domain")
+    if missing == "error" and null.any():
+        per = {c: int(z) for c, z in zip(used, null) if z}
+        raise MissingValueError(f"missing values in {path.name}: {per} (column: rows); pass missing='drop' "
+                                "(synthinfer count: --drop-missing)")
+    out = []
+    for m in marginals:
+        mask, shape = _grouping_mask(m, used), [domain[c].size for c in m]
+        counts = np.zeros(int(math.prod(shape)), dtype=np.float64)
+        idx = [1 + used.index(c) for c in m]
+        for r in rows:
+            if r[0] == mask and all(r[i] is not None for i in idx):  # None: a dropped row
+                counts[int(np.dot([r[i] for i in idx], _radix(shape)))] += r[k + 1]
+        if not counts.any():
+            raise EmptyDataError(f"the file {path.name} has no rows to count")
+        out.append(counts)
     return out
+
+
+def _grouping_mask(columns: Sequence[str], used: Sequence[str]) -> int:
+    """DuckDB's ``GROUPING(k0, ..., k_K-1)`` of the set ``columns``: bit ``K - 1 - j`` set for
+    every key ``j`` not in it."""
+    k = len(used)
+    return sum(1 << (k - 1 - j) for j, c in enumerate(used) if c not in columns)
+
+
+def _code_sql(name: str, col) -> tuple[str, str, str]:
+    """SQL for one column: its category code (NULL when missing or outside the Domain), a flag
+    for a value outside the Domain, and a flag for a missing value (NULL, or empty text)."""
+    ident = _sql_ident(name)
+    isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
+    if col.binning is not None:
+        e = list(col.binning.edges)
+        num = f"TRY_CAST({ident} AS DOUBLE)"
+        bad = (f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
+               f"({num} IS NULL OR NOT isfinite({num}) OR {num} < {e[0]!r} OR {num} > {e[-1]!r}))")
+        case = " ".join(f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2))
+        code = f"CASE WHEN {isnull} OR {bad} THEN NULL {case} ELSE {len(e) - 2} END"
+    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
+        # numeric categories match by value ("1.0" is category 1), as encode() does
+        num = f"TRY_CAST({ident} AS DOUBLE)"
+        cats = ", ".join(repr(float(v)) for v in col.categories)
+        code = f"(list_position([{cats}], {num}) - 1)"
+        bad = f"(NOT {isnull} AND list_position([{cats}], {num}) IS NULL)"
+    else:
+        text = f"CAST({ident} AS VARCHAR)"
+        cats = ", ".join(_sql_str(category_text(v)) for v in col.categories)
+        code = f"(list_position([{cats}], {text}) - 1)"
+        bad = f"(NOT {isnull} AND list_position([{cats}], {text}) IS NULL)"
+    return code, bad, isnull
 
 

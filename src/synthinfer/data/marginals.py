@@ -341,12 +341,17 @@ def _code_sql(name: str, col) -> tuple[str, str, str]:
     ident = _sql_ident(name)
     isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
     if col.binning is not None:
+        # a number inside the public edges, or a bin's label (as encode() takes either)
         e = list(col.binning.edges)
         num = f"TRY_CAST({ident} AS DOUBLE)"
-        bad = (f"({ident} IS NOT NULL AND TRIM(CAST({ident} AS VARCHAR)) <> '' AND "
+        text = f"CAST({ident} AS VARCHAR)"
+        labels = ", ".join(_sql_str(category_text(v)) for v in col.categories)
+        label = f"list_position([{labels}], {text})"
+        bad = (f"({ident} IS NOT NULL AND TRIM({text}) <> '' AND {label} IS NULL AND "
                f"({num} IS NULL OR NOT isfinite({num}) OR {num} < {e[0]!r} OR {num} > {e[-1]!r}))")
         case = " ".join(f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2))
-        code = f"CASE WHEN {isnull} OR {bad} THEN NULL {case} ELSE {len(e) - 2} END"
+        code = (f"CASE WHEN {isnull} OR {bad} THEN NULL WHEN {label} IS NOT NULL THEN {label} - 1 "
+                f"{case} ELSE {len(e) - 2} END")
     elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
         # numeric categories match by value ("1.0" is category 1), as encode() does
         num = f"TRY_CAST({ident} AS DOUBLE)"

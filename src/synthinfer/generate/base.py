@@ -125,16 +125,19 @@ class Generator(ParamsMixin, ABC):
 
     def _ledger_for(self, budget: PrivacyBudget, data: Any, ledger: PrivacyLedger | None) -> PrivacyLedger:
         """``ledger``, or a new one holding exactly ``budget``, once the budget is safe for the
-        rows of ``data``: :meth:`PrivacyLedger.check_budget` refuses ``delta >= 1/n`` and
+        rows of ``data`` (a DataFrame, or a :class:`~synthinfer.data.counting.MarginalCounter`): :meth:`PrivacyLedger.check_budget` refuses ``delta >= 1/n`` and
         ``epsilon > 100`` (unless the ledger overrides them), before anything is spent."""
-        if not isinstance(data, pd.DataFrame):
+        from synthinfer.data.counting import MarginalCounter
+
+        if not isinstance(data, (pd.DataFrame, MarginalCounter)):
             raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
         if ledger is None:
             ledger = PrivacyLedger(budget)
         elif not isinstance(ledger, PrivacyLedger):
             raise ArgumentTypeError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}")
-        if len(data):  # an empty table is refused by the generator itself, naming the data
-            ledger.check_budget(len(data), budget)
+        n = data.n if isinstance(data, MarginalCounter) else len(data)
+        if n:  # an empty table is refused by the generator itself, naming the data
+            ledger.check_budget(n, budget)
         return ledger
 
     def _check_m_n(self, m: Any, n: Any) -> tuple[int, int]:

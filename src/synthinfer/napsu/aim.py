@@ -78,7 +78,8 @@ from itertools import combinations
 
 import numpy as np
 
-from synthinfer.data import Domain, Marginal, as_marginals, count_codes
+from synthinfer.data import Domain, Marginal, as_marginals
+from synthinfer.data.counting import MarginalCounter, as_counter
 from synthinfer.errors import ArgumentTypeError, DomainError, ParameterError
 from synthinfer.napsu.junction_tree import JunctionTree
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, check_measurements
@@ -579,7 +580,7 @@ def _int_setting(name: str, value, minimum: int) -> int:
 
 
 def select_aim(
-    codes: np.ndarray,
+    codes: np.ndarray | MarginalCounter,
     domain: Domain,
     workload: Sequence[Marginal | Sequence[str] | str] | None = None,
     *,
@@ -598,8 +599,9 @@ def select_aim(
 
     Parameters
     ----------
-    codes : (n, k) int array
-        The private rows as category codes of ``domain`` (``synthinfer.data.encode``).
+    codes : (n, k) int array, or a :class:`~synthinfer.data.counting.MarginalCounter`
+        The private rows as category codes of ``domain`` (``synthinfer.data.encode``), or a
+        counter of their marginals (a file: every count AIM reads comes from one scan).
     domain : Domain
         Finite, public.
     workload : marginals, optional
@@ -675,7 +677,7 @@ def select_aim(
     missing = [m for m in req if all(frozenset(m.columns) != frozenset(s.columns) for s in work)]
     if missing:
         work, w = work + tuple(missing), np.concatenate([w, np.ones(len(missing))])
-    codes = _check_codes(codes, domain)
+    counter = as_counter(codes if isinstance(codes, MarginalCounter) else _check_codes(codes, domain), domain)
     n_cols = len(domain)
     bound = ROUNDS_PER_COLUMN * n_cols if rounds is None else _int_setting("rounds", rounds, 1)
     max_model_cells = _int_setting("max_model_cells", max_model_cells, 1)
@@ -718,7 +720,7 @@ def select_aim(
             f"max_likelihood_flops={max_likelihood_flops} is below the {initial_flops} flops per likelihood "
             f"evaluation that the required marginals and the 1-way marginals alone need; use max_likelihood_flops >= "
             f"{initial_flops}")
-    n = int(codes.shape[0])  # public under substitution
+    n = counter.n  # public under substitution
     rho = zcdp_rho(budget.epsilon, budget.delta)
     rho_rounds = (1.0 - required_share) * rho
     sigma_0 = _round_settings(rho_rounds / bound)[0]
@@ -752,14 +754,15 @@ def select_aim(
     )
 
     # -- initial measurements --------------------------------------------------------------------
-    truth = {m: count_codes(codes, domain, m.columns) for m in cand}
+    counter.prefetch([m.columns for m in cand + initial + up_front])  # one scan of a file
+    truth = {m: counter.count(m.columns) for m in cand}
     measurements: list[Measurement] = []
     rho_used = 0.0
     rho_measured = 0.0  # from the scales (a measurement's variance is the discrete noise's, below scale^2)
 
     def measure(m: Marginal, s: float) -> Measurement:
         nonlocal rho_measured
-        x = truth[m] if m in truth else count_codes(codes, domain, m.columns)
+        x = truth[m] if m in truth else counter.count(m.columns)
         meas = Measurement(m, discrete_gaussian(x, s), discrete_gaussian_variance(s))
         measurements.append(meas)
         rho_measured += gaussian_rho(MARGINAL_L2_SENSITIVITY, s)

@@ -18,6 +18,7 @@ share of the same budget.
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ import pandas as pd
 
 from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
+from synthinfer.data.counting import CodeCounter, FileCounter
 from synthinfer.data.domain import PrivateBins
 from synthinfer.data.encoding import discretised_columns
 from synthinfer.data.private_bins import (
@@ -328,19 +330,30 @@ class NapsuMQ(Generator):
         """Measure the marginals privately and infer the posterior of MED_theta's parameters.
 
         ``data`` must have every Domain column with values in the Domain (missing values are
-        errors). ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
+        errors): a DataFrame, or the path of a CSV or Parquet file, which is never loaded: one
+        DuckDB scan checks every value (:class:`synthinfer.data.counting.FileCounter`) and
+        the counts the fit needs take one more (MST and AIM: their candidates' counts in one
+        scan), all before the noise is drawn. ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
         with exactly that total is created. ``progress(stage)`` is called at each stage.
         """
         self._start_fit()
         self._check_settings()
-        if self.delta is None and not isinstance(data, pd.DataFrame):
-            raise ArgumentTypeError(f"data must be a pandas DataFrame, got {type(data).__name__}")
-        delta = default_delta(max(len(data), 1)) if self.delta is None else self.delta
+        if not isinstance(data, (pd.DataFrame, str, os.PathLike)):
+            raise ArgumentTypeError(f"data must be a pandas DataFrame or the path of a CSV or Parquet file, got "
+                                    f"{type(data).__name__}")
+        if not isinstance(domain, Domain):
+            raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
+        counter = None
+        if not isinstance(data, pd.DataFrame):  # a file: validated and counted by DuckDB, never loaded
+            if private_columns(domain):
+                raise ParameterError("private bins are chosen from the rows in memory: fit a DataFrame, or give "
+                                     "the Domain's edges (bin_edges) to fit a file")
+            counter = data = FileCounter(data, domain)  # one scan checks every value and finds n
+        n_rows = counter.n if counter is not None else len(data)
+        delta = default_delta(max(n_rows, 1)) if self.delta is None else self.delta
         budget = PrivacyBudget(self.epsilon, delta)
         if budget.delta <= 0:
             raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
-        if not isinstance(domain, Domain):
-            raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         # Private bin edges (the Domain's PrivateBins columns): every input check here, before
         # any spend; the checks of the model below run on the bins as asked for, and the edges
         # are drawn once the ledger has verified the whole budget.
@@ -370,10 +383,13 @@ class NapsuMQ(Generator):
             domain = full_domain.without_derived()
             budget = PrivacyBudget(budget.epsilon - edges_epsilon, budget.delta)
         rng = make_rng(self.seed)
-        codes = encode(data, full_domain)  # checks the derived columns against their maps too
-        if domain is not full_domain:
-            codes = codes[:, [full_domain.index(c) for c in domain.names]]
-        n = int(codes.shape[0])
+        if counter is None:  # rows in memory: their codes, checked (derived columns against their maps too)
+            codes = encode(data, full_domain)
+            if domain is not full_domain:
+                codes = codes[:, [full_domain.index(c) for c in domain.names]]
+            counter = CodeCounter(codes, domain)
+            del codes
+        n = counter.n
         timings: dict[str, float] = {}
 
         # -- query selection (own budget share) ------------------------------------------
@@ -389,7 +405,7 @@ class NapsuMQ(Generator):
             workload = self.workload
             if workload is not None and full_domain.derived:  # AIM validates (and names) the workload itself
                 workload = [_source_columns(m, full_domain) for m in workload]
-            aim = select_aim(codes, domain, workload, required=fixed, budget=budget, ledger=ledger,
+            aim = select_aim(counter, domain, workload, required=fixed, budget=budget, ledger=ledger,
                              max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS,
                              required_share=(DEFAULT_REQUIRED_SHARE if self.required_share is None
                                              else float(self.required_share)))
@@ -411,7 +427,7 @@ class NapsuMQ(Generator):
                         "napsu-mq: MST selection and marginal queries", budget.epsilon, budget.delta, plan.losses,
                         mechanism="napsu-mq", scale=plan.scale,
                         accounting="jointly calibrated (napsu.selection.mst_noise_plan)")
-                selected = select_mst_marginals(codes, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger,
+                selected = select_mst_marginals(counter, domain, fixed, n_extra=k, budget=sel_budget, ledger=ledger,
                                                 one_way_sigma=None if plan is None else plan.one_way_sigma,
                                                 part_of=part_of)
                 timings["selection"] = time.perf_counter() - t0
@@ -444,7 +460,7 @@ class NapsuMQ(Generator):
             self.layout_ = measurement_layout(aim.measurements, domain)
             noisy = np.concatenate([m.values for m in aim.measurements])
             sigma = None
-            del codes
+            del counter
             timings["network"] = time.perf_counter() - t0
         else:
             # -- the Gaussian mechanism and the canonical queries -----------------------------
@@ -455,7 +471,8 @@ class NapsuMQ(Generator):
             stage("measuring marginals")
             t0 = time.perf_counter()
             queryset = QuerySet(domain, marginals)
-            counts = queryset.count(codes)
+            counter.prefetch([m.columns for m in queryset.marginals])  # a file: one scan
+            counts = np.concatenate([counter.count(m.columns) for m in queryset.marginals])
             noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
@@ -467,7 +484,7 @@ class NapsuMQ(Generator):
                 ledger=ledger,
                 name="napsu-mq: marginal queries",
             )
-            del counts, codes
+            del counts, counter
             if reference is None:
                 reference = most_frequent_reference(queryset, noisy_all)
             network = network_for(domain, marginals, reference)

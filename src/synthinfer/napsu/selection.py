@@ -46,7 +46,8 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from synthinfer.data import Domain, Marginal, QuerySet, count_codes
+from synthinfer.data import Domain, Marginal, QuerySet
+from synthinfer.data.counting import MarginalCounter, as_counter
 from synthinfer.errors import PrivacyError
 from synthinfer.privacy import (
     PrivacyBudget,
@@ -142,13 +143,17 @@ def n_spanning_edges(domain: Domain, fixed: Sequence[Marginal]) -> int:
     return _components_of(domain, fixed).count() - 1
 
 
-def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+def pair_scores(codes: np.ndarray | MarginalCounter, domain: Domain, one_way: Sequence[np.ndarray],
+                pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """MST scores ``||C_ij(X) - n p_i (x) p_j||_1`` for the given column-index pairs.
 
     ``one_way`` are the *released* noisy 1-way counts; they are clipped at 0 and normalised
-    (post-processing). Sensitivity of each score in ``codes`` under substitution: 2.
+    (post-processing). ``codes``: the private rows' codes, or a
+    :class:`~synthinfer.data.counting.MarginalCounter` of them. Sensitivity of each score under
+    substitution: 2.
     """
-    n = codes.shape[0]
+    counter = as_counter(codes, domain)
+    n = counter.n
     probs = []
     for c in one_way:
         c = np.clip(np.asarray(c, dtype=np.float64), 0.0, None)
@@ -157,14 +162,14 @@ def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[np.ndarray]
     names = domain.names
     out = np.empty(len(pairs))
     for k, (i, j) in enumerate(pairs):
-        counts = count_codes(codes, domain, (names[i], names[j]))
+        counts = counter.count((names[i], names[j]))
         expected = n * np.outer(probs[i], probs[j]).ravel()
         out[k] = np.abs(counts - expected).sum()
     return out
 
 
 def select_mst_marginals(
-    codes: np.ndarray,
+    codes: np.ndarray | MarginalCounter,
     domain: Domain,
     fixed: Sequence[Marginal],
     *,
@@ -184,6 +189,8 @@ def select_mst_marginals(
     charges are then parts of that plan, which has paid for them.
     ``n_extra`` may not exceed :func:`n_spanning_edges` (a spanning tree has no more edges).
     The noise and the selections come from :mod:`synthinfer.privacy.samplers` (no seed).
+    ``codes``: the private rows' codes, or a :class:`~synthinfer.data.counting.MarginalCounter`
+    (a file is then scanned once for the 1-way and once for every candidate pair's counts).
     """
     max_extra = n_spanning_edges(domain, fixed)
     if not (isinstance(n_extra, (int, np.integer)) and 1 <= n_extra <= max_extra):
@@ -199,7 +206,9 @@ def select_mst_marginals(
     if part_of is None:
         ledger.check("mst selection", budget.epsilon, budget.delta, mechanism="mst")
     names = domain.names
-    one_way_counts = np.concatenate([count_codes(codes, domain, (c,)) for c in names])
+    counter = as_counter(codes, domain)
+    counter.prefetch([(c,) for c in names] + [(a, b) for a, b in combinations(names, 2)])
+    one_way_counts = np.concatenate([counter.count((c,)) for c in names])
     noisy, _ = discrete_gaussian_mechanism(
         one_way_counts,
         sensitivity=float(np.sqrt(2 * len(names))),
@@ -217,7 +226,7 @@ def select_mst_marginals(
     chosen: list[Marginal] = []
     for step in range(n_extra):
         pairs = [(i, j) for i, j in combinations(range(len(names)), 2) if comp.find(i) != comp.find(j)]
-        scores = pair_scores(codes, domain, one_way, pairs)
+        scores = pair_scores(counter, domain, one_way, pairs)
         ledger.spend(
             f"mst: exponential mechanism {step + 1}/{n_extra}",
             eps_step,

@@ -1,0 +1,97 @@
+"""Where a fit's marginal counts come from: rows in memory, or a file scanned by DuckDB.
+
+The marginal counts are the only statistics of the private rows that NAPSU-MQ, MST and AIM
+read, so a fit needs no more than a :class:`MarginalCounter`: the number of rows ``n`` and the
+counts of any marginal of the Domain. :class:`CodeCounter` counts an in-memory code array;
+:class:`FileCounter` counts a CSV or Parquet file without loading it, several marginals per
+scan (:func:`synthinfer.data.marginals.count_file_marginals`), after one validation scan that
+checks every Domain column (and every derived column against its map) and finds ``n``, before
+the caller spends any budget.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from synthinfer.data.domain import Domain
+from synthinfer.data.marginals import count_codes, count_file_marginals
+from synthinfer.errors import ArgumentTypeError, DomainError, OutOfDomainError
+
+
+@runtime_checkable
+class MarginalCounter(Protocol):
+    """Counts of the private rows' marginals over ``domain`` (flat, row-major, float64)."""
+
+    domain: Domain
+    n: int
+
+    def count(self, columns: Sequence[str]) -> np.ndarray:
+        """The counts of the marginal on ``columns``."""
+
+    def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
+        """Count ``marginals`` ahead, together where that saves work (one file scan)."""
+
+
+class CodeCounter:
+    """A :class:`MarginalCounter` of an ``(n, k)`` array of category codes of ``domain``."""
+
+    def __init__(self, codes: np.ndarray, domain: Domain) -> None:
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] != len(domain):
+            raise DomainError(f"codes must be an (n, {len(domain)}) array of category codes, got shape {codes.shape}")
+        self.codes, self.domain, self.n = codes, domain, int(codes.shape[0])
+
+    def count(self, columns: Sequence[str]) -> np.ndarray:
+        return count_codes(self.codes, self.domain, tuple(columns))
+
+    def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
+        """Nothing to do: counting codes in memory is one pass per marginal anyway."""
+
+
+class FileCounter:
+    """A :class:`MarginalCounter` of a CSV or Parquet file over ``domain``, never loaded.
+
+    On construction one scan counts every column's 1-way marginal and each derived column with
+    its source, which checks every value against the Domain (errors name the column and the
+    number of rows, never the values) and gives ``n``; later counts are cached, and
+    :meth:`prefetch` counts many marginals in one scan."""
+
+    def __init__(self, path: str | os.PathLike, domain: Domain) -> None:
+        if not isinstance(domain, Domain):
+            raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
+        self.path, self.domain = Path(path), domain
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        checks = [(c,) for c in domain.names] + [(src, d) for d, src in domain.derived_sources.items()]
+        self.prefetch(checks)
+        self.n = int(self._cache[checks[0]].sum())
+        for name, (src, table) in domain.derived.items():
+            counts = self._cache[(src, name)].reshape(domain[src].size, domain[name].size)
+            agree = counts[np.arange(counts.shape[0]), table].sum()
+            if counts.sum() != agree:
+                raise OutOfDomainError(f"column {name!r} is derived from {src!r} in the Domain, but "
+                                       f"{int(counts.sum() - agree)} row(s) of {self.path.name} disagree with its map")
+
+    def count(self, columns: Sequence[str]) -> np.ndarray:
+        key = tuple(columns)
+        if key not in self._cache:
+            self.prefetch([key])
+        return self._cache[key]
+
+    def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
+        todo = list(dict.fromkeys(tuple(m) for m in marginals if tuple(m) not in self._cache))
+        if todo:
+            for key, counts in zip(todo, count_file_marginals(self.path, self.domain, todo)):
+                self._cache[key] = counts
+
+
+def as_counter(data, domain: Domain) -> MarginalCounter:
+    """``data`` as a :class:`MarginalCounter`: a counter as it is, a code array in memory
+    (:class:`CodeCounter`)."""
+    if isinstance(data, MarginalCounter):
+        return data
+    return CodeCounter(data, domain)

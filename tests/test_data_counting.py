@@ -1,0 +1,114 @@
+"""Counting marginals from files in one scan, and NAPSU-MQ fitted from a file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from synthinfer.data import Domain, QuerySet, encode
+from synthinfer.data.counting import CodeCounter, FileCounter
+from synthinfer.data.marginals import count_codes, count_file_marginals
+from synthinfer.errors import MissingValueError, OutOfDomainError, ParameterError
+from synthinfer.generate import NapsuMQ
+from synthinfer.privacy import samplers
+
+DOMAIN = Domain.from_dict({"columns": [
+    {"name": "age", "bounds": [17, 90], "bins": 4},
+    {"name": "sex", "categories": ["F", "M"]},
+    {"name": "grade", "categories": [1, 2, 3]},
+    {"name": "level", "categories": ["low", "high"], "derived_from": "grade",
+     "map": [[1, "low"], [2, "low"], [3, "high"]]},
+    {"name": "y", "categories": ["no", "yes"]},
+]})
+
+
+def _table(n: int = 3000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    grade = rng.integers(1, 4, n)
+    return pd.DataFrame({"age": rng.integers(17, 91, n).astype(float), "sex": rng.choice(["F", "M"], n),
+                         "grade": grade, "level": np.where(grade == 3, "high", "low"),
+                         "y": rng.choice(["no", "yes"], n, p=[0.7, 0.3])})
+
+
+@pytest.fixture(params=["csv", "parquet"])
+def table_file(request, tmp_path):
+    df = _table()
+    path = tmp_path / f"t.{request.param}"
+    df.to_csv(path, index=False) if request.param == "csv" else df.to_parquet(path)
+    return df, path
+
+
+def test_one_scan_counts_equal_the_in_memory_counts(table_file):
+    df, path = table_file
+    codes = encode(df, DOMAIN)
+    marginals = [("age", "y"), ("sex", "grade", "y"), ("age",), ("grade", "age"), ("level", "y")]
+    for m, counts in zip(marginals, count_file_marginals(path, DOMAIN, marginals)):
+        np.testing.assert_array_equal(counts, count_codes(codes, DOMAIN, m))
+
+
+def test_binned_columns_are_read_as_numbers_or_as_their_labels(tmp_path):
+    df = _table(500)
+    labelled = df.assign(age=pd.Categorical.from_codes(DOMAIN["age"].binning.codes(df["age"]),
+                                                       categories=list(DOMAIN["age"].categories)))
+    labelled.astype(str).to_csv(tmp_path / "l.csv", index=False)
+    np.testing.assert_array_equal(count_file_marginals(tmp_path / "l.csv", DOMAIN, [("age", "y")])[0],
+                                  count_codes(encode(df, DOMAIN), DOMAIN, ("age", "y")))
+
+
+def test_file_counter_checks_every_column_and_derived_map_before_counting(tmp_path):
+    df = _table(400)
+    df.to_csv(tmp_path / "ok.csv", index=False)
+    counter = FileCounter(tmp_path / "ok.csv", DOMAIN)
+    assert counter.n == 400
+    np.testing.assert_array_equal(counter.count(("sex", "y")), CodeCounter(encode(df, DOMAIN), DOMAIN).count(("sex", "y")))
+    df.loc[[3, 9], "level"] = "high"
+    df.loc[[3, 9], "grade"] = 1
+    df.to_csv(tmp_path / "derived.csv", index=False)
+    with pytest.raises(OutOfDomainError, match="'level' is derived from 'grade'.*2 row"):
+        FileCounter(tmp_path / "derived.csv", DOMAIN)
+    bad = _table(400).assign(age=lambda d: d["age"].where(d.index != 7, 123.0))
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(OutOfDomainError, match="'age' of bad.csv: 1 row") as info:
+        FileCounter(tmp_path / "bad.csv", DOMAIN)
+    assert "123" not in str(info.value)
+    gap = _table(400).assign(sex=lambda d: d["sex"].where(d.index != 5, None))
+    gap.to_csv(tmp_path / "gap.csv", index=False)
+    with pytest.raises(MissingValueError, match="'sex': 1"):
+        FileCounter(tmp_path / "gap.csv", DOMAIN)
+
+
+@pytest.mark.filterwarnings("ignore:columns .* are in no marginal")
+@pytest.mark.parametrize("select", [0, "mst", "aim"])
+def test_napsu_fitted_from_a_file_measures_what_it_measures_from_the_dataframe(table_file, monkeypatch, select):
+    """Same privacy noise stream (the samplers' test-only one), same counts: the noisy
+    measurements and the selected marginals are identical whichever way the rows come."""
+    df, path = table_file
+    out = []
+    for data in (df, path, str(path)):
+        monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(3))
+        gen = NapsuMQ([("age", "y")], epsilon=2.0, inference="laplace", select_extra=select, seed=0).fit(data, DOMAIN)
+        out.append((gen.n_, gen.noisy_counts_, [m.columns for m in gen.marginals_], gen.delta_))
+    for o in out[1:]:
+        assert o[0] == out[0][0] and o[2] == out[0][2] and o[3] == out[0][3]
+        np.testing.assert_array_equal(o[1], out[0][1])
+    syn = gen.generate(1, seed=0)[0]
+    assert list(syn.columns) == list(DOMAIN.names) and len(syn) == len(df)
+
+
+def test_private_bins_are_refused_for_files(tmp_path):
+    dom = Domain.from_dict({"columns": [{"name": "age", "bounds": [17, 90], "bins": "private:4"},
+                                        {"name": "y", "categories": ["no", "yes"]}]})
+    _table(100)[["age", "y"]].to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ParameterError, match="private bins are chosen from the rows in memory"):
+        NapsuMQ([("age", "y")]).fit(tmp_path / "t.csv", dom)
+
+
+def test_missing_drop_drops_a_row_from_every_marginal(tmp_path):
+    df = _table(300)
+    df.loc[[1, 2], "sex"] = None
+    df.to_csv(tmp_path / "t.csv", index=False)
+    counts = count_file_marginals(tmp_path / "t.csv", DOMAIN, [("age", "y"), ("sex", "y")], missing="drop")
+    assert counts[0].sum() == counts[1].sum() == 298
+    kept = df.dropna()
+    np.testing.assert_array_equal(counts[0], QuerySet(DOMAIN, [("age", "y")]).count(kept))

@@ -31,12 +31,14 @@ def test_generate_refuses_its_output_before_fitting(toy_files, monkeypatch):
     assert res.exit_code == 2 and "is a file" in res.output
 
 
-@pytest.mark.parametrize("content, message", [("", "is empty"), ('a,b\n1,2,3,4\n"x', "could not be read")])
+@pytest.mark.parametrize("content, message", [("", "is empty"),
+                                              # DuckDB, which reads the file for NAPSU-MQ, finds one column here
+                                              ('a,b\n1,2,3,4\n"x', "lacks column 'x1'")])
 def test_unreadable_tables_are_clean_errors(toy_files, content, message):
     (toy_files / "bad.csv").write_text(content)
     res = _run(["generate", toy_files / "bad.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,y",
                 "--out", toy_files / "o"])
-    assert res.exit_code == 2 and message in res.output
+    assert res.exit_code == 2 and message in res.output and res.output.count("\n") == 1
     (toy_files / "bin.csv").write_bytes(bytes(range(256)) * 4)
     res = _run(["count", toy_files / "bin.csv", "--domain", toy_files / "domain.json", "--marginal", "x1,y"])
     assert res.exit_code == 2

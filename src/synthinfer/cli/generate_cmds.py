@@ -174,6 +174,8 @@ def _generate_release(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from synthinfer.data import Domain
+    from synthinfer.data.counting import FileCounter
+    from synthinfer.data.private_bins import private_columns
     from synthinfer.files import output_lock
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
     from synthinfer.release import write_release
@@ -199,13 +201,17 @@ def _generate_release(
         held.enter_context(output_lock(out))
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
-        df = read_table(data)
+        # NAPSU-MQ reads only marginal counts: DuckDB scans the file and no row is loaded
+        # (private bins need the values themselves, so the table is read for them)
+        from_file = generator == "napsu" and not private_columns(dom)
+        df = FileCounter(data, dom) if from_file else read_table(data)
+        n_rows = df.n if from_file else len(df)
         if delta is None and generator != "privbayes":
-            delta = default_delta(max(len(df), 2))  # a table of < 2 rows is refused by the generator
+            delta = default_delta(max(n_rows, 2))  # a table of < 2 rows is refused by the generator
         ledger = PrivacyLedger(PrivacyBudget(epsilon, delta or 0.0), allow_large_delta=unsafe[0],
                                allow_large_epsilon=unsafe[1])
-        if len(df):
-            ledger.check_budget(len(df))
+        if n_rows:
+            ledger.check_budget(n_rows)
         gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom)
         napsu = generator == "napsu"
         # transient: the bars show progress while working, then make way for the summary (or
@@ -223,8 +229,11 @@ def _generate_release(
                            "progress": lambda done, total: bar.update(gen_task, completed=done)} if napsu else {})
             datasets = gen.generate(m, n_syn, **gen_extras)
             bar.update(gen_task, completed=m)
+        # fitted from a file, no private row was loaded to compare with: NAPSU-MQ's datasets are
+        # sampled from its model, never copied from the rows
+        private = {"skip_private_data_check": True} if from_file else {"private_data": df}
         path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
-                             zip=str(out).endswith(".zip"), private_data=df)
+                             zip=str(out).endswith(".zip"), **private)
     if napsu:
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     e, dl = gen.ledger_.spent

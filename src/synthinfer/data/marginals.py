@@ -275,6 +275,8 @@ def count_file_marginals(
     if ".parquet" in suffix or suffix.endswith(".pq"):
         src = f"read_parquet({_sql_str(str(path))})"
     else:
+        if path.stat().st_size == 0:
+            raise EmptyDataError(f"{path} is empty (no header row)")
         check_csv_header(path)
         src = f"read_csv({_sql_str(str(path))}, header=true, all_varchar=true)"
     con = duckdb.connect()

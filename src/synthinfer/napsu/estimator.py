@@ -338,7 +338,7 @@ class NapsuMQ(Generator):
         """
         self._start_fit()
         self._check_settings()
-        if not isinstance(data, (pd.DataFrame, str, os.PathLike)):
+        if not isinstance(data, (pd.DataFrame, str, os.PathLike, FileCounter)):
             raise ArgumentTypeError(f"data must be a pandas DataFrame or the path of a CSV or Parquet file, got "
                                     f"{type(data).__name__}")
         if not isinstance(domain, Domain):
@@ -348,7 +348,10 @@ class NapsuMQ(Generator):
             if private_columns(domain):
                 raise ParameterError("private bins are chosen from the rows in memory: fit a DataFrame, or give "
                                      "the Domain's edges (bin_edges) to fit a file")
-            counter = data = FileCounter(data, domain)  # one scan checks every value and finds n
+            if isinstance(data, FileCounter) and data.domain != domain:
+                raise ParameterError("the FileCounter was made for another Domain than the one given to fit()")
+            # one scan checks every value and finds n (a FileCounter has made it already)
+            counter = data = data if isinstance(data, FileCounter) else FileCounter(data, domain)
         n_rows = counter.n if counter is not None else len(data)
         delta = default_delta(max(n_rows, 1)) if self.delta is None else self.delta
         budget = PrivacyBudget(self.epsilon, delta)

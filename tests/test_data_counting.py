@@ -69,7 +69,7 @@ def test_file_counter_checks_every_column_and_derived_map_before_counting(tmp_pa
         FileCounter(tmp_path / "derived.csv", DOMAIN)
     bad = _table(400).assign(age=lambda d: d["age"].where(d.index != 7, 123.0))
     bad.to_csv(tmp_path / "bad.csv", index=False)
-    with pytest.raises(OutOfDomainError, match="'age' of bad.csv: 1 row") as info:
+    with pytest.raises(OutOfDomainError, match="'age' of the file bad.csv: 1 row") as info:
         FileCounter(tmp_path / "bad.csv", DOMAIN)
     assert "123" not in str(info.value)
     gap = _table(400).assign(sex=lambda d: d["sex"].where(d.index != 5, None))

@@ -180,14 +180,6 @@ def count_dataframe(
     return count_codes(encode(df[list(columns)], sub, missing=missing), sub, columns)
 
 
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _sql_ident(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
-
-
 def check_csv_header(path: Path) -> None:
     """Refuse a CSV file whose header names a column twice (DuplicateColumnError naming it).
 
@@ -251,70 +243,119 @@ def count_file_marginals(
 
     The file is never loaded into pandas, so files larger than memory work. One query maps
     every value to its category code (by text form for categorical columns, since CSV has no
-    types; by value for numeric categories, as :func:`encode` does; by the public bin edges for
-    discretised columns), flags values outside the Domain and missing values, and counts every
-    marginal at once with ``GROUP BY GROUPING SETS``: a CSV file is parsed once however many
-    marginals and columns are counted. Errors mirror :func:`encode` and name the column and how
-    many rows, never the values (they are private). ``missing="drop"`` drops the rows with a
-    missing value in any of the counted columns from every marginal, so all have the same total.
-    Returns one flat (row-major) count vector per marginal, in order.
+    types; by value for numeric categories, as :func:`encode` does; by the public bin edges, or
+    a bin's label, for discretised columns), flags values outside the Domain and missing values,
+    and counts every marginal at once with ``GROUP BY GROUPING SETS``: a CSV file is parsed once
+    however many marginals and columns are counted. Errors mirror :func:`encode` and name the
+    column and how many rows, never the values (they are private). ``missing="drop"`` drops the
+    rows with a missing value in any of the counted columns from every marginal, so all have the
+    same total. Returns one flat (row-major) count vector per marginal, in order.
     """
     import duckdb
 
-    if missing not in ("error", "drop"):
-        raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
-    marginals = [m.columns if isinstance(m, Marginal) else tuple(domain.check_columns(m)) for m in marginals]
-    if not marginals:
-        raise ParameterError("count_file_marginals needs at least one marginal")
-    used = list(dict.fromkeys(c for m in marginals for c in m))
-    domain.check_finite(used, purpose="marginal counts")
+    marginals, used = _plan_marginals(domain, marginals, missing)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(path)
     suffix = "".join(path.suffixes).lower()
     if ".parquet" in suffix or suffix.endswith(".pq"):
-        src = f"read_parquet({_sql_str(str(path))})"
+        src = f"read_parquet({DUCKDB.string(str(path))})"
     else:
         if path.stat().st_size == 0:
             raise EmptyDataError(f"{path} is empty (no header row)")
         check_csv_header(path)
-        src = f"read_csv({_sql_str(str(path))}, header=true, all_varchar=true)"
+        src = f"read_csv({DUCKDB.string(str(path))}, header=true, all_varchar=true)"
     con = duckdb.connect()
     try:
         have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
         for c in used:
             if c not in have:
                 raise UnknownColumnError(f"the file {path.name} lacks column {c!r} (has {have})")
-        exprs = [_code_sql(c, domain[c]) for c in used]
-        any_null = " OR ".join(isnull for _, _, isnull in exprs)
-        select = []
-        for j, (code, bad, isnull) in enumerate(exprs):
-            key = f"CASE WHEN {any_null} THEN NULL ELSE {code} END" if missing == "drop" else code
-            select += [f"{key} AS k{j}", f"CAST({bad} AS INTEGER) AS b{j}", f"CAST({isnull} AS INTEGER) AS z{j}"]
-        keys = [f"k{j}" for j in range(len(used))]
-        sets = ", ".join("(" + ", ".join(f"k{used.index(c)}" for c in m) + ")" for m in marginals)
-        sums = ", ".join(f"SUM(b{j}), SUM(z{j})" for j in range(len(used)))
-        rows = con.execute(
-            f"SELECT GROUPING({', '.join(keys)}), {', '.join(keys)}, COUNT(*), {sums} "
-            f"FROM (SELECT {', '.join(select)} FROM {src}) GROUP BY GROUPING SETS ({sets})"
-        ).fetchall()
+        rows = con.execute(grouping_sets_sql(src, domain, marginals, used, missing, DUCKDB)).fetchall()
     except duckdb.Error as e:  # an unreadable file (not CSV/Parquet, binary, ragged rows)
         raise DomainError(f"{path.name} could not be read: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
+    return collect_counts(rows, domain, marginals, used, missing, f"the file {path.name}")
+
+
+@dataclass(frozen=True)
+class SqlDialect:
+    """What differs between the SQL engines that count marginals (DuckDB, Spark SQL)."""
+
+    quote: str  # identifier quote
+    backslash_escapes: bool  # whether a backslash escapes in a string literal
+    position: str  # "{array}, {value}" -> 1-based index, or NULL when absent
+    array: str  # "{items}" -> an array literal
+    grouping: str  # GROUPING-bitmask function
+
+    def ident(self, name: str) -> str:
+        return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
+
+    def string(self, s: str) -> str:
+        if self.backslash_escapes:
+            s = s.replace("\\", "\\\\")
+        return "'" + s.replace("'", "''") + "'"
+
+    def find(self, items: str, value: str) -> str:
+        return self.position.format(array=self.array.format(items=items), value=value)
+
+
+DUCKDB = SqlDialect(quote='"', backslash_escapes=False, position="list_position({array}, {value})",
+                    array="[{items}]", grouping="GROUPING")
+#: Spark SQL: array_position gives 0 for an absent value (NULL in DuckDB)
+SPARK = SqlDialect(quote="`", backslash_escapes=True, position="nullif(array_position({array}, {value}), 0)",
+                   array="array({items})", grouping="grouping_id")
+
+
+def _plan_marginals(domain: Domain, marginals, missing: MissingPolicy) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The marginals as column tuples, checked, and the columns they use, in first-use order."""
+    if missing not in ("error", "drop"):
+        raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
+    marginals = [m.columns if isinstance(m, Marginal) else tuple(domain.check_columns(m)) for m in marginals]
+    if not marginals:
+        raise ParameterError("counting needs at least one marginal")
+    used = list(dict.fromkeys(c for m in marginals for c in m))
+    domain.check_finite(used, purpose="marginal counts")
+    return marginals, used
+
+
+def grouping_sets_sql(src: str, domain: Domain, marginals: Sequence[tuple[str, ...]], used: Sequence[str],
+                      missing: MissingPolicy, d: SqlDialect) -> str:
+    """One query over ``src`` that counts every marginal (``GROUP BY GROUPING SETS``) with, per
+    group, the number of values outside the Domain and of missing values of each used column
+    (:func:`collect_counts` reads it)."""
+    exprs = [_code_sql(c, domain[c], d) for c in used]
+    any_null = " OR ".join(isnull for _, _, isnull in exprs)
+    select = []
+    for j, (code, bad, isnull) in enumerate(exprs):
+        key = f"CASE WHEN {any_null} THEN NULL ELSE {code} END" if missing == "drop" else code
+        select += [f"{key} AS k{j}", f"CAST({bad} AS INTEGER) AS b{j}", f"CAST({isnull} AS INTEGER) AS z{j}"]
+    keys = [f"k{j}" for j in range(len(used))]
+    sets = ", ".join("(" + ", ".join(f"k{used.index(c)}" for c in m) + ")" for m in marginals)
+    sums = ", ".join(f"SUM(b{j}), SUM(z{j})" for j in range(len(used)))
+    return (f"SELECT {d.grouping}({', '.join(keys)}), {', '.join(keys)}, COUNT(*), {sums} "
+            f"FROM (SELECT {', '.join(select)} FROM {src}) AS coded GROUP BY GROUPING SETS ({sets})")
+
+
+def collect_counts(rows: Sequence[Sequence], domain: Domain, marginals: Sequence[tuple[str, ...]],
+                   used: Sequence[str], missing: MissingPolicy, what: str) -> list[np.ndarray]:
+    """The count vectors of :func:`grouping_sets_sql`'s result rows, after its checks: values
+    outside the Domain and (``missing="error"``) missing values raise, naming the column and
+    how many rows."""
     if not rows:
-        raise EmptyDataError(f"the file {path.name} has no rows to count")
+        raise EmptyDataError(f"{what} has no rows to count")
     k = len(used)
     # every grouping set aggregates all rows: the flags' totals from the first marginal's set
     first = _grouping_mask(marginals[0], used)
-    totals = np.sum([r[k + 2:] for r in rows if r[0] == first], axis=0)
+    totals = np.sum([[int(v or 0) for v in r[k + 2:]] for r in rows if r[0] == first], axis=0)
     bad, null = totals[0::2], totals[1::2]
     for c, b in zip(used, bad):
         if b:
-            raise OutOfDomainError(f"column {c!r} of {path.name}: {int(b)} row(s) have values outside the Domain")
+            raise OutOfDomainError(f"column {c!r} of {what}: {int(b)} row(s) have values outside the Domain")
     if missing == "error" and null.any():
         per = {c: int(z) for c, z in zip(used, null) if z}
-        raise MissingValueError(f"missing values in {path.name}: {per} (column: rows); pass missing='drop' "
+        raise MissingValueError(f"missing values in {what}: {per} (column: rows); pass missing='drop' "
                                 "(synthinfer count: --drop-missing)")
     out = []
     for m in marginals:
@@ -323,48 +364,47 @@ def count_file_marginals(
         idx = [1 + used.index(c) for c in m]
         for r in rows:
             if r[0] == mask and all(r[i] is not None for i in idx):  # None: a dropped row
-                counts[int(np.dot([r[i] for i in idx], _radix(shape)))] += r[k + 1]
+                counts[int(np.dot([int(r[i]) for i in idx], _radix(shape)))] += r[k + 1]
         if not counts.any():
-            raise EmptyDataError(f"the file {path.name} has no rows to count")
+            raise EmptyDataError(f"{what} has no rows to count")
         out.append(counts)
     return out
 
 
 def _grouping_mask(columns: Sequence[str], used: Sequence[str]) -> int:
-    """DuckDB's ``GROUPING(k0, ..., k_K-1)`` of the set ``columns``: bit ``K - 1 - j`` set for
-    every key ``j`` not in it."""
+    """``GROUPING(k0, ..., k_K-1)`` of the set ``columns`` (DuckDB's and Spark's bitmask): bit
+    ``K - 1 - j`` set for every key ``j`` not in it."""
     k = len(used)
     return sum(1 << (k - 1 - j) for j, c in enumerate(used) if c not in columns)
 
 
-def _code_sql(name: str, col) -> tuple[str, str, str]:
+def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
     """SQL for one column: its category code (NULL when missing or outside the Domain), a flag
     for a value outside the Domain, and a flag for a missing value (NULL, or empty text)."""
-    ident = _sql_ident(name)
-    isnull = f"({ident} IS NULL OR TRIM(CAST({ident} AS VARCHAR)) = '')"
+    ident = d.ident(name)
+    text = f"CAST({ident} AS STRING)"
+    isnull = f"({ident} IS NULL OR TRIM({text}) = '')"
     if col.binning is not None:
-        # a number inside the public edges, or a bin's label (as encode() takes either)
+        # a number inside the public edges, or a bin's label (as encode() takes either); NaN
+        # and infinities compare above every edge in both engines
         e = list(col.binning.edges)
         num = f"TRY_CAST({ident} AS DOUBLE)"
-        text = f"CAST({ident} AS VARCHAR)"
-        labels = ", ".join(_sql_str(category_text(v)) for v in col.categories)
-        label = f"list_position([{labels}], {text})"
-        bad = (f"({ident} IS NOT NULL AND TRIM({text}) <> '' AND {label} IS NULL AND "
-               f"({num} IS NULL OR NOT isfinite({num}) OR {num} < {e[0]!r} OR {num} > {e[-1]!r}))")
+        label = d.find(", ".join(d.string(category_text(v)) for v in col.categories), text)
+        bad = (f"(NOT {isnull} AND {label} IS NULL AND "
+               f"({num} IS NULL OR NOT ({num} >= {e[0]!r} AND {num} <= {e[-1]!r})))")
         case = " ".join(f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2))
         code = (f"CASE WHEN {isnull} OR {bad} THEN NULL WHEN {label} IS NOT NULL THEN {label} - 1 "
                 f"{case} ELSE {len(e) - 2} END")
     elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
         # numeric categories match by value ("1.0" is category 1), as encode() does
         num = f"TRY_CAST({ident} AS DOUBLE)"
-        cats = ", ".join(repr(float(v)) for v in col.categories)
-        code = f"(list_position([{cats}], {num}) - 1)"
-        bad = f"(NOT {isnull} AND list_position([{cats}], {num}) IS NULL)"
+        found = d.find(", ".join(f"CAST({float(v)!r} AS DOUBLE)" for v in col.categories), num)
+        code = f"({found} - 1)"
+        bad = f"(NOT {isnull} AND {found} IS NULL)"
     else:
-        text = f"CAST({ident} AS VARCHAR)"
-        cats = ", ".join(_sql_str(category_text(v)) for v in col.categories)
-        code = f"(list_position([{cats}], {text}) - 1)"
-        bad = f"(NOT {isnull} AND list_position([{cats}], {text}) IS NULL)"
+        found = d.find(", ".join(d.string(category_text(v)) for v in col.categories), text)
+        code = f"({found} - 1)"
+        bad = f"(NOT {isnull} AND {found} IS NULL)"
     return code, bad, isnull
 
 

@@ -10,7 +10,7 @@ JOBS   ?= 2
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,spark]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

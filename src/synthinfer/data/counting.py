@@ -1,12 +1,13 @@
-"""Where a fit's marginal counts come from: rows in memory, or a file scanned by DuckDB.
+"""Where a fit's marginal counts come from: rows in memory, a file scanned by DuckDB, or Spark.
 
 The marginal counts are the only statistics of the private rows that NAPSU-MQ, MST and AIM
 read, so a fit needs no more than a :class:`MarginalCounter`: the number of rows ``n`` and the
 counts of any marginal of the Domain. :class:`CodeCounter` counts an in-memory code array;
 :class:`FileCounter` counts a CSV or Parquet file without loading it, several marginals per
-scan (:func:`synthinfer.data.marginals.count_file_marginals`), after one validation scan that
-checks every Domain column (and every derived column against its map) and finds ``n``, before
-the caller spends any budget.
+scan (:func:`synthinfer.data.marginals.count_file_marginals`), and
+:class:`synthinfer.data.spark.SparkCounter` a Spark DataFrame, with the same SQL; both first
+make one validation scan that checks every Domain column (and every derived column against its
+map) and finds ``n``, before the caller spends any budget.
 """
 
 from __future__ import annotations
@@ -53,18 +54,15 @@ class CodeCounter:
         """Nothing to do: counting codes in memory is one pass per marginal anyway."""
 
 
-class FileCounter:
-    """A :class:`MarginalCounter` of a CSV or Parquet file over ``domain``, never loaded.
+class _ScanCounter:
+    """A counter over a table that an SQL engine scans: counts cached per marginal, several per
+    scan; on construction, one scan of every column's 1-way marginal and of each derived column
+    with its source checks every value against the Domain and gives ``n``."""
 
-    On construction one scan counts every column's 1-way marginal and each derived column with
-    its source, which checks every value against the Domain (errors name the column and the
-    number of rows, never the values) and gives ``n``; later counts are cached, and
-    :meth:`prefetch` counts many marginals in one scan."""
-
-    def __init__(self, path: str | os.PathLike, domain: Domain) -> None:
+    def __init__(self, domain: Domain, what: str) -> None:
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        self.path, self.domain = Path(path), domain
+        self.domain, self._what = domain, what
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         checks = [(c,) for c in domain.names] + [(src, d) for d, src in domain.derived_sources.items()]
         self.prefetch(checks)
@@ -74,7 +72,7 @@ class FileCounter:
             agree = counts[np.arange(counts.shape[0]), table].sum()
             if counts.sum() != agree:
                 raise OutOfDomainError(f"column {name!r} is derived from {src!r} in the Domain, but "
-                                       f"{int(counts.sum() - agree)} row(s) of {self.path.name} disagree with its map")
+                                       f"{int(counts.sum() - agree)} row(s) of {what} disagree with its map")
 
     def count(self, columns: Sequence[str]) -> np.ndarray:
         key = tuple(columns)
@@ -85,8 +83,24 @@ class FileCounter:
     def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
         todo = list(dict.fromkeys(tuple(m) for m in marginals if tuple(m) not in self._cache))
         if todo:
-            for key, counts in zip(todo, count_file_marginals(self.path, self.domain, todo)):
+            for key, counts in zip(todo, self._scan(todo)):
                 self._cache[key] = counts
+
+    def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+
+class FileCounter(_ScanCounter):
+    """A :class:`MarginalCounter` of a CSV or Parquet file, scanned by DuckDB and never loaded
+    (:func:`synthinfer.data.marginals.count_file_marginals`); errors name the column and the
+    number of rows, never the values."""
+
+    def __init__(self, path: str | os.PathLike, domain: Domain) -> None:
+        self.path = Path(path)
+        super().__init__(domain, f"the file {self.path.name}")
+
+    def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
+        return count_file_marginals(self.path, self.domain, marginals)
 
 
 def as_counter(data, domain: Domain) -> MarginalCounter:
@@ -95,3 +109,8 @@ def as_counter(data, domain: Domain) -> MarginalCounter:
     if isinstance(data, MarginalCounter):
         return data
     return CodeCounter(data, domain)
+
+
+def is_spark_frame(data) -> bool:
+    """Whether ``data`` is a Spark DataFrame (checked without importing pyspark)."""
+    return type(data).__module__.startswith("pyspark.sql") and type(data).__name__ == "DataFrame"

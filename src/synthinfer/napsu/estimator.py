@@ -30,7 +30,7 @@ import pandas as pd
 
 from synthinfer._jax import single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
-from synthinfer.data.counting import CodeCounter, FileCounter
+from synthinfer.data.counting import CodeCounter, FileCounter, MarginalCounter, is_spark_frame
 from synthinfer.data.domain import PrivateBins
 from synthinfer.data.encoding import discretised_columns
 from synthinfer.data.private_bins import (
@@ -330,28 +330,33 @@ class NapsuMQ(Generator):
         """Measure the marginals privately and infer the posterior of MED_theta's parameters.
 
         ``data`` must have every Domain column with values in the Domain (missing values are
-        errors): a DataFrame, or the path of a CSV or Parquet file, which is never loaded: one
-        DuckDB scan checks every value (:class:`synthinfer.data.counting.FileCounter`) and
-        the counts the fit needs take one more (MST and AIM: their candidates' counts in one
-        scan), all before the noise is drawn. ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
+        errors): a DataFrame, the path of a CSV or Parquet file, which is never loaded (one
+        DuckDB scan checks every value, :class:`synthinfer.data.counting.FileCounter`, and the
+        counts the fit needs take one more; MST and AIM: their candidates' counts in one scan),
+        or a Spark DataFrame, counted by Spark SQL where it lives
+        (:class:`synthinfer.data.spark.SparkCounter`), all before the noise is drawn. ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
         with exactly that total is created. ``progress(stage)`` is called at each stage.
         """
         self._start_fit()
         self._check_settings()
-        if not isinstance(data, (pd.DataFrame, str, os.PathLike, FileCounter)):
-            raise ArgumentTypeError(f"data must be a pandas DataFrame or the path of a CSV or Parquet file, got "
-                                    f"{type(data).__name__}")
+        if not (isinstance(data, (pd.DataFrame, str, os.PathLike, MarginalCounter)) or is_spark_frame(data)):
+            raise ArgumentTypeError(f"data must be a pandas DataFrame, the path of a CSV or Parquet file or a Spark "
+                                    f"DataFrame, got {type(data).__name__}")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         counter = None
-        if not isinstance(data, pd.DataFrame):  # a file: validated and counted by DuckDB, never loaded
+        if not isinstance(data, pd.DataFrame):  # a file (DuckDB) or a Spark DataFrame: never loaded
             if private_columns(domain):
-                raise ParameterError("private bins are chosen from the rows in memory: fit a DataFrame, or give "
-                                     "the Domain's edges (bin_edges) to fit a file")
-            if isinstance(data, FileCounter) and data.domain != domain:
-                raise ParameterError("the FileCounter was made for another Domain than the one given to fit()")
+                raise ParameterError("private bins are chosen from the rows in memory: fit a pandas DataFrame, or "
+                                     "give the Domain's edges (bin_edges) to fit a file or a Spark DataFrame")
+            if isinstance(data, MarginalCounter) and data.domain != domain:
+                raise ParameterError(f"the {type(data).__name__} counts another Domain than the one given to fit()")
             # one scan checks every value and finds n (a FileCounter has made it already)
-            counter = data = data if isinstance(data, FileCounter) else FileCounter(data, domain)
+            if is_spark_frame(data):
+                from synthinfer.data.spark import SparkCounter
+
+                data = SparkCounter(data, domain)
+            counter = data = data if isinstance(data, MarginalCounter) else FileCounter(data, domain)
         n_rows = counter.n if counter is not None else len(data)
         delta = default_delta(max(n_rows, 1)) if self.delta is None else self.delta
         budget = PrivacyBudget(self.epsilon, delta)

@@ -1,0 +1,108 @@
+"""Counting on Spark (local mode): the same counts and the same fit as DuckDB and pandas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("pyspark")
+# createDataFrame from pandas (the tests' way of making Spark tables) warns about pandas 3
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+
+from synthinfer.data import Domain, encode  # noqa: E402
+from synthinfer.data.counting import FileCounter  # noqa: E402
+from synthinfer.data.marginals import count_codes  # noqa: E402
+from synthinfer.data.spark import SparkCounter, read_spark  # noqa: E402
+from synthinfer.errors import OutOfDomainError, UnknownColumnError  # noqa: E402
+from synthinfer.generate import NapsuMQ  # noqa: E402
+from synthinfer.privacy import samplers  # noqa: E402
+
+DOMAIN = Domain.from_dict({"columns": [
+    {"name": "age", "bounds": [17, 90], "bins": 4},
+    {"name": "sex", "categories": ["F", "M"]},
+    {"name": "grade", "categories": [1, 2, 3]},
+    {"name": "level", "categories": ["low", "high"], "derived_from": "grade",
+     "map": [[1, "low"], [2, "low"], [3, "high"]]},
+    {"name": "y", "categories": ["it's", "a\\b"]},  # quotes and backslashes reach Spark SQL intact
+]})
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[1]").appName("synthinfer-tests").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    n = 2000
+    grade = rng.integers(1, 4, n)
+    df = pd.DataFrame({"age": rng.integers(17, 91, n).astype(float), "sex": rng.choice(["F", "M"], n),
+                       "grade": grade, "level": np.where(grade == 3, "high", "low"),
+                       "y": rng.choice(["it's", "a\\b"], n)})
+    path = tmp_path_factory.mktemp("spark") / "t.csv"
+    df.to_csv(path, index=False)
+    return df, path
+
+
+def test_spark_counts_equal_duckdb_and_pandas(spark, table):
+    df, path = table
+    marginals = [("age", "y"), ("sex", "grade", "y"), ("level", "y")]
+    by_spark, by_duckdb = SparkCounter(read_spark(path), DOMAIN), FileCounter(path, DOMAIN)
+    codes = encode(df, DOMAIN)
+    assert by_spark.n == by_duckdb.n == len(df)
+    by_spark.prefetch(marginals)
+    for m in marginals:
+        np.testing.assert_array_equal(by_spark.count(m), by_duckdb.count(m))
+        np.testing.assert_array_equal(by_spark.count(m), count_codes(codes, DOMAIN, m))
+    typed = spark.createDataFrame(df)  # typed columns (doubles, longs) count alike
+    np.testing.assert_array_equal(SparkCounter(typed, DOMAIN).count(("age", "grade")), by_duckdb.count(("age", "grade")))
+
+
+def test_spark_refuses_bad_tables_by_column_and_count(spark, table):
+    df, _ = table
+    with pytest.raises(OutOfDomainError, match="'age' of the Spark DataFrame: 2 row"):
+        SparkCounter(spark.createDataFrame(df.assign(age=df["age"].where(df.index > 1, 200.0))), DOMAIN)
+    with pytest.raises(OutOfDomainError, match="'level' is derived from 'grade'"):
+        SparkCounter(spark.createDataFrame(df.assign(level="high")), DOMAIN)
+    with pytest.raises(UnknownColumnError, match="lacks Domain column"):
+        SparkCounter(spark.createDataFrame(df.drop(columns="sex")), DOMAIN)
+
+
+@pytest.mark.filterwarnings("ignore:columns .* are in no marginal")
+def test_napsu_fitted_on_spark_measures_what_it_measures_from_pandas(spark, table, monkeypatch):
+    df, _ = table
+    out = []
+    for data in (df, spark.createDataFrame(df)):
+        monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(3))
+        gen = NapsuMQ([("age", "y")], epsilon=2.0, inference="laplace", select_extra="mst", seed=0).fit(data, DOMAIN)
+        out.append((gen.n_, gen.noisy_counts_, [m.columns for m in gen.marginals_]))
+    assert out[0][0] == out[1][0] and out[0][2] == out[1][2]
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+def test_cli_generate_counts_on_spark(spark, table, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    import synthinfer
+    from synthinfer.cli import app
+
+    _, path = table
+    dom = tmp_path / "domain.json"
+    dom.write_text(json.dumps(DOMAIN.to_dict()))
+    base = ["generate", str(path), "--domain", str(dom), "--marginals", "age,y", "--marginals", "sex,grade",
+            "--inference", "laplace", "--m", "2", "--seed", "0"]
+    res = CliRunner().invoke(app, [*base, "--engine", "spark", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert synthinfer.open_release(tmp_path / "r").manifest["n"] == 2000
+    res = CliRunner().invoke(app, ["generate", str(path), "--domain", str(dom), "--generator", "privbayes",
+                                   "--engine", "spark", "--out", str(tmp_path / "p")])
+    assert res.exit_code == 2 and "--engine spark" in res.output

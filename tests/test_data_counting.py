@@ -9,7 +9,7 @@ import pytest
 from synthinfer.data import Domain, QuerySet, encode
 from synthinfer.data.counting import CodeCounter, FileCounter
 from synthinfer.data.marginals import count_codes, count_file_marginals
-from synthinfer.errors import MissingValueError, OutOfDomainError, ParameterError
+from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, ParameterError
 from synthinfer.generate import NapsuMQ
 from synthinfer.privacy import samplers
 
@@ -112,3 +112,18 @@ def test_missing_drop_drops_a_row_from_every_marginal(tmp_path):
     assert counts[0].sum() == counts[1].sum() == 298
     kept = df.dropna()
     np.testing.assert_array_equal(counts[0], QuerySet(DOMAIN, [("age", "y")]).count(kept))
+
+
+def test_a_glob_of_parquet_files_is_one_table(tmp_path):
+    parts = [_table(200, seed=s) for s in range(3)]
+    for i, part in enumerate(parts):
+        part.to_parquet(tmp_path / f"part{i}.parquet")
+    counter = FileCounter(tmp_path / "part*.parquet", DOMAIN)
+    whole = pd.concat(parts, ignore_index=True)
+    assert counter.n == 600
+    np.testing.assert_array_equal(counter.count(("age", "y")), count_codes(encode(whole, DOMAIN), DOMAIN, ("age", "y")))
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        FileCounter(tmp_path / "nothing*.parquet", DOMAIN)
+    parts[0].drop(columns="sex").to_parquet(tmp_path / "part9.parquet")
+    with pytest.raises(DomainError, match="could not be read"):
+        FileCounter(tmp_path / "part*.parquet", DOMAIN)

@@ -241,7 +241,9 @@ def count_file_marginals(
 ) -> list[np.ndarray]:
     """Counts of several marginals of a CSV or Parquet file in **one scan**, computed by DuckDB.
 
-    The file is never loaded into pandas, so files larger than memory work. One query maps
+    ``path`` may be a glob (``"dir/*.parquet"``): every matching file is one table (a glob that
+    matches nothing, or files whose columns differ, are clear errors). The file is never loaded
+    into pandas, so files larger than memory work. One query maps
     every value to its category code (by text form for categorical columns, since CSV has no
     types; by value for numeric categories, as :func:`encode` does; by the public bin edges, or
     a bin's label, for discretised columns), flags values outside the Domain and missing values,
@@ -255,15 +257,21 @@ def count_file_marginals(
 
     marginals, used = _plan_marginals(domain, marginals, missing)
     path = Path(path)
-    if not path.exists():
+    if any(ch in str(path) for ch in "*?["):  # a glob: DuckDB reads every match as one table
+        import glob
+
+        if not glob.glob(str(path)):
+            raise FileNotFoundError(f"no file matches {path}")
+    elif not path.exists():
         raise FileNotFoundError(path)
     suffix = "".join(path.suffixes).lower()
     if ".parquet" in suffix or suffix.endswith(".pq"):
         src = f"read_parquet({DUCKDB.string(str(path))})"
     else:
-        if path.stat().st_size == 0:
+        if path.exists() and path.stat().st_size == 0:
             raise EmptyDataError(f"{path} is empty (no header row)")
-        check_csv_header(path)
+        if path.exists():
+            check_csv_header(path)
         src = f"read_csv({DUCKDB.string(str(path))}, header=true, all_varchar=true)"
     con = duckdb.connect()
     try:

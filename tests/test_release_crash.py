@@ -144,18 +144,18 @@ def test_every_file_and_folder_is_fsynced_before_the_rename(tmp_path, monkeypatc
 @pytest.mark.parametrize("where", ["parquet", "posterior"])
 def test_a_full_disk_is_a_release_error_and_leaves_nothing(tmp_path, monkeypatch, where):
     full = OSError(errno.ENOSPC, "No space left on device")
-    if where == "parquet":
-        real = pd.DataFrame.to_parquet
-        calls = []
+    if where == "parquet":  # the second dataset's file fills the disk half-way
+        real = writer._HashingFile.__init__
+        files = []
 
-        def to_parquet(self, p, **k):
-            calls.append(p)
-            if len(calls) == 2:
-                Path(p).write_bytes(b"PAR1 half")
-                raise full
-            real(self, p, **k)
+        def opened(self, f):
+            real(self, f)
+            files.append(f)
+            if len(files) == 2:
+                self._f = type("Full", (), {"write": lambda _, b: (f.write(b[:4]), (_ for _ in ()).throw(full)),
+                                            "flush": f.flush, "close": f.close, "closed": property(lambda _: f.closed)})()
 
-        monkeypatch.setattr(pd.DataFrame, "to_parquet", to_parquet)
+        monkeypatch.setattr(writer._HashingFile, "__init__", opened)
     else:
         real = Path.write_bytes
         monkeypatch.setattr(Path, "write_bytes", lambda self, data: real(self, data[:10]) and (_ for _ in ()).throw(full))

@@ -21,14 +21,14 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from synthinfer._jax import single_threaded_blas, uses_float64
+from synthinfer._jax import float64, single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.data.counting import CodeCounter, FileCounter, MarginalCounter, is_spark_frame
 from synthinfer.data.domain import PrivateBins
@@ -65,6 +65,7 @@ from synthinfer.privacy import (
 )
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.release.record import ReleaseRecord
+from synthinfer.release.stream import DatasetStream
 
 #: Noise level the authors used in inference for the "without noise awareness" ablation (Fig. 3b).
 NON_NOISE_AWARE_SIGMA = 0.005
@@ -643,6 +644,50 @@ class NapsuMQ(Generator):
             if progress:
                 progress(len(out), m)
         return out
+
+    @uses_float64
+    def generate_stream(
+        self,
+        m: int,
+        n: int | None = None,
+        seed: SeedLike = None,
+        *,
+        chunk_rows: int = 1_000_000,
+        midpoints: bool | Sequence[str] = False,
+        numbers: bool | Sequence[str] | None = None,
+    ) -> DatasetStream:
+        """``m`` synthetic datasets of ``n`` rows as a :class:`~synthinfer.release.DatasetStream`:
+        each dataset is drawn in chunks of at most ``chunk_rows`` rows when its chunks are
+        asked for, so ``write_release(path, gen.generate_stream(m), ...)`` holds one chunk in
+        memory, however large ``m * n``.
+
+        Dataset ``i``'s chunks are i.i.d. rows of ``MED_theta_i`` for one posterior draw
+        ``theta_i``, as in :meth:`generate` (whose datasets they equal in distribution, not
+        draw for draw); decoding as in :meth:`generate`. Consume the stream once, in order.
+        """
+        self._check_fitted()
+        m, n = self._check_m_n(m, n)
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+            raise ParameterError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        chunk = int(min(chunk_rows, n))
+        rng = self._generate_rng(seed)
+        if numbers is None:
+            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
+            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
+        discretised_columns(self.domain_, numbers, "numbers")  # errors before any sampling
+        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
+        thetas = flat[rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])]
+        program = self.network_.compile_sample_many(1, chunk)
+
+        def dataset(theta: np.ndarray) -> Iterator[pd.DataFrame]:
+            sample = program.result()
+            for start in range(0, n, chunk):
+                with float64():  # a consumer's thread or frame: synthinfer's float64 context is scoped
+                    codes = np.asarray(sample(theta[None], jax_key(rng)))[0, : min(chunk, n - start)]
+                yield decode(self.domain_.with_derived(codes), self.domain_, midpoints=midpoints, numbers=numbers,
+                             rng=rng)
+
+        return DatasetStream(m=m, n_syn=n, chunk_rows=chunk, datasets=(dataset(t) for t in thetas))
 
     def release_record(self) -> ReleaseRecord:
         """The release's record of this fit: ``release_settings_`` plus the fit's public facts

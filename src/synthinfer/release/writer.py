@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
+import hashlib
 import io
 import json
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.files import exchange, fsync_path, fsync_tree, output_lock, remove, staging_path, sweep_staging
 from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, sha256_file, to_jsonable
 from synthinfer.release.record import ReleaseRecord
+from synthinfer.release.stream import DatasetStream
 
 #: ``DataFrame.attrs`` key marking a frame as private input. A release refuses such frames.
 PRIVATE_ATTR = "synthinfer.private"
@@ -62,46 +64,61 @@ def _as_frames(datasets: Any, domain: Domain | None, private_data: Any) -> list[
     if isinstance(datasets, (pd.DataFrame, np.ndarray)) or not isinstance(datasets, Sequence):
         raise ReleaseError(
             "datasets must be a list of the m synthetic datasets (DataFrames, or (n, d) code arrays "
-            f"with a domain), got {type(datasets).__name__}"
+            f"with a domain) or a DatasetStream, got {type(datasets).__name__}"
         )
     if len(datasets) == 0:
         raise ReleaseError("a release needs at least one synthetic dataset")
-    frames = []
+    frames: list[pd.DataFrame] = []
     for i, ds in enumerate(datasets):
-        if private_data is not None and ds is private_data:
-            raise ReleaseError(f"dataset {i} is the private input itself; a release holds synthetic data only")
-        if isinstance(ds, np.ndarray):
-            if domain is None:
-                raise ReleaseError(f"dataset {i} is a code array; pass the domain to decode it")
-            ds = decode(ds, domain)
-        if not isinstance(ds, pd.DataFrame):
-            raise ReleaseError(f"dataset {i} is a {type(ds).__name__}, expected a pandas DataFrame")
-        if ds.attrs.get(PRIVATE_ATTR):
-            raise ReleaseError(f"dataset {i} is marked as private input ({PRIVATE_ATTR}); refusing to release it")
-        if len(ds) == 0 or ds.shape[1] == 0:
-            raise ReleaseError(f"dataset {i} is empty")
-        if private_data is not None and _is_private_table(ds, private_data):
+        frames.append(_checked_chunk(i, ds, domain, private_data, None, frames[0] if frames else None))
+    return frames
+
+
+def _checked_chunk(i: int, ds: Any, domain: Domain | None, private_data: Any, offset: int | None,
+                   first: pd.DataFrame | None) -> pd.DataFrame:
+    """Dataset ``i`` (``offset`` None), or its chunk of rows from ``offset`` on (a stream),
+    checked before it is written: never private data (the object itself, marked, or the private
+    rows at the same positions), not empty, the columns and categories of the release's first
+    dataset ``first`` (None: this is it), every value in the Domain."""
+    if private_data is not None and ds is private_data:
+        raise ReleaseError(f"dataset {i} is the private input itself; a release holds synthetic data only")
+    if isinstance(ds, np.ndarray):
+        if domain is None:
+            raise ReleaseError(f"dataset {i} is a code array; pass the domain to decode it")
+        ds = decode(ds, domain)
+    if not isinstance(ds, pd.DataFrame):
+        raise ReleaseError(f"dataset {i} is a {type(ds).__name__}, expected a pandas DataFrame")
+    if ds.attrs.get(PRIVATE_ATTR):
+        raise ReleaseError(f"dataset {i} is marked as private input ({PRIVATE_ATTR}); refusing to release it")
+    if len(ds) == 0 or ds.shape[1] == 0:
+        raise ReleaseError(f"dataset {i} is empty")
+    if private_data is not None:
+        if offset is None:  # a whole dataset
+            same = _is_private_table(ds, private_data)
+        else:  # a chunk: against the private rows at its positions
+            cols = list(ds.columns)
+            same = set(cols) <= set(private_data.columns) and _same_rows(
+                ds, private_data[cols].iloc[offset:offset + len(ds)])
+        if same:
             raise ReleaseError(f"dataset {i} has exactly the rows of the private input; refusing to release it")
-        frames.append(ds)
-    cols = list(frames[0].columns)
-    for i, f in enumerate(frames[1:], start=1):
-        if list(f.columns) != cols:
-            raise ReleaseError(f"dataset {i} has columns {list(f.columns)}, dataset 0 has {cols}")
+    if first is not None:
+        cols = list(first.columns)
+        if list(ds.columns) != cols:
+            raise ReleaseError(f"dataset {i} has columns {list(ds.columns)}, dataset 0 has {cols}")
         # The manifest records one category list per column, which the reader restores on every
         # dataset: a dataset with other categories would lose its values to NaN there.
         for c in cols:
-            if _category_list(f[c]) != _category_list(frames[0][c]):
+            if _category_list(ds[c]) != _category_list(first[c]):
                 raise ReleaseError(
-                    f"column {c!r}: dataset {i} has categories {_category_list(f[c])}, dataset 0 has "
-                    f"{_category_list(frames[0][c])}; every dataset needs the same categorical dtype"
+                    f"column {c!r}: dataset {i} has categories {_category_list(ds[c])}, dataset 0 has "
+                    f"{_category_list(first[c])}; every dataset needs the same categorical dtype"
                 )
     if domain is not None:
-        unknown = [c for c in cols if c not in domain.names]
+        unknown = [c for c in ds.columns if c not in domain.names]
         if unknown:
             raise ReleaseError(f"dataset columns {unknown} are not in the release's Domain {list(domain.names)}")
-        for i, f in enumerate(frames):
-            _check_values(i, f, domain)
-    return frames
+        _check_values(i, ds, domain)
+    return ds
 
 
 def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
@@ -232,7 +249,9 @@ def write_release(
     ----------
     path : target directory (or zip file with ``zip=True``; ``.zip`` is appended if missing).
     datasets : the m synthetic datasets, as DataFrames (or ``(n_syn, d)`` code arrays, decoded
-        with the record's Domain). Never the private data: frames marked with
+        with the record's Domain), or a :class:`~synthinfer.release.stream.DatasetStream`
+        (``NapsuMQ.generate_stream``), written chunk by chunk as Parquet row groups in bounded
+        memory (each chunk checked as below, against the private rows at its positions). Never the private data: frames marked with
         :func:`mark_private`, the object passed as ``private_data``, or a frame with exactly its
         rows are refused.
     record : the :class:`~synthinfer.release.ReleaseRecord` of the fitted generator
@@ -266,8 +285,14 @@ def write_release(
             f"record must be a ReleaseRecord (a fitted generator's release_record()), got {type(record).__name__}"
         )
     domain = record.domain
-    frames = _as_frames(datasets, domain, private_data)
-    wts = _check_weights(weights, frames)
+    if isinstance(datasets, DatasetStream):
+        if weights is not None:
+            raise ParameterError("weights are not supported for a DatasetStream; write a list of datasets")
+        chunks, m, wts, weight_col = _checked_stream(datasets, domain, private_data), datasets.m, None, None
+    else:
+        frames = _as_frames(datasets, domain, private_data)
+        chunks, m, wts = ([f] for f in frames), len(frames), _check_weights(weights, frames)
+        weight_col = _weight_column(list(frames[0].columns)) if wts is not None else None
     idata = None if record.posterior is None else _posterior_idata(record.posterior)
 
     target = Path(path)
@@ -281,7 +306,7 @@ def write_release(
         tmp_zip: Path | None = None
         try:
             tmp.mkdir()
-            files = _write_bundle(tmp, frames, record, wts, idata)
+            files = _write_bundle(tmp, chunks, m, record, wts, weight_col, idata)
             fsync_tree(tmp)
             if zip:
                 tmp_zip = staging_path(target)
@@ -309,28 +334,109 @@ def write_release(
     return target
 
 
-def _write_bundle(tmp: Path, frames: list[pd.DataFrame], record: ReleaseRecord, wts: list[np.ndarray] | None,
-                  idata: Any) -> list[str]:
-    """Write the datasets, the posterior and the manifest into the empty folder ``tmp``; return
-    the names of the files besides the manifest."""
+def _checked_stream(stream: DatasetStream, domain: Domain | None, private_data: Any) -> Iterator[Iterator[pd.DataFrame]]:
+    """The stream's datasets, each an iterator of checked chunks (:func:`_checked_chunk`, run
+    as each chunk is written: a bad chunk stops the write, and nothing is installed)."""
+    if not (isinstance(stream.m, int) and stream.m >= 1):
+        raise ReleaseError("a release needs at least one synthetic dataset")
+    first: list[pd.DataFrame] = []
+
+    def dataset(i: int, chunks: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        offset = 0
+        for chunk in chunks:
+            chunk = _checked_chunk(i, chunk, domain, private_data, offset, first[0] if first else None)
+            if not first:
+                first.append(chunk)
+            offset += len(chunk)
+            yield chunk
+        if offset != stream.n_syn:
+            raise ReleaseError(f"dataset {i} of the stream has {offset} rows, the stream says {stream.n_syn}")
+
+    count = 0
+    for i, chunks in enumerate(stream):
+        count += 1
+        yield dataset(i, chunks)
+    if count != stream.m:
+        raise ReleaseError(f"the stream gave {count} datasets, it says {stream.m}")
+
+
+class _HashingFile:
+    """A binary file that hashes (SHA-256) and counts what is written to it, so a release's
+    checksums cost no second read of its files."""
+
+    def __init__(self, f) -> None:
+        self._f, self._hash, self.bytes = f, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self._hash.update(data)
+        self.bytes += len(data)
+        return self._f.write(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _write_dataset(path: Path, chunks: Iterable[pd.DataFrame], weights: np.ndarray | None,
+                   weight_col: str | None) -> tuple[pd.DataFrame | None, int, dict[str, Any]]:
+    """Write one dataset's chunks to ``path`` as Parquet row groups; return its first chunk,
+    its row count and its manifest entry (SHA-256 and size, computed while writing)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first, rows, writer, schema = None, 0, None, None
+    with open(path, "wb") as f:
+        sink = _HashingFile(f)
+        try:
+            for chunk in chunks:
+                out = chunk.reset_index(drop=True)
+                if weights is not None:
+                    out = out.assign(**{weight_col: weights[rows:rows + len(out)]})
+                table = pa.Table.from_pandas(out, schema=schema, preserve_index=False)
+                if writer is None:
+                    first, schema = chunk, table.schema
+                    writer = pq.ParquetWriter(sink, schema)
+                writer.write_table(table)
+                rows += len(out)
+        finally:
+            if writer is not None:
+                writer.close()
+    if writer is None:
+        raise ReleaseError(f"{path.name}: a dataset with no rows")
+    return first, rows, {"sha256": sink.hexdigest(), "bytes": sink.bytes}
+
+
+def _write_bundle(tmp: Path, datasets: Iterable[Iterable[pd.DataFrame]], m: int, record: ReleaseRecord,
+                  wts: list[np.ndarray] | None, weight_col: str | None, idata: Any) -> list[str]:
+    """Write the ``m`` datasets (each an iterable of chunks of rows), the posterior and the
+    manifest into the empty folder ``tmp``; return the names of the files besides the manifest."""
     domain = record.domain
-    m = len(frames)
     width = max(3, len(str(m - 1)))
-    weight_col = _weight_column(list(frames[0].columns)) if wts is not None else None
     (tmp / DATA_DIR).mkdir()
-    names = []
-    for i, frame in enumerate(frames):
+    names, n_syn, info, frame0 = [], [], {}, None
+    for i, chunks in enumerate(datasets):
         rel = f"{DATA_DIR}/synthetic_{i:0{width}d}.parquet"
-        out = frame.reset_index(drop=True)
-        if wts is not None:
-            out = out.assign(**{weight_col: wts[i]})
-        out.to_parquet(tmp / rel, index=False)
+        first, rows, info[rel] = _write_dataset(tmp / rel, chunks, None if wts is None else wts[i], weight_col)
+        frame0 = first if frame0 is None else frame0
         names.append(rel)
+        n_syn.append(rows)
     if idata is not None:
         (tmp / POSTERIOR_NAME).write_bytes(_netcdf_bytes(idata))
+        info[POSTERIOR_NAME] = {"sha256": sha256_file(tmp / POSTERIOR_NAME), "bytes": (tmp / POSTERIOR_NAME).stat().st_size}
     files = sorted(names + ([POSTERIOR_NAME] if idata is not None else []))
-    n_syn = [len(f) for f in frames]
-    as_midpoints, in_bins = _numeric_columns(frames[0], domain)
+    as_midpoints, in_bins = _numeric_columns(frame0, domain)
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -348,14 +454,14 @@ def _write_bundle(tmp: Path, frames: list[pd.DataFrame], record: ReleaseRecord, 
         "midpoints": as_midpoints,
         "numbers_in_bins": in_bins,
         "diagnostics": record.diagnostics,
-        "columns": [str(c) for c in frames[0].columns],
+        "columns": [str(c) for c in frame0.columns],
         # Parquet loses the categorical dtype of non-string categories (and so the unused
         # categories a fixed design matrix needs); record the categories to restore them.
-        "categories": _categories(frames[0]),
+        "categories": _categories(frame0),
         "weight_column": weight_col,
         "datasets": names,
         "posterior": POSTERIOR_NAME if idata is not None else None,
-        "files": {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files},
+        "files": {f: info[f] for f in files},
     }
     (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
     return files

@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("pyspark")
-# createDataFrame from pandas (the tests' way of making Spark tables) warns about pandas 3
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+# createDataFrame from pandas (the tests' way of making Spark tables) warns about pandas 3, and
+# JAX warns on any fork; pyspark forks only to exec the JVM at once, which is safe
+pytestmark = [pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
+              pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")]
 
 from synthinfer.data import Domain, encode  # noqa: E402
 from synthinfer.data.counting import FileCounter  # noqa: E402

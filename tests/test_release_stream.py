@@ -57,3 +57,28 @@ def test_a_stream_is_checked_chunk_by_chunk_and_a_bad_one_writes_nothing(fitted,
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ParameterError, match="chunk_rows"):
         gen.generate_stream(2, chunk_rows=0)
+
+
+def test_a_release_read_lazily_gives_the_same_analysis_in_bounded_groups(fitted, tmp_path, monkeypatch):
+    from synthinfer.analysis import api
+    from synthinfer.release import LazyDatasets
+
+    gen, df = fitted
+    path = synthinfer.write_release(tmp_path / "r", gen.generate_stream(6, n=2000, seed=2, chunk_rows=700),
+                                    record=gen.release_record(), private_data=df)
+    eager, lazy = synthinfer.open_release(path), synthinfer.open_release(path, in_memory=False)
+    assert isinstance(lazy.datasets, LazyDatasets) and isinstance(eager.datasets, list)
+    pd.testing.assert_frame_equal(lazy.datasets[4], eager.datasets[4])
+    monkeypatch.setattr(api, "GROUP_ROWS", 4000)  # two datasets at a time
+    loads = []
+    real = LazyDatasets.load
+    monkeypatch.setattr(LazyDatasets, "load", lambda self, i: loads.append(i) or real(self, i))
+    a = eager.analyze("y ~ age + C(sex)", model="logit", progress=False)
+    b = lazy.analyze("y ~ age + C(sex)", model="logit", progress=False)
+    pd.testing.assert_frame_equal(a.to_frame(), b.to_frame())
+    assert sorted(loads) == list(range(6))  # each dataset read once
+    # a file changed after opening is caught when it is read
+    name = lazy.manifest["datasets"][1]
+    (path / name).write_bytes((path / name).read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(ReleaseError, match="changed after release"):
+        lazy.datasets[1]

@@ -25,6 +25,22 @@ from synthinfer.privacy import make_rng
 __all__ = ["analyze"]
 
 
+#: Rows of synthetic data a lazily read release's ``analyze`` holds at once: its datasets are
+#: read and fitted in groups of about this many rows (an in-memory list is one group).
+GROUP_ROWS = 5_000_000
+
+
+def _groups(datasets: Sequence[pd.DataFrame]) -> list[list[int]]:
+    """Dataset indices in the groups :func:`analyze` fits together: one group for a list; for a
+    lazy sequence (a large release's datasets, with ``load`` and ``rows``) groups of at most
+    :data:`GROUP_ROWS` rows."""
+    m = len(datasets)
+    if isinstance(datasets, list):
+        return [list(range(m))]
+    size = max(1, GROUP_ROWS // max(1, int(datasets.rows(0))))
+    return [list(range(s, min(m, s + size))) for s in range(0, m, size)]
+
+
 def _weights_per_dataset(weights: Any, datasets: list[pd.DataFrame]) -> list[np.ndarray] | None:
     if weights is None:
         return None
@@ -168,12 +184,10 @@ def analyze(
     """
     if isinstance(datasets, pd.DataFrame) or not isinstance(datasets, Sequence):
         raise AnalysisError("datasets must be a list of the m synthetic DataFrames")
-    datasets = list(datasets)
+    if not isinstance(datasets, list) and not hasattr(datasets, "load"):  # a lazy release's datasets stay lazy
+        datasets = list(datasets)
     if len(datasets) < 2:
         raise AnalysisError(f"Rubin's rules need at least 2 synthetic datasets, got {len(datasets)}")
-    for i, d in enumerate(datasets):
-        if not isinstance(d, pd.DataFrame) or len(d) == 0:
-            raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
@@ -188,7 +202,6 @@ def analyze(
             raise ParameterError("penalty (L2 + bootstrap) is available for 'logit', 'probit', 'ols' and 'poisson'")
         if not penalty > 0 or int(n_bootstrap) < 2:
             raise ParameterError(f"need penalty > 0 and n_bootstrap >= 2, got {penalty!r}, {n_bootstrap!r}")
-    w = _weights_per_dataset(weights, datasets)
     opts = FitOptions(
         formula=formula,
         cov_type=cov_type,
@@ -199,12 +212,28 @@ def analyze(
     )
     # One independent stream per dataset, so results do not depend on n_jobs or on scheduling.
     seeds = np.random.SeedSequence(make_rng(seed).integers(0, 2**63 - 1)).spawn(len(datasets))
-    batched = fit_fast(datasets, spec, opts, w) if fast and fast_path_applies(spec, opts) else [None] * len(datasets)
-    rest = [i for i, r in enumerate(batched) if r is None]
-    records = [r for r in batched if r is not None]
-    if rest:
-        records += run_fits(datasets, spec, opts, w, seeds, n_jobs, progress, indices=rest)
+    records: list[FitRecord] = []
+    w_all: dict[int, np.ndarray] | None = None if weights is None else {}
+    for group in _groups(datasets):
+        # a group's datasets in memory at once (all of them for a list; a bounded number of rows
+        # for a release read lazily); every fit is per dataset, so the grouping changes nothing
+        part = [datasets[i] for i in group]
+        for i, d in zip(group, part):
+            if not isinstance(d, pd.DataFrame) or len(d) == 0:
+                raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
+        w = _weights_per_dataset(weights if isinstance(weights, str) or weights is None
+                                 else [weights[i] for i in group], part)
+        if w is not None:
+            w_all.update(zip(group, w))
+        batched = fit_fast(part, spec, opts, w) if fast and fast_path_applies(spec, opts) else [None] * len(part)
+        rest = [j for j, r in enumerate(batched) if r is None]
+        found = [r for r in batched if r is not None]
+        if rest:
+            found += run_fits(part, spec, opts, w, [seeds[i] for i in group], n_jobs, progress, indices=rest)
+        records += [replace(r, index=group[r.index]) for r in found]
+        del part
     records.sort(key=lambda r: r.index)
+    w = None if w_all is None else [w_all[i] for i in range(len(datasets))]
     records = _treat_separation(records, separation, datasets, spec, opts, w, seeds, n_jobs, progress)
     _report(records)
     good = [r for r in records if r.used]

@@ -6,7 +6,7 @@ calls :func:`open_release` and then ``release.analyze(formula, model=...)``.
 """
 
 from synthinfer.release.manifest import FORMAT_VERSION, MANIFEST_NAME
-from synthinfer.release.reader import Release, open_release
+from synthinfer.release.reader import LazyDatasets, Release, open_release
 from synthinfer.release.record import ReleaseRecord
 from synthinfer.release.stream import DatasetStream
 from synthinfer.release.writer import PRIVATE_ATTR, mark_private, write_release
@@ -14,6 +14,7 @@ from synthinfer.release.writer import PRIVATE_ATTR, mark_private, write_release
 __all__ = [
     "DatasetStream",
     "FORMAT_VERSION",
+    "LazyDatasets",
     "MANIFEST_NAME",
     "PRIVATE_ATTR",
     "Release",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +34,9 @@ class Release:
     path : where the bundle was read from.
     manifest : the parsed ``manifest.json``.
     datasets : the m synthetic datasets (``DataFrame``; categorical columns keep their Domain
-        categories).
-    weights : per-row weights, one array per dataset, or None.
+        categories): a list, or for a release opened with ``in_memory=False`` (the default for
+        large ones) a :class:`LazyDatasets` that reads each when it is used.
+    weights : per-row weights, one array per dataset (lazy likewise), or None.
     posterior : the posterior draws as ArviZ ``InferenceData``, or None.
     domain, marginals, ledger : the public Domain, the measured marginals and the privacy record.
     diagnostics : the generator's summary of its fit (e.g. NAPSU-MQ's convergence checks), or None.
@@ -164,58 +166,65 @@ class Release:
 
 
 @contextlib.contextmanager
-def _bundle(path: Path) -> Iterator[tuple[list[str], Callable[[str], bytes]]]:
-    """(member files, function reading one) for a bundle directory or zip file."""
+def _bundle(path: Path) -> Iterator[tuple[list[str], Callable[[str], bytes], Callable[[str], Any]]]:
+    """(member files, function reading one, function opening one as a binary stream) for a
+    bundle directory or zip file."""
     if path.is_dir():
         names = [p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()]
-        yield names, lambda name: (path / name).read_bytes()
+        yield names, lambda name: (path / name).read_bytes(), lambda name: open(path / name, "rb")
     elif zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
-            yield [i.filename for i in zf.infolist() if not i.is_dir()], zf.read
+            yield [i.filename for i in zf.infolist() if not i.is_dir()], zf.read, zf.open
     else:
         raise ReleaseError(f"{path} is neither a release directory nor a zip file")
 
 
-def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> Release:
+def _read_member(path: Path, name: str) -> bytes:
+    with _bundle(path) as (_, read, _open):
+        return read(name)
+
+
+#: Above this many bytes of dataset files, :func:`open_release` reads datasets on demand
+#: (``in_memory=None``): Parquet of categorical rows expands several-fold in memory.
+IN_MEMORY_BYTES = 64 << 20
+
+
+def open_release(path: str | os.PathLike, *, fingerprint: str | None = None,
+                 in_memory: bool | None = None) -> Release:
     """Open the release at ``path`` (directory or zip), verifying it before loading anything.
 
     Raises :class:`ReleaseError` when the manifest is missing or of a newer format version, when
     a listed file is missing or its SHA-256 differs from the manifest (a changed file), when
     the bundle holds files the manifest does not list, or, if ``fingerprint`` (the SHA-256 of
     ``manifest.json`` published by the data holder) is given, when the manifest differs from it.
+
+    ``in_memory``: load every dataset now (``True``), or read each when it is used
+    (``False``: ``Release.datasets`` is a :class:`LazyDatasets`, which checks the file's
+    SHA-256 again as it reads it, and ``analyze`` fits them a bounded number of rows at a time);
+    default: in memory unless the dataset files hold more than :data:`IN_MEMORY_BYTES`. Every
+    file is verified at opening either way, by streaming its bytes through the hash.
     """
     path = Path(path)
     if not path.exists():
         raise ReleaseError(f"no release at {path}")
-    with _bundle(path) as (names, read):
-        manifest, contents = _verified_contents(path, names, read)
+    with _bundle(path) as (names, read, open_member):
+        manifest, contents = _verified_contents(path, names, read, open_member)
     actual = sha256_bytes(contents.pop(MANIFEST_NAME))
     if fingerprint is not None and fingerprint.lower() != actual:
         raise ReleaseError(f"{path}: manifest.json has SHA-256 {actual}, not the published {fingerprint}")
-
-    weight_col = manifest.get("weight_column")
-    datasets, weights = [], [] if weight_col else None
     for name in manifest["datasets"]:
-        if name not in contents:
+        if name not in manifest["files"]:
             raise ReleaseError(f"{path}: dataset {name} is not among the checksummed files")
-        try:
-            df = pd.read_parquet(io.BytesIO(contents[name]))
-        except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid is a ValueError
-            raise ReleaseError(f"{path}: dataset {name} is not a readable Parquet file ({str(e).splitlines()[0]})") from None
-        if weight_col:
-            if weight_col not in df.columns:
-                raise ReleaseError(f"{path}: dataset {name} lacks the weight column {weight_col!r}")
-            weights.append(df.pop(weight_col).to_numpy(dtype=float))
-        for col, cats in (manifest.get("categories") or {}).items():
-            if cats is not None and col in df.columns:
-                lost = df[col][df[col].notna() & ~df[col].isin(cats)]
-                if len(lost):
-                    raise ReleaseError(
-                        f"{path}: dataset {name}, column {col!r} holds {sorted(map(str, set(lost)))[:5]}, "
-                        f"not among the manifest's categories {cats}"
-                    )
-                df[col] = pd.Categorical(df[col], categories=cats)
-        datasets.append(df)
+    size = sum(int(manifest["files"][name].get("bytes", 0)) for name in manifest["datasets"])
+    lazy = LazyDatasets(path, manifest)
+    if in_memory is None:
+        in_memory = size <= IN_MEMORY_BYTES
+    if in_memory:
+        loaded = [lazy.read(i) for i in range(len(lazy))]  # each file checked again as it is read
+        datasets = [d for d, _ in loaded]
+        weights = [w for _, w in loaded] if manifest.get("weight_column") else None
+    else:
+        datasets, weights = lazy, (LazyWeights(lazy) if manifest.get("weight_column") else None)
     posterior = None
     if manifest.get("posterior"):
         name = manifest["posterior"]
@@ -228,10 +237,86 @@ def open_release(path: str | os.PathLike, *, fingerprint: str | None = None) -> 
     return Release(path, manifest, datasets, weights, posterior, actual)
 
 
+class LazyDatasets(Sequence):
+    """A release's synthetic datasets, each read when it is used: ``datasets[i]`` reads dataset
+    ``i``'s file, checks its SHA-256 against the manifest again (the file could have changed
+    since the release was opened) and decodes it; nothing is cached."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        self.path, self.manifest = path, manifest
+        self._names = list(manifest["datasets"])
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.load(j) for j in range(*i.indices(len(self)))]
+        return self.load(i)
+
+    def rows(self, i: int) -> int:
+        """Rows of dataset ``i`` (from the manifest; nothing is read)."""
+        n_syn = self.manifest["n_syn"]
+        return int(n_syn[i] if isinstance(n_syn, list) else n_syn)
+
+    def load(self, i: int) -> pd.DataFrame:
+        return self.read(i)[0]
+
+    def read(self, i: int) -> tuple[pd.DataFrame, np.ndarray | None]:
+        """Dataset ``i`` and its weights (None without a weight column), verified and decoded."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"dataset {i} of a release of {len(self)}")
+        name = self._names[i]
+        data = _read_member(self.path, name)
+        if sha256_bytes(data) != self.manifest["files"][name].get("sha256"):
+            raise ReleaseError(f"{self.path}: file {name} was changed after release (SHA-256 mismatch)")
+        return self.decode(i, data)
+
+    def decode(self, i: int, data: bytes) -> tuple[pd.DataFrame, np.ndarray | None]:
+        """Dataset ``i`` from its (verified) file's bytes: the weight column split off, the
+        manifest's categories restored."""
+        path, manifest, name = self.path, self.manifest, self._names[i]
+        try:
+            df = pd.read_parquet(io.BytesIO(data))
+        except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise ReleaseError(f"{path}: dataset {name} is not a readable Parquet file ({str(e).splitlines()[0]})") from None
+        weight_col, weights = manifest.get("weight_column"), None
+        if weight_col:
+            if weight_col not in df.columns:
+                raise ReleaseError(f"{path}: dataset {name} lacks the weight column {weight_col!r}")
+            weights = df.pop(weight_col).to_numpy(dtype=float)
+        for col, cats in (manifest.get("categories") or {}).items():
+            if cats is not None and col in df.columns:
+                lost = df[col][df[col].notna() & ~df[col].isin(cats)]
+                if len(lost):
+                    raise ReleaseError(
+                        f"{path}: dataset {name}, column {col!r} holds {sorted(map(str, set(lost)))[:5]}, "
+                        f"not among the manifest's categories {cats}"
+                    )
+                df[col] = pd.Categorical(df[col], categories=cats)
+        return df, weights
+
+
+class LazyWeights(Sequence):
+    """The per-row weights of a :class:`LazyDatasets`, read with their dataset when used."""
+
+    def __init__(self, datasets: LazyDatasets) -> None:
+        self._datasets = datasets
+
+    def __len__(self) -> int:
+        return len(self._datasets)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._datasets.read(i)[1]
+
+
 def _verified_contents(
-    path: Path, names: list[str], read: Callable[[str], bytes]
+    path: Path, names: list[str], read: Callable[[str], bytes], open_member: Callable[[str], Any]
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Parse and check the manifest, then read every listed file and check its SHA-256."""
+    """Parse and check the manifest, then check every listed file's SHA-256, streaming the
+    dataset files through the hash; returns the manifest and the bytes of the other files."""
     if MANIFEST_NAME not in names:
         raise ReleaseError(f"{path} has no {MANIFEST_NAME}; not a synthinfer release")
     try:
@@ -243,14 +328,22 @@ def _verified_contents(
     extra = sorted(set(names) - set(listed) - {MANIFEST_NAME})
     if extra:
         raise ReleaseError(f"{path} holds files the manifest does not list: {extra}")
+    datasets = set(manifest.get("datasets") or [])
     contents: dict[str, bytes] = {}
     for name, meta in listed.items():
         if name not in names:
             raise ReleaseError(f"{path}: file {name} listed in the manifest is missing")
-        data = read(name)
-        if not isinstance(meta, dict) or sha256_bytes(data) != meta.get("sha256"):
+        if name in datasets:
+            h = hashlib.sha256()
+            with open_member(name) as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+            digest = h.hexdigest()
+        else:
+            contents[name] = read(name)
+            digest = sha256_bytes(contents[name])
+        if not isinstance(meta, dict) or digest != meta.get("sha256"):
             raise ReleaseError(f"{path}: file {name} was changed after release (SHA-256 mismatch)")
-        contents[name] = data
     contents[MANIFEST_NAME] = read(MANIFEST_NAME)
     return manifest, contents
 

@@ -9,6 +9,11 @@ RSS is its own), a release of ``--m`` datasets of ``--n`` rows is written:
 * ``list``: ``write_release(path, gen.generate(m, n), ...)``: every dataset in memory first
   (skipped when ``--list-max-rows`` is below ``m * n``).
 
+Then, in a fresh process, the analyst's side on the streamed release: ``open_release`` (lazy
+for a release of this size: files verified by streaming them through the hash, datasets read
+when used) and ``analyze("income ~ C(age) + C(race) + C(sex)", "logit")``, which fits the
+datasets about ``GROUP_ROWS`` rows at a time.
+
 Recorded: wall and process CPU seconds, peak RSS, the release's size on disk, rows per second.
 
     PYTHONPATH=src python benchmarks/scale/release_stream.py --m 100 --n 1000000 [--chunk-rows 1000000] \
@@ -49,6 +54,15 @@ def worker(method: str, saved: str, m: int, n: int, chunk_rows: int, out: str) -
     import synthinfer
     from synthinfer.generate import NapsuMQ
 
+    if method == "analyze":
+        t, c = time.perf_counter(), time.process_time()
+        rel = synthinfer.open_release(out)
+        opened = time.perf_counter() - t
+        res = rel.analyze("income ~ C(age) + C(race) + C(sex)", model="logit", progress=False)
+        return {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c, "open_s": opened,
+                "lazy": type(rel.datasets).__name__, "coefficients": len(res.params),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "release_mb": 0.0}
+
     gen = NapsuMQ.load(saved)
     t, c = time.perf_counter(), time.process_time()
     datasets = (gen.generate_stream(m, n, seed=1, chunk_rows=chunk_rows) if method == "stream"
@@ -78,18 +92,20 @@ def main() -> None:
     saved = fit(a.workdir)
     doc = {"command": " ".join(["python", "benchmarks/scale/release_stream.py", *sys.argv[1:]]), "m": a.m, "n": a.n,
            "chunk_rows": a.chunk_rows, "cores": os.cpu_count(), "loadavg_before": os.getloadavg(), "results": []}
-    for method in ("stream", "list"):
+    for method in ("stream", "analyze", "list"):
         if method == "list" and a.m * a.n > a.list_max_rows:
             doc["results"].append({"method": method, "skipped": f"m * n = {a.m * a.n:,} > --list-max-rows"})
             continue
-        target = a.workdir / f"release_{method}"
-        shutil.rmtree(target, ignore_errors=True)
+        target = a.workdir / f"release_{'stream' if method == 'analyze' else method}"
+        if method != "analyze":
+            shutil.rmtree(target, ignore_errors=True)
         res = subprocess.run([sys.executable, __file__, "--worker", method, str(saved), str(a.m), str(a.n),
                               str(a.chunk_rows), str(target)], capture_output=True, text=True, check=True)
         r = json.loads(res.stdout.strip().splitlines()[-1]) | {"method": method}
         r["rows_per_s"] = a.m * a.n / r["wall_s"]
         doc["results"].append(r)
-        shutil.rmtree(target, ignore_errors=True)
+        if method != "stream":  # the analyst reads the streamed release next
+            shutil.rmtree(target, ignore_errors=True)
         print(f"{method:7s} {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} s CPU  peak RSS {r['peak_rss_mb']:7.0f} MB  "
               f"release {r['release_mb']:7.0f} MB  {r['rows_per_s'] / 1e6:5.2f} M rows/s", flush=True)
     doc["loadavg_after"] = os.getloadavg()

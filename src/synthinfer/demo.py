@@ -49,8 +49,8 @@ def hold_release(
     release at ``out``; return the fitted generator and the release's path.
 
     The same steps as ``synthinfer generate`` (same settings -> same manifest): the datasets come
-    from ``generate`` under the generator's ``seed`` and the release records
-    ``gen.release_record()``.
+    from ``generate_stream`` under the generator's ``seed`` (drawn and written chunk by chunk)
+    and the release records ``gen.release_record()``.
     """
     from synthinfer.generate import NapsuMQ
     from synthinfer.release import write_release
@@ -62,10 +62,10 @@ def hold_release(
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
     console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     t0 = time.perf_counter()
-    syn = gen.generate(m, midpoints=midpoints)
-    console.print(f"generated {m} datasets of {gen.n_:,} rows in {time.perf_counter() - t0:.1f} s")
-    path = write_release(out, syn, record=gen.release_record(), overwrite=overwrite, private_data=df)
-    console.print(f"release written to [bold]{path}[/]")
+    path = write_release(out, gen.generate_stream(m, midpoints=midpoints), record=gen.release_record(),
+                         overwrite=overwrite, private_data=df)
+    console.print(f"generated {m} datasets of {gen.n_:,} rows and wrote them to [bold]{path}[/] in "
+                  f"{time.perf_counter() - t0:.1f} s")
     return gen, path
 
 

@@ -9,6 +9,7 @@ defaults (PrivBayes, one dataset, epsilon required).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,7 @@ def _generate_release(
     from synthinfer.data.private_bins import private_columns
     from synthinfer.files import output_lock
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
-    from synthinfer.release import write_release
+    from synthinfer.release import DatasetStream, write_release
 
     with user_errors(), contextlib.ExitStack() as held:
         given = {flag: v for flag, v in specific.items() if v is not None}
@@ -244,20 +245,31 @@ def _generate_release(
             fit_extras = {"progress": lambda stage: _show_stage(bar, fit_task, stage)} if napsu else {}
             gen.fit(df, dom, ledger=ledger, **fit_extras)
             bar.update(fit_task, description=f"fitting {gen.mechanism}: done", total=1, completed=1)
-            gen_task = bar.add_task("generating datasets", total=m)
-            gen_extras = ({"midpoints": bool(given.get("--midpoints")),
-                           "progress": lambda done, total: bar.update(gen_task, completed=done)} if napsu else {})
-            datasets = gen.generate(m, n_syn, **gen_extras)
+            gen_task = bar.add_task("generating and writing datasets", total=m)
+            if napsu:  # drawn and written chunk by chunk: memory does not grow with m or n
+                stream = gen.generate_stream(m, n_syn, midpoints=bool(given.get("--midpoints")))
+                datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
+                                         _counted(stream, lambda done: bar.update(gen_task, completed=done)))
+            else:
+                datasets = gen.generate(m, n_syn)
+            # fitted from a file, no private row was loaded to compare with: NAPSU-MQ's datasets are
+            # sampled from its model, never copied from the rows
+            private = {"skip_private_data_check": True} if from_file else {"private_data": df}
+            path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
+                                 zip=str(out).endswith(".zip"), **private)
             bar.update(gen_task, completed=m)
-        # fitted from a file, no private row was loaded to compare with: NAPSU-MQ's datasets are
-        # sampled from its model, never copied from the rows
-        private = {"skip_private_data_check": True} if from_file else {"private_data": df}
-        path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
-                             zip=str(out).endswith(".zip"), **private)
     if napsu:
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     e, dl = gen.ledger_.spent
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
+
+
+def _counted(datasets, done: Callable[[int], None]):
+    """``datasets`` as they are consumed, calling ``done(k)`` once the ``k``-th has been written
+    (the writer asks for the next dataset only then)."""
+    for k, ds in enumerate(datasets, start=1):
+        yield ds
+        done(k)
 
 
 def _show_stage(bar, task, stage: str) -> None:

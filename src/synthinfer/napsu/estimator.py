@@ -595,6 +595,17 @@ class NapsuMQ(Generator):
         self._check_fitted()
         return np.asarray(self.posterior_.posterior["theta"].values)
 
+    def _numbers_and_draws(self, m: int, rng: np.random.Generator, midpoints, numbers) -> tuple[Any, np.ndarray]:
+        """The columns decoded as numbers inside their bins (``None``: the columns the Domain gave
+        as continuous, unless asked for as midpoints; checked before any sampling), and the
+        ``m`` posterior draws of the datasets (without replacement unless ``m`` exceeds them)."""
+        if numbers is None:
+            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
+            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
+        discretised_columns(self.domain_, numbers, "numbers")
+        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
+        return numbers, flat[rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])]
+
     @uses_float64
     def generate(
         self,
@@ -622,13 +633,7 @@ class NapsuMQ(Generator):
         self._check_fitted()
         m, n = self._check_m_n(m, n)
         rng = self._generate_rng(seed)
-        if numbers is None:  # the columns given as continuous, unless asked for as midpoints
-            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
-            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
-        discretised_columns(self.domain_, numbers, "numbers")  # errors before any sampling
-        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
-        idx = rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])
-        thetas = flat[idx]
+        numbers, thetas = self._numbers_and_draws(m, rng, midpoints, numbers)
         batch = _generate_batch(m, n, len(self.domain_))
         program = self.network_.compile_sample_many(batch, n).result()  # started by fit for the defaults
         out: list[pd.DataFrame] = []
@@ -671,12 +676,7 @@ class NapsuMQ(Generator):
             raise ParameterError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
         chunk = int(min(chunk_rows, n))
         rng = self._generate_rng(seed)
-        if numbers is None:
-            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
-            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
-        discretised_columns(self.domain_, numbers, "numbers")  # errors before any sampling
-        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
-        thetas = flat[rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])]
+        numbers, thetas = self._numbers_and_draws(m, rng, midpoints, numbers)
         program = self.network_.compile_sample_many(1, chunk)
 
         def dataset(theta: np.ndarray) -> Iterator[pd.DataFrame]:

@@ -223,9 +223,13 @@ def _generate_release(
                                      f"not for --generator {generator} or a Domain with private bins")
             from synthinfer.data.spark import SparkCounter, read_spark
 
-            df = SparkCounter(read_spark(data), dom)
+            with console.status(f"checking {data.name} against the Domain (Spark) ..."):
+                df = SparkCounter(read_spark(data), dom)
+        elif from_file:
+            with console.status(f"checking {data.name} against the Domain (DuckDB) ..."):
+                df = FileCounter(data, dom)
         else:
-            df = FileCounter(data, dom) if from_file else read_table(data)
+            df = read_table(data)
         n_rows = df.n if from_file else len(df)
         if delta is None and generator != "privbayes":
             delta = default_delta(max(n_rows, 2))  # a table of < 2 rows is refused by the generator

@@ -13,6 +13,7 @@ map) and finds ``n``, before the caller spends any budget.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -54,7 +55,7 @@ class CodeCounter:
         """Nothing to do: counting codes in memory is one pass per marginal anyway."""
 
 
-class _ScanCounter:
+class _ScanCounter(ABC):
     """A counter over a table that an SQL engine scans: counts cached per marginal, several per
     scan; on construction, one scan of every column's 1-way marginal and of each derived column
     with its source checks every value against the Domain and gives ``n``."""
@@ -86,8 +87,9 @@ class _ScanCounter:
             for key, counts in zip(todo, self._scan(todo)):
                 self._cache[key] = counts
 
+    @abstractmethod
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
-        raise NotImplementedError
+        """The counts of ``marginals``, in order, from one scan of the table."""
 
 
 class FileCounter(_ScanCounter):

@@ -335,8 +335,9 @@ class NapsuMQ(Generator):
         DuckDB scan checks every value, :class:`synthinfer.data.counting.FileCounter`, and the
         counts the fit needs take one more; MST and AIM: their candidates' counts in one scan),
         or a Spark DataFrame, counted by Spark SQL where it lives
-        (:class:`synthinfer.data.spark.SparkCounter`), all before the noise is drawn. ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger
-        with exactly that total is created. ``progress(stage)`` is called at each stage.
+        (:class:`synthinfer.data.spark.SparkCounter`), all before the noise is drawn.
+        ``ledger`` (optional) is charged ``(epsilon, delta)``; without one, a ledger with
+        exactly that total is created. ``progress(stage)`` is called at each stage.
         """
         self._start_fit()
         self._check_settings()
@@ -345,28 +346,17 @@ class NapsuMQ(Generator):
                                     f"DataFrame, got {type(data).__name__}")
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        counter = None
-        if not isinstance(data, pd.DataFrame):  # a file (DuckDB) or a Spark DataFrame: never loaded
+        in_memory = isinstance(data, pd.DataFrame)
+        if not in_memory:  # a file (DuckDB) or a Spark DataFrame: never loaded
             if private_columns(domain):
                 raise ParameterError("private bins are chosen from the rows in memory: fit a pandas DataFrame, or "
                                      "give the Domain's edges (bin_edges) to fit a file or a Spark DataFrame")
             if isinstance(data, MarginalCounter) and data.domain != domain:
                 raise ParameterError(f"the {type(data).__name__} counts another Domain than the one given to fit()")
-            # one scan checks every value and finds n (a FileCounter has made it already)
-            if is_spark_frame(data):
-                from synthinfer.data.spark import SparkCounter
-
-                data = SparkCounter(data, domain)
-            counter = data = data if isinstance(data, MarginalCounter) else FileCounter(data, domain)
-        n_rows = counter.n if counter is not None else len(data)
-        delta = default_delta(max(n_rows, 1)) if self.delta is None else self.delta
-        budget = PrivacyBudget(self.epsilon, delta)
-        if budget.delta <= 0:
-            raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         # Private bin edges (the Domain's PrivateBins columns): every input check here, before
         # any spend; the checks of the model below run on the bins as asked for, and the edges
         # are drawn once the ledger has verified the whole budget.
-        edges_epsilon = budget.epsilon * float(self.edges_share) if private_columns(domain) else 0.0
+        edges_epsilon = self.epsilon * float(self.edges_share) if private_columns(domain) else 0.0
         check_private_bins(data, domain, edges_epsilon)
         given_domain, full_domain = domain, planned_domain(domain)
         for m in as_marginals(self.marginals):
@@ -381,6 +371,18 @@ class NapsuMQ(Generator):
         if not self.select_extra and d_fixed == 0:
             raise ParameterError("the marginals measure nothing: every column in them has a single category")
         check_model_size(self.inference, *self._model_size_bound(domain, fixed, d_fixed))
+        counter = None
+        if not in_memory:  # after the cheap checks: one scan checks every value and finds n
+            if is_spark_frame(data):
+                from synthinfer.data.spark import SparkCounter
+
+                data = SparkCounter(data, given_domain)
+            counter = data = data if isinstance(data, MarginalCounter) else FileCounter(data, given_domain)
+        delta = default_delta(max(counter.n if counter is not None else len(data), 1)) if self.delta is None \
+            else self.delta
+        budget = PrivacyBudget(self.epsilon, delta)
+        if budget.delta <= 0:
+            raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         ledger = self._ledger_for(budget, data, ledger)
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
         charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges

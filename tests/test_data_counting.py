@@ -127,3 +127,25 @@ def test_a_glob_of_parquet_files_is_one_table(tmp_path):
     parts[0].drop(columns="sex").to_parquet(tmp_path / "part9.parquet")
     with pytest.raises(DomainError, match="could not be read"):
         FileCounter(tmp_path / "part*.parquet", DOMAIN)
+
+
+@pytest.mark.filterwarnings("ignore:columns .* are in no marginal")
+def test_cli_generate_takes_a_glob_and_refuses_what_is_missing(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    import synthinfer
+    from synthinfer.cli import app
+
+    for s in range(2):
+        _table(1000, seed=s).to_parquet(tmp_path / f"part{s}.parquet")
+    (tmp_path / "domain.json").write_text(json.dumps(DOMAIN.to_dict()))
+    base = ["generate", "--domain", str(tmp_path / "domain.json"), "--marginals", "age,y", "--inference", "laplace",
+            "--m", "2", "--seed", "0"]
+    res = CliRunner().invoke(app, [base[0], str(tmp_path / "part*.parquet"), *base[1:], "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert synthinfer.open_release(tmp_path / "r").n == 2000
+    for data, message in ((tmp_path / "none*.parquet", "no file matches"), (tmp_path / "x.csv", "no data file")):
+        res = CliRunner().invoke(app, [base[0], str(data), *base[1:], "--out", str(tmp_path / "o")])
+        assert res.exit_code == 2 and message in res.output and res.output.count("\n") == 1

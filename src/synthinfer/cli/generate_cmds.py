@@ -61,8 +61,8 @@ class Engine(str, Enum):
     spark = "spark"
 
 
-_DATA = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column.",
-                       exists=True, dir_okay=False)
+_DATA = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column; for napsu also a "
+                                 "quoted glob of files read as one table ('dir/*.parquet').", dir_okay=False)
 _DOMAIN = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False)
 _OUT = typer.Option(..., "--out", help="Release directory to write (a .zip path writes a zip file).")
 _DELTA = typer.Option(
@@ -214,6 +214,11 @@ def _generate_release(
         held.enter_context(output_lock(out))
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
+        if any(ch in str(data) for ch in "*?["):
+            if generator != "napsu":
+                raise ParameterError(f"a glob of files is read by NAPSU-MQ's counting only, not by --generator {generator}")
+        elif not data.is_file():
+            raise FileNotFoundError(f"no data file {data}")
         # NAPSU-MQ reads only marginal counts: DuckDB scans the file and no row is loaded
         # (private bins need the values themselves, so the table is read for them)
         from_file = generator == "napsu" and not private_columns(dom)

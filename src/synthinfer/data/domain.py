@@ -299,17 +299,18 @@ class Continuous:
             raise NonFiniteError(f"column {self.name!r} has non-finite values")
         if clip:
             x = np.clip(x, self.lower, self.upper)
+        # the messages name the column and the number of rows, not the values (private)
         outside = (x < self.lower) | (x > self.upper)
         if outside.any():
             raise OutOfDomainError(
                 f"column {self.name!r}: {int(outside.sum())} row(s) lie outside the public bounds "
-                f"[{self.lower:g}, {self.upper:g}], e.g. {x[outside][0]:g}; widen the bounds or clip "
+                f"[{self.lower:g}, {self.upper:g}]; widen the bounds or clip "
                 "explicitly (clip=True, or synthinfer.data.clip_to_bounds())"
             )
         if self.integer and not (np.floor(x) == x).all():
-            frac = x[np.floor(x) != x]
             raise OutOfDomainError(
-                f"column {self.name!r} holds whole numbers only, but {frac.size} row(s) have fractions, e.g. {frac[0]:g}"
+                f"column {self.name!r} holds whole numbers only, but {int((np.floor(x) != x).sum())} row(s) have "
+                "fractions"
             )
         return x
 

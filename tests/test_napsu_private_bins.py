@@ -114,3 +114,19 @@ def test_cli_shows_and_uses_private_bins(table, tmp_path):
     bad = runner.invoke(app, ["generate", str(data), "--domain", str(dom), "--marginals", "age,income",
                               "--edges-share", "1.5", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "edges_share" in bad.output
+
+
+def test_privbayes_chooses_private_edges_too(table, tmp_path):
+    from synthinfer.generate import PrivBayes
+
+    gen = PrivBayes(epsilon=2.0, seed=0, edges_share=0.2).fit(table, Domain.from_dict(DOMAIN))
+    charges = gen.ledger_.charges
+    assert charges[0].name == "private bin edges: age" and charges[0].epsilon == pytest.approx(0.4)
+    assert sum(c.epsilon for c in charges) == pytest.approx(2.0)
+    assert gen.domain_["age"].binning.private
+    syn = gen.generate(2, seed=1)
+    assert all(d["age"].dtype == np.int64 and d["age"].between(17, 90).all() for d in syn)
+    path = synthinfer.write_release(tmp_path / "pb", syn, record=gen.release_record(), private_data=table)
+    assert synthinfer.open_release(path).manifest["numbers_in_bins"] == ["age"]
+    with pytest.raises(ParameterError, match="edges_share"):
+        PrivBayes(edges_share=1.0).fit(table, Domain.from_dict(DOMAIN))

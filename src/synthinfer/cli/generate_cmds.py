@@ -49,7 +49,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--chains": ("napsu",),
     "--reference": ("napsu",),
     "--midpoints": ("napsu",),
-    "--edges-share": ("napsu",),
+    "--edges-share": ("napsu", "privbayes"),
     "--epochs": ("dpgan", "dpcgan"),
     "--label": ("dpcgan",),
 }
@@ -125,8 +125,8 @@ def generate_cmd(
              "(pyspark, pip install 'synthinfer[spark]'; master from $SYNTHINFER_SPARK_MASTER, default local[*])."),
     edges_share: float = typer.Option(
         None, "--edges-share",
-        help='napsu: share of epsilon spent choosing the edges of Domain columns with "bins": "private:K" '
-             "(default 0.1)."),
+        help='napsu, privbayes: share of epsilon spent choosing the edges of Domain columns with '
+             '"bins": "private:K" (default 0.1).'),
     epochs: int = _EPOCHS,
     label: str = _LABEL,
     unsafe_allow_large_delta: bool = UNSAFE_DELTA,
@@ -352,7 +352,8 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
             kw["reference"] = _parse_reference(given["--reference"], dom)
         return NapsuMQ(list(given["--marginals"]), epsilon=epsilon, delta=delta, seed=seed, **kw)
     if name == "privbayes":
-        return PrivBayes(epsilon=epsilon, seed=seed)
+        kw = {"edges_share": given["--edges-share"]} if "--edges-share" in given else {}
+        return PrivBayes(epsilon=epsilon, seed=seed, **kw)
     kw = {"epochs": given["--epochs"]} if "--epochs" in given else {}
     if name == "dpgan":
         return DPGAN(epsilon=epsilon, delta=delta, seed=seed, **kw)

@@ -334,8 +334,8 @@ PRIVATE_BIN_GRID = 1000
 class PrivateBins(Continuous):
     """A continuous column with public bounds whose ``bins`` bin edges a DP mechanism chooses.
 
-    The data holder gives the bounds (public) and the number of bins; NapsuMQ's fit spends
-    part of its budget on the edges (:func:`synthinfer.data.private_bins.resolve_private_bins`:
+    The data holder gives the bounds (public) and the number of bins; NapsuMQ's and PrivBayes'
+    fits spend part of their budget on the edges (:func:`synthinfer.data.private_bins.resolve_private_bins`:
     the exponential-mechanism quantiles of Smith 2011, one per interior edge, through OpenDP)
     and replaces the column by a discretised :class:`Column` whose :class:`Binning` records the
     chosen edges as private output. Equal-mass bins keep every bin's counts well above the
@@ -493,8 +493,8 @@ class Domain:
             if isinstance(c, PrivateBins):
                 raise DomainError(
                     f"{purpose}: column {c.name!r} asks for {c.bins} private bins whose edges are not chosen yet; "
-                    "NapsuMQ's fit chooses them with part of its budget (edges_share); for other uses call "
-                    "synthinfer.data.resolve_private_bins() with a ledger first")
+                    "NapsuMQ's and PrivBayes' fits choose them with part of their budget (edges_share); for other "
+                    "uses call synthinfer.data.resolve_private_bins() with a ledger first")
             if isinstance(c, Continuous):
                 raise DomainError(
                     f"{purpose}: column {c.name!r} is continuous (public bounds [{c.lower:g}, {c.upper:g}]) "

@@ -49,6 +49,13 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, decode, encode
+from synthinfer.data.private_bins import (
+    check_private_bins,
+    planned_domain,
+    private_bin_columns,
+    private_columns,
+    resolve_private_bins,
+)
 from synthinfer.errors import (
     ArgumentTypeError,
     EmptyDataError,
@@ -118,6 +125,10 @@ class PrivBayes(Generator):
     degree : the maximum number of parents ``k``, or ``"auto"`` (theta-usefulness).
     beta : share of epsilon for learning the structure (Zhang et al. use 0.3).
     theta : usefulness threshold for ``degree="auto"`` (Zhang et al. use 4).
+    edges_share : share of epsilon spent choosing the bin edges of the Domain's
+        :class:`~synthinfer.data.PrivateBins` columns (``"bins": "private:K"``,
+        :mod:`synthinfer.data.private_bins`; pure epsilon-DP too); the network gets the rest.
+        Such columns come back as numbers drawn inside their bins. Unused when no column asks.
 
     Fitted attributes
     -----------------
@@ -138,6 +149,7 @@ class PrivBayes(Generator):
         degree: int | str = "auto",
         beta: float = 0.3,
         theta: float = 4.0,
+        edges_share: float = 0.1,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -145,13 +157,14 @@ class PrivBayes(Generator):
         self.degree = degree
         self.beta = beta
         self.theta = theta
+        self.edges_share = edges_share
 
     def _release_settings(self) -> dict[str, Any]:
         """Constructor settings for a release's record, ``release_settings_`` (the seed only as
         whether one was fixed; ``get_params()`` returns them as given)."""
         return {
             "epsilon": self.epsilon, "delta": self.delta, "degree": self.degree,
-            "beta": self.beta, "theta": self.theta, "seed_fixed": seed_fixed(self.seed),
+            "beta": self.beta, "theta": self.theta, "edges_share": self.edges_share, "seed_fixed": seed_fixed(self.seed),
         }
 
     def _validate(self) -> PrivacyBudget:
@@ -166,6 +179,9 @@ class PrivBayes(Generator):
             raise ParameterError(f"degree must be a non-negative integer or 'auto', got {self.degree!r}")
         if not (isinstance(self.theta, (int, float)) and self.theta > 0):
             raise ParameterError(f"theta must be a number > 0, got {self.theta!r}")
+        if isinstance(self.edges_share, bool) or not isinstance(self.edges_share, (int, float)) or not (
+                0 < self.edges_share < 1):
+            raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         return budget
 
     def _choose_degree(self, n: int, shape: tuple[int, ...], eps2: float) -> int:
@@ -191,13 +207,21 @@ class PrivBayes(Generator):
         budget = self._validate()
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
-        codes = encode(data, domain)
+        # private bin edges (PrivateBins columns): every input checked before any spend, on the
+        # bins as asked for; the edges drawn once the ledger has verified the whole budget
+        edges_epsilon = budget.epsilon * float(self.edges_share) if private_columns(domain) else 0.0
+        check_private_bins(data, domain, edges_epsilon)
+        codes = encode(data, planned_domain(domain))
         n, d = codes.shape
         if n < 2:
             raise EmptyDataError(f"PrivBayes needs at least 2 rows, got {n}")
-        shape = domain.shape
         ledger = self._ledger_for(budget, data, ledger)
         ledger.check("PrivBayes", budget.epsilon, 0.0, mechanism="PrivBayes")
+        if edges_epsilon:
+            domain = resolve_private_bins(data, domain, epsilon=edges_epsilon, ledger=ledger)
+            codes = encode(data, domain)
+            budget = PrivacyBudget(budget.epsilon - edges_epsilon, 0.0)
+        shape = domain.shape
         rng = make_rng(self.seed)
         k = self._choose_degree(n, shape, (1 - self.beta) * budget.epsilon)
         if k == 0:  # no parents anywhere: nothing to select, all budget to the 1-way tables
@@ -301,7 +325,8 @@ class PrivBayes(Generator):
         self._check_fitted()
         m, n = self._check_m_n(m, n)
         rng = self._generate_rng(seed)
-        return [decode(self._sample_codes(n, rng), self.domain_) for _ in range(m)]
+        numbers = private_bin_columns(self.domain_)  # columns given as continuous come back as numbers
+        return [decode(self._sample_codes(n, rng), self.domain_, numbers=numbers, rng=rng) for _ in range(m)]
 
     def __repr__(self) -> str:
         return f"PrivBayes(epsilon={self.epsilon!r}, degree={self.degree!r})"

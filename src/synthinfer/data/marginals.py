@@ -255,7 +255,7 @@ def count_file_marginals(
     """
     import duckdb
 
-    marginals, used = _plan_marginals(domain, marginals, missing)
+    marginals, used = plan_marginals(domain, marginals, missing)
     path = Path(path)
     if any(ch in str(path) for ch in "*?["):  # a glob: DuckDB reads every match as one table
         import glob
@@ -268,9 +268,9 @@ def count_file_marginals(
     if ".parquet" in suffix or suffix.endswith(".pq"):
         src = f"read_parquet({DUCKDB.string(str(path))})"
     else:
-        if path.exists() and path.stat().st_size == 0:
-            raise EmptyDataError(f"{path} is empty (no header row)")
-        if path.exists():
+        if path.exists():  # one file (a glob's files are left to DuckDB)
+            if path.stat().st_size == 0:
+                raise EmptyDataError(f"{path} is empty (no header row)")
             check_csv_header(path)
         src = f"read_csv({DUCKDB.string(str(path))}, header=true, all_varchar=true)"
     con = duckdb.connect()
@@ -316,7 +316,7 @@ SPARK = SqlDialect(quote="`", backslash_escapes=True, position="nullif(array_pos
                    array="array({items})", grouping="grouping_id")
 
 
-def _plan_marginals(domain: Domain, marginals, missing: MissingPolicy) -> tuple[list[tuple[str, ...]], list[str]]:
+def plan_marginals(domain: Domain, marginals, missing: MissingPolicy) -> tuple[list[tuple[str, ...]], list[str]]:
     """The marginals as column tuples, checked, and the columns they use, in first-use order."""
     if missing not in ("error", "drop"):
         raise ParameterError(f"count_file supports missing='error' or 'drop', got {missing!r}")
@@ -365,14 +365,22 @@ def collect_counts(rows: Sequence[Sequence], domain: Domain, marginals: Sequence
         per = {c: int(z) for c, z in zip(used, null) if z}
         raise MissingValueError(f"missing values in {what}: {per} (column: rows); pass missing='drop' "
                                 "(synthinfer count: --drop-missing)")
+    # the result rows once into one array per grouping set, then each marginal by bincount
+    by_set: dict[int, list] = {}
+    for r in rows:
+        by_set.setdefault(r[0], []).append(r)
     out = []
     for m in marginals:
-        mask, shape = _grouping_mask(m, used), [domain[c].size for c in m]
+        shape = [domain[c].size for c in m]
         counts = np.zeros(int(math.prod(shape)), dtype=np.float64)
         idx = [1 + used.index(c) for c in m]
-        for r in rows:
-            if r[0] == mask and all(r[i] is not None for i in idx):  # None: a dropped row
-                counts[int(np.dot([int(r[i]) for i in idx], _radix(shape)))] += r[k + 1]
+        part = by_set.get(_grouping_mask(m, used), [])
+        keys = np.array([[r[i] for i in idx] for r in part], dtype=object).reshape(len(part), len(idx))
+        kept = np.array([all(v is not None for v in row) for row in keys], dtype=bool)  # None: a dropped row
+        if kept.any():
+            cells = keys[kept].astype(np.int64) @ _radix(shape)
+            counts += np.bincount(cells, weights=np.array([r[k + 1] for r in part], float)[kept],
+                                  minlength=counts.size)
         if not counts.any():
             raise EmptyDataError(f"{what} has no rows to count")
         out.append(counts)

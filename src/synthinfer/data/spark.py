@@ -20,7 +20,7 @@ import numpy as np
 
 from synthinfer.data.counting import _ScanCounter
 from synthinfer.data.domain import Domain
-from synthinfer.data.marginals import SPARK, collect_counts, grouping_sets_sql
+from synthinfer.data.marginals import SPARK, collect_counts, grouping_sets_sql, plan_marginals
 from synthinfer.errors import DomainError, ParameterError, SynthinferError, UnknownColumnError
 
 #: Environment variable naming the Spark master URL of :func:`spark_session`.
@@ -80,8 +80,7 @@ class SparkCounter(_ScanCounter):
         super().__init__(domain, "the Spark DataFrame")
 
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
-        used = list(dict.fromkeys(c for m in marginals for c in m))
-        self.domain.check_finite(used, purpose="marginal counts")
+        marginals, used = plan_marginals(self.domain, marginals, "error")
         sql = grouping_sets_sql(self._view, self.domain, marginals, used, "error", SPARK)
         rows = [tuple(r) for r in self.frame.sparkSession.sql(sql).collect()]
         return collect_counts(rows, self.domain, marginals, used, "error", self._what)

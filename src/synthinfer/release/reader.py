@@ -208,19 +208,16 @@ def open_release(path: str | os.PathLike, *, fingerprint: str | None = None,
     if not path.exists():
         raise ReleaseError(f"no release at {path}")
     with _bundle(path) as (names, read, open_member):
-        manifest, contents = _verified_contents(path, names, read, open_member)
+        manifest, contents = _verified_contents(path, names, read, open_member, in_memory)
     actual = sha256_bytes(contents.pop(MANIFEST_NAME))
     if fingerprint is not None and fingerprint.lower() != actual:
         raise ReleaseError(f"{path}: manifest.json has SHA-256 {actual}, not the published {fingerprint}")
     for name in manifest["datasets"]:
         if name not in manifest["files"]:
             raise ReleaseError(f"{path}: dataset {name} is not among the checksummed files")
-    size = sum(int(manifest["files"][name].get("bytes", 0)) for name in manifest["datasets"])
     lazy = LazyDatasets(path, manifest)
-    if in_memory is None:
-        in_memory = size <= IN_MEMORY_BYTES
-    if in_memory:
-        loaded = [lazy.read(i) for i in range(len(lazy))]  # each file checked again as it is read
+    if all(name in contents for name in manifest["datasets"]):  # kept, verified: load now
+        loaded = [lazy.decode(i, contents[name]) for i, name in enumerate(manifest["datasets"])]
         datasets = [d for d, _ in loaded]
         weights = [w for _, w in loaded] if manifest.get("weight_column") else None
     else:
@@ -313,10 +310,13 @@ class LazyWeights(Sequence):
 
 
 def _verified_contents(
-    path: Path, names: list[str], read: Callable[[str], bytes], open_member: Callable[[str], Any]
+    path: Path, names: list[str], read: Callable[[str], bytes], open_member: Callable[[str], Any],
+    in_memory: bool | None,
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Parse and check the manifest, then check every listed file's SHA-256, streaming the
-    dataset files through the hash; returns the manifest and the bytes of the other files."""
+    """Parse and check the manifest, then check every listed file's SHA-256; returns the
+    manifest and the verified bytes of the files kept: all of them when the datasets are loaded
+    now (``in_memory``, or ``None`` and at most :data:`IN_MEMORY_BYTES` of dataset files),
+    else all but the dataset files, which are streamed through the hash."""
     if MANIFEST_NAME not in names:
         raise ReleaseError(f"{path} has no {MANIFEST_NAME}; not a synthinfer release")
     try:
@@ -329,6 +329,11 @@ def _verified_contents(
     if extra:
         raise ReleaseError(f"{path} holds files the manifest does not list: {extra}")
     datasets = set(manifest.get("datasets") or [])
+    if in_memory is None:
+        in_memory = sum(int(m.get("bytes", 0)) for f, m in listed.items() if f in datasets and isinstance(m, dict)) \
+            <= IN_MEMORY_BYTES
+    if in_memory:
+        datasets = set()  # read and kept like the other files
     contents: dict[str, bytes] = {}
     for name, meta in listed.items():
         if name not in names:

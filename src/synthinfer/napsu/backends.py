@@ -316,6 +316,8 @@ class MLEBackend:
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         from synthinfer.napsu.mle import maximum_likelihood_pgm
 
+        if problem.network.queries is not problem.network.queries.canonical:
+            raise ParameterError("inference='mle' fits the canonical queries: a network with tied interactions has no PGM objective")
         progress("maximum likelihood (PGM objective)")
         t0 = time.perf_counter()
         res = maximum_likelihood_pgm(problem.network, problem.canonical[0], problem.n, rng=rng)

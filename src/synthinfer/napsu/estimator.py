@@ -128,6 +128,13 @@ class NapsuMQ(Generator):
         probabilities; 0: no cell prior). It removes the plateaus that near-empty cells give
         the posterior under the normal prior alone, so NUTS needs several times fewer
         gradients (docs/napsu-sampler.md; :func:`synthinfer.napsu.likelihood.log_cell_prior`).
+    tie_below : ``None`` (default) or a threshold ``k`` in noise standard deviations: the
+        interactions of the *selected* marginals (MST's or AIM's, never scopes inside
+        ``marginals``) whose cells' noisy counts are below ``k`` noise sd are tied, one
+        parameter per marginal and scope (:mod:`synthinfer.napsu.interactions`; chosen from the
+        noisy counts, so no privacy cost). The posterior then has far fewer near-empty
+        directions, and NUTS far less to do at the scale of real tables. Needs the interaction
+        prior.
     interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
         interactions (reference-coded, order two or more) instead of on the canonical
         parameters (default 1, :data:`synthinfer.napsu.likelihood.INTERACTION_SD`;
@@ -160,7 +167,8 @@ class NapsuMQ(Generator):
 
     Attributes (after ``fit``)
     --------------------------
-    marginals_ : the fixed plus selected marginals; queries_ : the CanonicalQueries;
+    marginals_ : the fixed plus selected marginals; queries_ : the network's parameters (the
+    CanonicalQueries, or with ``tie_below`` their InteractionFeatures);
     network_ : the MarkovNetwork; noisy_counts_ : ``s~`` (with AIM: every measured value);
     sigma_dp_ : the noise std (with AIM: ``None``, each measurement has its own);
     measurements_ : with AIM, the Measurements in order (else ``None``); aim_ : AIM's record;
@@ -194,6 +202,7 @@ class NapsuMQ(Generator):
         prior_sd: float = PRIOR_SD,
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
+        tie_below: float | None = None,
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
@@ -217,6 +226,7 @@ class NapsuMQ(Generator):
         self.prior_sd = prior_sd
         self.cell_prior = cell_prior
         self.interaction_sd = interaction_sd
+        self.tie_below = tie_below
         self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
@@ -246,6 +256,7 @@ class NapsuMQ(Generator):
             "prior_sd": self.prior_sd,
             "cell_prior": self.cell_prior,
             "interaction_sd": self.interaction_sd,
+            "tie_below": self.tie_below,
             "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
@@ -291,6 +302,13 @@ class NapsuMQ(Generator):
         if self.interaction_sd is not None and not (
                 _is_number(self.interaction_sd) and math.isfinite(self.interaction_sd) and self.interaction_sd > 0):
             raise ParameterError(f"interaction_sd must be None or a finite number > 0, got {self.interaction_sd!r}")
+        if self.tie_below is not None:
+            if not (_is_number(self.tie_below) and math.isfinite(self.tie_below) and self.tie_below > 0):
+                raise ParameterError(f"tie_below must be None or a finite number > 0 (noise sd), got {self.tie_below!r}")
+            if self.interaction_sd is None:
+                raise ParameterError("tie_below ties interactions: it needs the interaction prior (interaction_sd)")
+            if not backend.noise_aware:
+                raise ParameterError(f"tie_below applies to noise-aware inference, not inference={self.inference!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
@@ -503,6 +521,8 @@ class NapsuMQ(Generator):
             self.measurements_ = self.aim_ = self.layout_ = None
             aim_record = None
             timings["network_and_measurement"] = time.perf_counter() - t0
+        if self.tie_below is not None and selected:
+            network = self._tied_network(network, marginals, reference, fixed, noisy, sigma)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -519,12 +539,34 @@ class NapsuMQ(Generator):
             self._infer(rng, stage, timings)
         if aim_record is not None:
             self.diagnostics_["aim"] = aim_record
+        if queries is not queries.canonical:
+            self.diagnostics_["ties"] = {
+                "tie_below": float(self.tie_below), "ties": len(queries.ties),
+                "tied_interactions": sum(len(g) for g in queries.ties),
+                "canonical_queries": queries.canonical.dimension, "parameters": queries.dimension}
         fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
+
+    def _tied_network(self, network, marginals, reference, fixed, noisy, sigma):
+        """The network with the selected marginals' near-empty interactions tied
+        (``tie_below``; :func:`synthinfer.napsu.interactions.near_empty_ties`), chosen from the
+        noisy counts: each canonical cell's (AIM: its measurements' inverse-variance
+        combination)."""
+        from synthinfer.napsu.interactions import near_empty_ties
+        from synthinfer.napsu.structured import canonical_summary
+
+        q = network.queries
+        if self.measurements_ is not None:
+            sd = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
+            s, sd = canonical_summary(q, self.layout_, noisy, sd)
+        else:
+            s, sd = noisy, sigma
+        ties = near_empty_ties(q, s, sd, below=float(self.tie_below), keep=[m.columns for m in fixed])
+        return network_for(network.queries.domain, marginals, reference, ties) if ties else network
 
     def _model_size_bound(self, domain: Domain, fixed: Sequence[Marginal], d_fixed: int) -> tuple[int, str]:
         """An upper bound on the model's parameter count known before any budget is spent, and
@@ -585,7 +627,7 @@ class NapsuMQ(Generator):
             "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta_)},
             "l2_sensitivity": float(self.queries_.l2_sensitivity),
             "sigma_dp": self.sigma_dp_,
-            "n_queries": int(self.queries_.dimension),
+            "n_queries": int(self.queries_.canonical.dimension),
             "seed_fixed": self.seed_fixed_,
         })
         return rec
@@ -738,7 +780,10 @@ class NapsuMQ(Generator):
         lines = [
             f"NAPSU-MQ fit: n = {self.n_}, {len(self.marginals_)} marginals "
             f"({len(self.selected_marginals_)} selected by {'AIM' if 'aim' in d else 'MST'}), "
-            f"{self.queries_.dimension} canonical queries",
+            f"{self.queries_.canonical.dimension} canonical queries" + (
+                "" if "ties" not in d else
+                f"; {d['ties']['parameters']} parameters: {d['ties']['tied_interactions']} near-empty interactions "
+                f"(below {d['ties']['tie_below']:g} noise sd) tied in {d['ties']['ties']} groups"),
             f"privacy: epsilon = {self.spent_[0]:.4g}, delta = {self.spent_[1]:.3g} spent; " + (
                 f"sigma_DP = {self.sigma_dp_:.4g}" if "aim" not in d else
                 f"AIM: {d['aim']['rounds']} rounds, {d['aim']['measurements']} measurements, sigma "

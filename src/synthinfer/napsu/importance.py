@@ -466,7 +466,8 @@ def importance_sample(
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(mean))[0])
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(mean)))
     s_map, sigma_map = ((s_tilde, sigma_dp) if layout is None
-                        else canonical_summary(network.queries, layout, s_tilde, sigma_dp))
+                        else canonical_summary(network.queries.canonical, layout, s_tilde, sigma_dp))
+    s_map, sigma_map = network.queries.summarise(s_map, sigma_map)  # per parameter (a tie: its sum)
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, mean, laplace.cov, prior_sd=prior_sd,
                          threshold=one_sided_threshold, dropped_jacobian=jd)
     target = _TargetU(network, umap, posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd), layout)

@@ -39,6 +39,8 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         "selected_marginals": [list(m.columns) for m in gen.selected_marginals_],
         "n": gen.n_,
         "reference": gen.queries_.reference,
+        # tied interactions (canonical query indices); None: the canonical parametrisation
+        "ties": None if gen.queries_ is gen.queries_.canonical else [list(g) for g in gen.queries_.ties],
         "sigma_dp": gen.sigma_dp_,
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
@@ -52,7 +54,7 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
     arrays = {
         "meta": np.frombuffer(json.dumps(meta, default=_json_default).encode(), dtype=np.uint8),
         "noisy_counts": gen.noisy_counts_,
-        "kept": np.asarray(gen.queries_.kept),
+        "kept": np.asarray(gen.queries_.canonical.kept),
         "draws": gen.draws_,
     }
     if "sample_stats" in gen.posterior_.groups():
@@ -82,13 +84,15 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("cell_prior", 0.0)  # likewise: their posterior is under the normal prior alone
     params.setdefault("interaction_sd", None)  # likewise: on the canonical parameters
     params.setdefault("required_share", None)  # likewise; it only matters to an AIM fit
+    params.setdefault("tie_below", None)  # likewise: no ties
     obj = cls(**params)
     obj.release_settings_ = params
     obj.delta_ = params["delta"]  # the release settings hold the delta the fit used
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
-    net = network_for(domain.without_derived(), marginals, meta.get("reference"))  # older files: all first categories
-    if not np.array_equal(np.asarray(net.queries.kept), arrays["kept"]):
+    net = network_for(domain.without_derived(), marginals, meta.get("reference"),  # older files: all first categories
+                      meta.get("ties"))
+    if not np.array_equal(np.asarray(net.queries.canonical.kept), arrays["kept"]):
         raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
     obj.marginals_ = marginals
     obj.selected_marginals_ = as_marginals(meta["selected_marginals"])

@@ -221,19 +221,20 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
 
     mean_and_cov = net.mean_and_cov
     canonical = layout is None
-    tree_plan = plan(net, canonical_layout(net.queries) if canonical else layout)
-    info = None if canonical else canonical_information(net.queries, layout)
+    # the measured values: the canonical queries' s~ (layout None) or any cells of the marginals,
+    # whatever the network's parameters (canonical cells or interactions, some tied)
+    tree_plan = plan(net, canonical_layout(net.queries.canonical) if canonical else layout)
+    info = None if canonical else canonical_information(net.queries.canonical, layout)
 
     # Closures, not functools.partial: JAX caches a jitted function's signature, weakly keyed on
     # the function, and a partial's signature holds its bound values. Bound to the network, that
     # entry would hold the network, whose program cache holds the function: never freed.
     # Eq. 6 by message passing (synthinfer.napsu.structured): the same value as
     # log_likelihood's dense form at a cost about linear in the clique tables' cells.
-    from synthinfer.napsu.queries import interaction_matrix
-
-    # the interactions lambda = M theta (a sparse matrix-vector product) and each column's
-    # 1-way table from the first measured marginal that holds it, for the interaction prior
-    M, order = interaction_matrix(net.queries)
+    # the interactions lambda = M theta (a sparse matrix-vector product; M = I where the
+    # parameters are interactions) and each column's 1-way table from the first measured
+    # marginal that holds it, for the interaction prior
+    M, order = net.queries.interactions()
     M_rows, M_cols, M_vals = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr)), M.indices, M.data
     is_interaction = order >= 2
     first: dict[str, tuple[int, int]] = {}
@@ -267,6 +268,7 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
         if not canonical:  # queries measured only through sub-marginals: weak, not zero, information
             precision = info @ (1.0 / D)
             D = 1.0 / np.maximum(precision, 1e-6 / D.max())
+        D = net.queries.summarise(np.zeros(D.shape), np.sqrt(D))[1] ** 2  # per parameter (a tie: its sum's)
         if float(interaction_sd) > 0:
             sd = np.where(is_interaction, float(interaction_sd), float(prior_sd))
             prior_precision = (M.T @ sparse.diags_array(sd**-2.0) @ M).toarray()
@@ -340,7 +342,7 @@ def batch_size(network: MarkovNetwork, memory_bytes: int = BATCH_MEMORY_BYTES) -
     ``memory_bytes`` (at least one point)."""
     from synthinfer.napsu.structured import canonical_layout, plan
 
-    per_point = plan(network, canonical_layout(network.queries)).bytes_per_point
+    per_point = plan(network, canonical_layout(network.queries.canonical)).bytes_per_point
     return int(max(1, min(MAX_BATCH, memory_bytes // per_point)))
 
 

@@ -51,6 +51,7 @@ from synthinfer.napsu.queries import CanonicalQueries, complete_reference
 
 if TYPE_CHECKING:
     from synthinfer.data import Domain, Marginal
+    from synthinfer.napsu.interactions import InteractionFeatures
 
 _SEP_FLOOR = 1e-150  # floor for separator probabilities in the covariance passes
 _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
@@ -86,8 +87,10 @@ class MarkovNetwork:
 
     Parameters
     ----------
-    queries : CanonicalQueries
-        The (canonical) queries; ``theta`` has shape ``(queries.dimension,)``.
+    queries : CanonicalQueries or InteractionFeatures
+        The parameters' features: the canonical queries (Supplement C), or the interactions
+        with some tied (:mod:`synthinfer.napsu.interactions`); each is a set of cells of one
+        marginal (``queries.cells``), and ``theta`` has shape ``(queries.dimension,)``.
 
     Attributes
     ----------
@@ -104,7 +107,7 @@ class MarkovNetwork:
     privacy level or data.
     """
 
-    def __init__(self, queries: CanonicalQueries) -> None:
+    def __init__(self, queries: CanonicalQueries | InteractionFeatures) -> None:
         self.queries = queries
         domain = queries.domain
         qs = queries.queryset
@@ -126,9 +129,9 @@ class MarkovNetwork:
         # the size of the (cells x d) tables the covariance needs anyway.
         incidence = np.zeros((int(offsets[-1]), d))
         cell_of = [_cell_map(jt.cliques[c], mc, domain.shape) for mc, c in zip(cols, home)]
-        for j, (i, cell) in enumerate(zip(queries.query_marginal, queries.query_cell)):
+        for j, (i, cells) in enumerate(zip(queries.query_marginal, queries.cells)):
             c = home[i]
-            incidence[offsets[c] + np.flatnonzero(cell_of[i] == cell), j] = 1.0
+            incidence[offsets[c] + np.flatnonzero(np.isin(cell_of[i], cells)), j] = 1.0
         self._incidence = incidence
         self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
@@ -480,9 +483,12 @@ _NETWORKS: OrderedDict[tuple, MarkovNetwork] = OrderedDict()
 _NETWORKS_LOCK = threading.Lock()
 
 
-def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None) -> MarkovNetwork:
+def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None,
+                ties: Sequence[Sequence[int]] | None = None) -> MarkovNetwork:
     """The :class:`MarkovNetwork` of ``marginals`` over ``domain`` with ``reference`` categories
     (codes; missing columns take their first category), shared by every fit of the same model.
+    With ``ties`` (groups of canonical query indices) its parameters are the interactions with
+    those tied (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
 
     Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
     programs, which the network owns (:attr:`MarkovNetwork.programs`). The last
@@ -490,12 +496,19 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     holds it, freed with its programs.
     """
     # key on the completed reference, so {} and an explicit all-first mapping share a network
-    key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())))
+    ties = None if ties is None else tuple(tuple(sorted(int(j) for j in g)) for g in ties)
+    key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())),
+           ties)
     with _NETWORKS_LOCK:
         if key in _NETWORKS:
             _NETWORKS.move_to_end(key)
             return _NETWORKS[key]
-    net = MarkovNetwork(CanonicalQueries(domain, marginals, reference=reference))
+    queries = CanonicalQueries(domain, marginals, reference=reference)
+    if ties is not None:
+        from synthinfer.napsu.interactions import InteractionFeatures
+
+        queries = InteractionFeatures(queries, ties)
+    net = MarkovNetwork(queries)
     with _NETWORKS_LOCK:
         net = _NETWORKS.setdefault(key, net)
         _NETWORKS.move_to_end(key)

@@ -325,9 +325,10 @@ def nuts_sample(
     at most every half second after.
     """
     d = int(network.dimension)
-    # the one-sided map and the jumps read a noisy count and noise sd per canonical query
+    # the one-sided map and the jumps read a noisy count and noise sd per parameter
     s_map, sigma_map = ((s_tilde, sigma_dp) if layout is None
-                        else canonical_summary(network.queries, layout, s_tilde, sigma_dp))
+                        else canonical_summary(network.queries.canonical, layout, s_tilde, sigma_dp))
+    s_map, sigma_map = network.queries.summarise(s_map, sigma_map)  # per parameter (a tie: its sum)
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(laplace.mean))[0])
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,

@@ -125,6 +125,25 @@ class CanonicalQueries:
         return self.queryset.marginals
 
     @property
+    def canonical(self) -> CanonicalQueries:
+        """The canonical queries themselves (a parametrisation such as
+        :class:`synthinfer.napsu.interactions.InteractionFeatures` holds them here too)."""
+        return self
+
+    @property
+    def cells(self) -> tuple[np.ndarray, ...]:
+        """Each parameter's cells of its marginal (one: its query's)."""
+        return tuple(np.array([c]) for c in self.query_cell)
+
+    def interactions(self) -> tuple[sparse.csr_array, np.ndarray]:
+        """``(M, order)`` of :func:`interaction_matrix`."""
+        return interaction_matrix(self)
+
+    def summarise(self, s: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per parameter, its query's noisy count and noise sd: ``(s, sigma)`` as they are."""
+        return np.asarray(s, dtype=np.float64), np.broadcast_to(np.asarray(sigma, dtype=np.float64), np.shape(s))
+
+    @property
     def dimension(self) -> int:
         return int(self.kept.size)
 

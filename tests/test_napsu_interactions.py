@@ -1,0 +1,250 @@
+"""The model in interaction parameters with near-empty interactions tied (synthinfer.napsu.interactions)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from models_oracle import all_cells, brute_force
+from scipy.special import logsumexp
+
+from synthinfer._jax import jnp
+from synthinfer.data import Domain
+from synthinfer.errors import ParameterError
+from synthinfer.napsu import CanonicalQueries, MarkovNetwork, NapsuMQ
+from synthinfer.napsu.interactions import InteractionFeatures, near_empty_ties
+from synthinfer.napsu.likelihood import objective, posterior_args
+from synthinfer.napsu.queries import interaction_matrix
+from synthinfer.napsu.structured import canonical_layout
+
+DOMAIN = Domain({"a": [0, 1, 2], "b": [0, 1, 2, 3], "c": [0, 1, 2], "d": [0, 1]})
+MARGINALS = [("a", "b"), ("b", "c", "d"), ("a", "d")]
+REFERENCE = {"a": 1, "c": 2}
+
+pytestmark = pytest.mark.usefixtures("float64")
+
+
+def _scopes(q: CanonicalQueries):
+    """Each canonical query's (marginal, scope, values), read off its cell independently of the module."""
+    out = []
+    for i, flat in zip(q.query_marginal, q.query_cell):
+        m = q.marginals[i]
+        cell = np.unravel_index(int(flat), m.shape(q.domain))
+        on = [(c, int(v)) for c, v in zip(m.columns, cell) if v != q.reference[c]]
+        out.append((int(i), tuple(c for c, _ in on), tuple(v for _, v in on)))
+    return out
+
+
+def _some_ties(q: CanonicalQueries) -> list[list[int]]:
+    """Every scope of two or more columns with at least two values, tied in full or in part."""
+    by_scope: dict = {}
+    for j, (i, scope, _) in enumerate(_scopes(q)):
+        if len(scope) >= 2:
+            by_scope.setdefault((i, scope), []).append(j)
+    groups = [g for g in by_scope.values() if len(g) >= 2]
+    return [g[: max(2, len(g) - 1)] for g in groups]  # leave one member of larger scopes untied
+
+
+def _feature_design(q: CanonicalQueries, ties) -> np.ndarray:
+    """Brute force: domain cells x parameters, 1[x_D = v] (a tie: 1[x_D in its values])."""
+    grid = all_cells(q.domain)
+    info = _scopes(q)
+    tied = {j: g for g in ties for j in g}
+    cols = []
+    for j, (_, scope, vals) in enumerate(info):
+        if j in tied and tied[j][0] != j:
+            continue
+        col = np.zeros(len(grid))
+        for k in tied.get(j, [j]):
+            _, sc, v = info[k]
+            idx = [q.domain.index(c) for c in sc]
+            col += np.all(grid[:, idx] == np.array(v), axis=1)
+        cols.append(col)
+    return np.stack(cols, axis=1)
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_network_in_interaction_parameters_matches_brute_force(tie):
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    ties = _some_ties(q) if tie else []
+    f = InteractionFeatures(q, ties)
+    assert f.dimension == q.dimension - sum(len(g) - 1 for g in ties)
+    net = MarkovNetwork(f)
+    a = _feature_design(q, ties)
+    phi = np.random.default_rng(1).normal(scale=0.8, size=f.dimension)
+    e = a @ phi
+    lz = logsumexp(e)
+    p = np.exp(e - lz)
+    mu = p @ a
+    cov = (a * p[:, None]).T @ a - np.outer(mu, mu)
+    assert float(net.log_partition(jnp.asarray(phi))) == pytest.approx(lz, rel=1e-12)
+    got_mu, got_cov = net.mean_and_cov(jnp.asarray(phi))
+    np.testing.assert_allclose(got_mu, mu, atol=1e-12)
+    np.testing.assert_allclose(got_cov, cov, atol=1e-12)
+    # the same distribution as the canonical network at theta = M^-1 E phi
+    theta = f.to_canonical() @ phi
+    _, _, _, joint = brute_force(q, theta)
+    np.testing.assert_allclose(joint, p, atol=1e-12)
+    M, _ = interaction_matrix(q)
+    np.testing.assert_allclose(M @ theta, f.expansion @ phi, atol=1e-12)
+
+
+def test_untied_interactions_give_the_canonical_posterior_exactly():
+    """Under the interaction prior the parameters lambda = M theta (det M = 1) carry the same
+    density: the objectives agree at corresponding points, value and gradient (through M)."""
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    canon, feats = MarkovNetwork(q), MarkovNetwork(InteractionFeatures(q))
+    rng = np.random.default_rng(2)
+    theta = rng.normal(scale=0.7, size=q.dimension)
+    M = interaction_matrix(q)[0].toarray()
+    y = rng.normal(60, 30, size=q.dimension)
+    args = posterior_args(y, 12.0, 900, 10.0, 1.0, 1.5)
+    loss_c = objective(canon, "neg_log_posterior")[0]
+    loss_f = objective(feats, "neg_log_posterior")[0]
+    import jax
+
+    vc, gc = jax.value_and_grad(loss_c)(jnp.asarray(theta), *args)
+    vf, gf = jax.value_and_grad(loss_f)(jnp.asarray(M @ theta), *args)
+    assert float(vf) == pytest.approx(float(vc), rel=1e-12)
+    np.testing.assert_allclose(np.asarray(gc), M.T @ np.asarray(gf), rtol=1e-9, atol=1e-9)
+
+
+def test_a_tie_is_one_interaction_under_the_prior():
+    """Tied: the likelihood is the canonical one at theta = A phi, and the prior counts each
+    tied parameter once (N(0, tau^2)) where the canonical prior counts it once per member."""
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    ties = _some_ties(q)
+    f = InteractionFeatures(q, ties)
+    canon, feats = MarkovNetwork(q), MarkovNetwork(f)
+    rng = np.random.default_rng(3)
+    phi = rng.normal(scale=0.7, size=f.dimension)
+    tau = 1.5
+    y = rng.normal(60, 30, size=q.dimension)
+    args = posterior_args(y, 12.0, 900, 10.0, 1.0, tau)
+    vc = float(objective(canon, "neg_log_posterior")[0](jnp.asarray(f.to_canonical() @ phi), *args))
+    vf = float(objective(feats, "neg_log_posterior")[0](jnp.asarray(phi), *args))
+    first = {g[0]: g for g in ties}
+    extra = 0.0
+    for k, mem in enumerate(f.members):
+        if mem[0] in first:
+            extra += (len(mem) - 1) * (0.5 * (phi[k] / tau) ** 2 + np.log(tau) + 0.5 * np.log(2 * np.pi))
+    assert vc - vf == pytest.approx(extra, rel=1e-10)
+
+
+def test_features_report_cells_and_sums():
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    ties = _some_ties(q)
+    f = InteractionFeatures(q, ties)
+    s = np.arange(q.dimension, dtype=float)
+    sd = np.full(q.dimension, 2.0)
+    s_f, sd_f = f.summarise(s, sd)
+    for k, mem in enumerate(f.members):
+        assert s_f[k] == s[mem].sum() and sd_f[k] == pytest.approx(2.0 * np.sqrt(len(mem)))
+    # canonical queries summarise as they are; every feature's cells lie in its host marginal
+    assert np.array_equal(q.summarise(s, sd)[0], s)
+    for i, cells in zip(f.query_marginal, f.cells):
+        assert cells.size and cells.max() < np.prod(q.marginals[i].shape(DOMAIN))
+    assert "ties" in repr(f)
+
+
+def test_bad_ties_raise():
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    info = _scopes(q)
+    main = [j for j, (_, sc, _) in enumerate(info) if len(sc) == 1]
+    two = [j for j, (_, sc, _) in enumerate(info) if len(sc) == 2]
+    other_scope = next(j for j in two if info[j][:2] != info[two[0]][:2])
+    with pytest.raises(ParameterError, match="main effects"):
+        InteractionFeatures(q, [main[:2]]) if info[main[0]][:2] == info[main[1]][:2] else \
+            InteractionFeatures(q, [[j for j in main if info[j][:2] == info[main[0]][:2]][:2]])
+    with pytest.raises(ParameterError, match="share their marginal and scope"):
+        InteractionFeatures(q, [[two[0], other_scope]])
+    with pytest.raises(ParameterError, match="more than one tie"):
+        same = [j for j in two if info[j][:2] == info[two[0]][:2]]
+        InteractionFeatures(q, [same[:2], same[:2]])
+    with pytest.raises(ParameterError, match="at least two"):
+        InteractionFeatures(q, [[two[0]]])
+    with pytest.raises(ParameterError, match="not a canonical query"):
+        InteractionFeatures(q, [[two[0], q.dimension]])
+
+
+def test_near_empty_ties_follow_the_noisy_counts_and_keep_the_analysts_scopes():
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    info = _scopes(q)
+    sd = np.full(q.dimension, 10.0)
+    s = np.full(q.dimension, 500.0)
+    s[[j for j, (_, sc, _) in enumerate(info) if len(sc) >= 2]] = 5.0  # every interaction near empty
+    ties = near_empty_ties(q, s, sd, below=3.0)
+    expect: dict = {}
+    for j, (i, sc, _) in enumerate(info):
+        if len(sc) >= 2:
+            expect.setdefault((i, sc), []).append(j)
+    assert sorted(map(sorted, ties)) == sorted(g for g in expect.values() if len(g) >= 2)
+    # a count at 3 sd is not tied (strict), and the analyst's marginal (a, b) keeps its scopes
+    s_ab = [j for j, (_, sc, _) in enumerate(info) if set(sc) == {"a", "b"}]
+    s[s_ab[0]] = 30.0
+    kept = near_empty_ties(q, s, sd, below=3.0, keep=[("a", "b")])
+    assert all(set(info[j][1]) != {"a", "b"} for g in kept for j in g)
+    assert len(kept) == len(ties) - 1
+    with pytest.raises(ParameterError, match="positive"):
+        near_empty_ties(q, s, sd, below=0)
+    with pytest.raises(ParameterError, match="one noisy count per canonical query"):
+        near_empty_ties(q, s[:-1], sd[:-1])
+
+
+def _sparse_table(n: int = 3000, seed: int = 0) -> tuple[pd.DataFrame, Domain]:
+    rng = np.random.default_rng(seed)
+    domain = Domain({"a": list("xyz"), "b": list("pqrs"), "c": list("uvw"), "d": ["0", "1"], "e": list("klm")})
+    a = rng.choice(3, n, p=[0.7, 0.25, 0.05])
+    b = np.where(rng.random(n) < 0.8, a, rng.choice(4, n))
+    c = rng.choice(3, n, p=[0.6, 0.3, 0.1])
+    d = (rng.random(n) < 0.2 + 0.2 * (c == 0)).astype(int)
+    e = np.where(rng.random(n) < 0.9, 0, rng.choice(3, n))
+    df = pd.DataFrame({"a": np.array(list("xyz"))[a], "b": np.array(list("pqrs"))[b],
+                       "c": np.array(list("uvw"))[c], "d": d.astype(str), "e": np.array(list("klm"))[e]})
+    return df, domain
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_napsu_mq_ties_selected_marginals_and_round_trips(tmp_path):
+    df, domain = _sparse_table()
+    gen = NapsuMQ([("c", "d")], epsilon=0.5, inference="laplace", select_extra="mst", tie_below=3.0, seed=3,
+                  n_chains=1, num_samples=50)
+    gen.fit(df, domain=domain)
+    ties = gen.diagnostics_["ties"]
+    assert gen.network_.dimension == ties["parameters"] < ties["canonical_queries"]
+    assert isinstance(gen.queries_, InteractionFeatures)
+    assert all(not set(gen.queries_.canonical.marginals[gen.queries_.canonical.query_marginal[g[0]]].columns)
+               <= {"c", "d"} for g in gen.queries_.ties)
+    assert gen.draws_.shape[-1] == ties["parameters"]
+    assert "tied in" in gen.summary()
+    syn = gen.generate(2, 100, seed=0)
+    assert len(syn) == 2 and syn[0].shape == (100, 5)
+    gen.save(tmp_path / "g.napsu")
+    back = NapsuMQ.load(tmp_path / "g.napsu")
+    assert back.network_.dimension == gen.network_.dimension
+    np.testing.assert_array_equal(back.draws_, gen.draws_)
+    pd.testing.assert_frame_equal(back.generate(1, 50, seed=1)[0], gen.generate(1, 50, seed=1)[0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"tie_below": 0}, "tie_below"),
+    ({"tie_below": "3"}, "tie_below"),
+    ({"tie_below": 3.0, "interaction_sd": None}, "interaction prior"),
+    ({"tie_below": 3.0, "inference": "mle"}, "noise-aware"),
+])
+def test_bad_tie_settings_raise_before_spending(kwargs, match):
+    df, domain = _sparse_table(300)
+    gen = NapsuMQ([("c", "d")], epsilon=0.5, select_extra="mst", seed=0, **{"inference": "laplace", **kwargs})
+    with pytest.raises(ParameterError, match=match):
+        gen.fit(df, domain=domain)
+
+
+def test_canonical_layout_of_features_is_the_canonical_queries():
+    q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
+    f = InteractionFeatures(q, _some_ties(q))
+    assert f.canonical is q and q.canonical is q
+    assert canonical_layout(f.canonical) == canonical_layout(q)
+    assert f.l2_sensitivity == q.l2_sensitivity and f.kept is q.kept
+    assert list(itertools.chain.from_iterable(f.members)) != []

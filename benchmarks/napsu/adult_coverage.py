@@ -131,6 +131,9 @@ def main() -> None:
                     help="NapsuMQ's interaction_sd (default: the library's; 0: None, the normal prior on theta)")
     ap.add_argument("--required-share", type=float, default=None,
                     help="with --marginals aim: NapsuMQ's required_share (default: the library's)")
+    ap.add_argument("--tie-below", type=float, default=None,
+                    help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions")
+    ap.add_argument("--n-chains", type=int, default=4)
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
     if a.plugin:
@@ -160,10 +163,12 @@ def main() -> None:
         prior["interaction_sd"] = a.interaction_sd or None
     if a.required_share is not None:
         prior["required_share"] = a.required_share
+    if a.tie_below is not None:
+        prior["tie_below"] = a.tie_below
     for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
-            gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference, n_chains=4,
+            gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference, n_chains=a.n_chains,
                           num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
                           seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain)
             t_fit = time.time() - t0
@@ -194,16 +199,21 @@ def main() -> None:
                 "rhat_max": nd["rhat_max"], "ess_bulk_min": nd["ess_bulk_min"], "divergences": nd["divergences"],
                 "gradient_evaluations": nd["gradient_evaluations"],
                 "marginals": [list(m.columns) for m in gen.marginals_], "d": int(gen.network_.dimension), "code": code,
+                "canonical_queries": int(gen.queries_.canonical.dimension), "ties": gen.diagnostics_.get("ties"),
+                "sampler": gen.diagnostics_.get("auto", {}).get("sampler", a.inference),
+                "step_size": gen.diagnostics_.get("nuts", {}).get("step_size"),
+                "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
             })
             payload = {
                 "settings": {"marginals": forced if not select else {"forced": forced, "selection": select},
                              "table": a.table,
                              "epsilons": epsilons, "delta": n**-2.0, "n": n, "m": a.m,
                              "levels": LEVELS.tolist(), "coefficients": NAMES, "num_warmup": a.num_warmup,
-                             "num_samples": a.num_samples, "n_chains": 4, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,
+                             "num_samples": a.num_samples, "n_chains": a.n_chains, "inference": a.inference, "drop_variance_at_least": DROP_VARIANCE,
                              "cell_prior": gen.cell_prior,
                              "interaction_sd": gen.interaction_sd,
                              "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
+                             "tie_below": a.tie_below,
                              "repeats_requested": a.repeats},
                 "real": {"estimate": real_q.tolist(), "variance": real_v.tolist()},
                 "summary": summarise(records), "records": records,

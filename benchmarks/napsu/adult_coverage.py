@@ -165,12 +165,19 @@ def main() -> None:
         prior["required_share"] = a.required_share
     if a.tie_below is not None:
         prior["tie_below"] = a.tie_below
+    last = [0.0]
+
+    def report(stage: str) -> None:  # the fit's stages, and NUTS's draws at most every 30 s
+        if time.time() - last[0] > 30 or not stage.startswith("NUTS"):
+            last[0] = time.time()
+            print(f"  {time.strftime('%H:%M:%S')} {stage}", flush=True)
+
     for r in range(a.start, a.start + a.repeats):
         for eps in epsilons:
             t0 = time.time()
             gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference, n_chains=a.n_chains,
                           num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
-                          seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain)
+                          seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain, progress=report)
             t_fit = time.time() - t0
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))
             qv = [logit(f, domain) for f in frames]

@@ -43,6 +43,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--workload": ("napsu",),
     "--max-model-cells": ("napsu",),
     "--required-share": ("napsu",),
+    "--tie-below": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
     "--num-samples": ("napsu",),
@@ -107,6 +108,10 @@ def generate_cmd(
         None, "--required-share",
         help="napsu, --select aim: share of the budget spent measuring --marginals before AIM's rounds "
              "(default 0.5; 0: AIM as published, which measures them at its coarsest noise)."),
+    tie_below: float = typer.Option(
+        None, "--tie-below", metavar="K",
+        help="napsu, --select: tie the selected marginals' interactions whose noisy counts are below K noise sd "
+             "(one parameter per marginal and scope; never --marginals): far fewer parameters for NUTS."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
     num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
@@ -136,7 +141,7 @@ def generate_cmd(
     specific = {
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
         "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
-        "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
+        "--tie-below": tie_below, "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
         "--edges-share": edges_share, "--epochs": epochs,
         "--label": label,
@@ -325,6 +330,8 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     if select == "aim" and "--mst-budget-fraction" in given:
         raise ParameterError("--mst-budget-fraction applies to MST selection (--select mst or N); AIM spends the "
                              "whole budget over its rounds")
+    if "--tie-below" in given and not select:
+        raise ParameterError("--tie-below applies to selected marginals: give --select too")
     if "--max-model-cells" in given and given["--max-model-cells"] < 1:
         raise ParameterError(f"--max-model-cells must be a positive integer, got {given['--max-model-cells']}")
     kw: dict[str, Any] = {} if select is None else {"select_extra": select}
@@ -334,6 +341,8 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
         kw["max_model_cells"] = given["--max-model-cells"]
     if "--required-share" in given:
         kw["required_share"] = given["--required-share"]
+    if "--tie-below" in given:
+        kw["tie_below"] = given["--tie-below"]
     return kw
 
 

@@ -15,6 +15,8 @@ Laplace fit, for the posterior mode. Load average before and after. Writes
     python benchmarks/napsu/aim_fit.py [--seed 0] [--datasets 5]
     python benchmarks/napsu/aim_fit.py --inferences nuts --chains 4 --num-warmup 300 --num-samples 300 \
         --out benchmarks/napsu/results/aim_fit_nuts.json
+    python benchmarks/napsu/aim_fit.py --derived --inferences nuts,mle --tie-below 3 --num-warmup 400 \
+        --num-samples 400 --out benchmarks/napsu/results/aim_fit_tied3.json
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def main() -> None:
                     help="declare education-num derived from education (adult_domain(derived=True)), as the "
                          "coverage study does: no budget on a known dependency")
     ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
+    ap.add_argument("--tie-below", type=float, default=None,
+                    help="NapsuMQ's tie_below for the noise-aware backends (the PGM baseline fits the canonical queries)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -89,7 +93,8 @@ def main() -> None:
         load0 = os.getloadavg()
         gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=n**-2.0, inference=inference,
                       select_extra="aim", num_samples=args.num_samples or max(args.datasets, 25), n_chains=args.chains,
-                      num_warmup=args.num_warmup, seed=args.seed, **prior)
+                      num_warmup=args.num_warmup, seed=args.seed, **prior,
+                      **({"tie_below": args.tie_below} if args.tie_below and inference != "mle" else {}))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             _, fit_w, fit_c = _clock(lambda: gen.fit(ds.data, domain))
@@ -97,6 +102,7 @@ def main() -> None:
         rec = {
             "inference": inference, "cell_prior": gen.cell_prior, "fit_wall_s": fit_w, "fit_cpu_s": fit_c,
             "generate_wall_s": gen_w, "generate_cpu_s": gen_c, "d": gen.network_.dimension,
+            "canonical_queries": gen.queries_.canonical.dimension, "ties": gen.diagnostics_.get("ties"),
             "marginals": [list(m.columns) for m in gen.marginals_],
             "clique_cells": [int(np.prod(gen.network_.junction_tree.shape(c)))
                              for c in range(len(gen.network_.junction_tree.cliques))],

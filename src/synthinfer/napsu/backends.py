@@ -353,7 +353,11 @@ class AutoBackend:
       (:func:`synthinfer.napsu.laplace.laplace_gap`) is reported in the summary instead of a
       second warning;
     * larger models under another prior: NUTS, however long it takes, because Laplace's
-      intervals under the cell prior were measured off-centre at that scale.
+      intervals under the cell prior were measured off-centre at that scale;
+    * a model with tied interactions (``NapsuMQ(tie_below=...)``): NUTS, whatever its size.
+      Ties remove the near-empty directions that make NUTS slow at AIM's scale (about 30
+      gradients per draw where the untied model took 80-105; docs/napsu-sampler.md), and
+      asking for them is asking for the exact posterior of the tied model.
 
     The choice and its reason are in ``diagnostics["auto"]`` and the fit's summary.
     """
@@ -373,6 +377,10 @@ class AutoBackend:
     def choose(self, problem: PosteriorProblem) -> tuple[str, str]:
         """``(sampler, reason)`` for ``problem``: ``"nuts"`` or ``"laplace"``."""
         d = problem.network.dimension
+        queries = problem.network.queries
+        if queries is not queries.canonical:
+            return "nuts", (f"near-empty interactions tied (d = {d} parameters for {queries.canonical.dimension} "
+                            "canonical queries): NUTS samples the tied model's exact posterior")
         if d <= self.max_nuts_dimension:
             return "nuts", f"d = {d} <= {self.max_nuts_dimension}: NUTS samples the exact posterior in minutes"
         if problem.interaction_sd is None:

@@ -167,6 +167,43 @@ def adult(stem: str) -> None:
     fig.savefig(R / f"{stem}.png", dpi=110)
 
 
+def aim_analysis_samplers() -> None:
+    """The AIM analysis model on the full table: noise-aware NUTS on the tied model, noise-aware
+    Laplace on the untied one and the not-noise-aware PGM estimate, coverage and width by level."""
+    runs = [("NUTS, tied interactions (tie_below=3)", ["adult_coverage_aim_analysis_nuts_tied3.json",
+                                                       "adult_coverage_aim_analysis_nuts_tied3_eps05.json"]),
+            ("Laplace, untied", ["adult_coverage_aim_analysis_laplace_interaction1.json",
+                                 "adult_coverage_aim_analysis_laplace_interaction1_eps05.json"]),
+            ("PGM point estimate (not noise-aware)", ["adult_coverage_aim_analysis_mle.json"])]
+    if not (R / runs[0][1][0]).exists():
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    styles = {"1.0": "-", "0.5": "--"}
+    for k, (label, files) in enumerate(runs):
+        for f in files:
+            if not (R / f).exists():
+                continue
+            d = json.loads((R / f).read_text())
+            levels = d["settings"]["levels"]
+            for eps, s in d["summary"].items():
+                kw = {"color": f"C{k}", "ls": styles.get(eps, ":"), "marker": "."}
+                name = f"{label}, eps {eps} ({s['repeats']})"
+                axes[0].plot(levels, s["coverage_by_level"], label=name, **kw)
+                axes[1].plot(levels, np.array(s["coverage_by_level"]) - np.array(levels), **kw)
+                axes[2].plot(levels, s["median_width_ratio_by_level"], **kw)
+    axes[0].plot([0, 1], [0, 1], "k--", lw=1)
+    axes[1].axhline(0, color="k", lw=1)
+    axes[2].axhline(1, color="k", ls="--", lw=1)
+    axes[0].set(xlabel="confidence level", ylabel="coverage of real-data coefficient",
+                title="AIM analysis model, full Adult: coverage")
+    axes[1].set(xlabel="confidence level", ylabel="coverage - level", title="calibration")
+    axes[2].set(xlabel="confidence level", ylabel="median width ratio (syn / real)", title="interval width",
+                yscale="log")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(R / "adult_coverage_aim_analysis_samplers.png", dpi=110)
+
+
 def adult_fig1() -> None:
     """The NAPSU-MQ paper's Fig. 1 on Adult: noise-aware NUTS against the PGM point estimate with
     m = 100 repeated datasets (Rubin's rules) and one of its datasets analysed as if real."""
@@ -228,5 +265,6 @@ if __name__ == "__main__":
     adult("adult_coverage_cell_prior")
     adult("adult_coverage_cell_prior_laplace")
     adult("adult_coverage_aim_laplace")
+    aim_analysis_samplers()
     adult_fig1()
     speed()

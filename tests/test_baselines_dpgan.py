@@ -172,3 +172,16 @@ def test_release_record_holds_the_mixed_schema_as_its_domain(fitted):
     assert rec.domain.to_dict()["columns"][0] == {"name": "x", "bounds": [0.0, 10.0]}
     assert "schema" not in rec.settings
     assert rec.ledger is g.ledger_ and rec.seed_fixed is True
+
+
+def test_private_bins_columns_are_continuous_to_the_gan():
+    """A ``"bins": "private:K"`` column needs no edges here: the GAN scales it by its public
+    bounds and generates numbers, so nothing is spent on quantiles (one DP-SGD charge)."""
+    df = _data()
+    dom = Domain.from_dict({"columns": [{"name": "x", "bounds": [0, 10], "bins": "private:4"},
+                                        {"name": "colour", "categories": ["red", "green", "blue"]},
+                                        {"name": "y", "categories": ["no", "yes"]}]})
+    g = DPGAN(epsilon=2.0, delta=1e-4, seed=0, epochs=1, batch_size=32).fit(df, dom)
+    assert len(g.ledger_.charges) == 1 and g.ledger_.spent == pytest.approx((2.0, 1e-4))
+    out = g.generate(1, 30, seed=0)[0]
+    assert out["x"].dtype.kind == "f" and out["x"].between(0, 10).all()

@@ -155,9 +155,9 @@ def test_bad_ties_raise():
     main = [j for j, (_, sc, _) in enumerate(info) if len(sc) == 1]
     two = [j for j, (_, sc, _) in enumerate(info) if len(sc) == 2]
     other_scope = next(j for j in two if info[j][:2] != info[two[0]][:2])
+    same_main = [j for j in main if info[j][:2] == info[main[0]][:2]]  # one column's categories
     with pytest.raises(ParameterError, match="main effects"):
-        InteractionFeatures(q, [main[:2]]) if info[main[0]][:2] == info[main[1]][:2] else \
-            InteractionFeatures(q, [[j for j in main if info[j][:2] == info[main[0]][:2]][:2]])
+        InteractionFeatures(q, [same_main[:2]])
     with pytest.raises(ParameterError, match="share their marginal and scope"):
         InteractionFeatures(q, [[two[0], other_scope]])
     with pytest.raises(ParameterError, match="more than one tie"):

@@ -95,10 +95,14 @@ class InteractionFeatures:
         self.order = order[firsts]
         self.query_marginal = queries.query_marginal[firsts]
         cells = []
+        grids: dict[int, np.ndarray] = {}  # each host marginal's cells as value tuples, made once
         for f, mem in zip(firsts, self.members):
-            m = queries.marginals[queries.query_marginal[f]]
-            shape = m.shape(queries.domain)
-            grid = np.indices(shape).reshape(len(shape), -1)
+            i = int(queries.query_marginal[f])
+            m = queries.marginals[i]
+            if i not in grids:
+                shape = m.shape(queries.domain)
+                grids[i] = np.indices(shape).reshape(len(shape), -1)
+            grid = grids[i]
             axes = [m.columns.index(c) for c in support[f]]
             hit = np.zeros(grid.shape[1], dtype=bool)
             for j in mem:

@@ -26,9 +26,11 @@ other processes load, so every method sees the same marginals and noisy counts:
 * ``dense``: ``jax.jit(jax.value_and_grad)`` of ``-(log_prior + log_likelihood)`` with
   ``net.mean_and_cov`` (the ``d x d`` covariance and its Cholesky factor; XLA's default
   options), skipped above ``--dense-max-d`` (default 2,200);
-* ``laplace``: the library's Laplace fit on the same noisy counts (L-BFGS to the mode, the
-  Hessian by central differences of ``2 d`` gradients; with compile) and, timed apart, its
-  Gaussianity check ``laplace_gap``;
+* ``laplace``: the library's Laplace fit on the same noisy counts under ``NapsuMQ``'s default
+  prior (``PRIOR_SD``, ``CELL_PRIOR``, ``INTERACTION_SD``; the gradients above use the paper's
+  normal prior alone, which the dense form implements): L-BFGS to the mode, the Hessian by
+  forward differences of ``d + 1`` gradients, with compile; and, timed apart, its Gaussianity
+  check ``laplace_gap``;
 * ``mbi-float64``, ``mbi-float32``: private-pgm's ``MirrorDescent().estimate`` (mbi 2.x, Armijo
   step, ``--mbi-iters`` iterations; McKenna et al. 2019) on the same noisy marginals (every
   cell of each measured marginal, noise standard deviation ``sigma_DP``, known total n): a point
@@ -321,24 +323,25 @@ def gradient_worker(model: dict, method: str, repeats: int, dump: Path) -> dict:
 
 
 def laplace_worker(model: dict) -> dict:
-    """The whole Laplace fit as ``NapsuMQ(inference="laplace")`` runs it on these noisy counts:
-    L-BFGS to the mode, the Hessian by central differences of ``2 d`` gradients, the covariance
-    (with compile, in a new process), then the Gaussianity check ``laplace_gap`` (``2 d + 1``
-    values) timed apart."""
+    """The whole Laplace fit as ``NapsuMQ(inference="laplace")`` runs it on these noisy counts,
+    under its default prior: L-BFGS to the mode, the Hessian by forward differences of
+    ``d + 1`` gradients, the covariance (with compile, in a new process), then the Gaussianity
+    check ``laplace_gap`` (``2 d + 1`` values) timed apart."""
     from synthinfer import float64
     from synthinfer._jax import single_threaded_blas
     from synthinfer.napsu.laplace import laplace_approximation, laplace_gap
-    from synthinfer.napsu.likelihood import PRIOR_SD
+    from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 
     net = model["network"]
     args = (net, model["noisy"], model["sigma"], model["n"])
+    prior = {"prior_sd": PRIOR_SD, "cell_prior": CELL_PRIOR, "interaction_sd": INTERACTION_SD}
     with float64(), single_threaded_blas():
-        lap, wall, cpu = _clock(lambda: laplace_approximation(*args, prior_sd=PRIOR_SD, rng=np.random.default_rng(0)))
-        gap, gap_wall, gap_cpu = _clock(lambda: laplace_gap(*args, lap, prior_sd=PRIOR_SD))
+        lap, wall, cpu = _clock(lambda: laplace_approximation(*args, **prior, rng=np.random.default_rng(0)))
+        gap, gap_wall, gap_cpu = _clock(lambda: laplace_gap(*args, lap, **prior))
     o = lap.optim
-    return {"fit_wall_s": wall, "fit_cpu_s": cpu, "gap_wall_s": gap_wall, "gap_cpu_s": gap_cpu,
+    return {"fit_wall_s": wall, "fit_cpu_s": cpu, "gap_wall_s": gap_wall, "gap_cpu_s": gap_cpu, "prior": prior,
             "converged": bool(o.converged), "lbfgs_gradient_evaluations": int(o.n_grad_evals),
-            "hessian_gradient_evaluations": 2 * int(net.dimension), "restarts": int(o.n_restarts),
+            "hessian_gradient_evaluations": int(net.dimension) + 1, "restarts": int(o.n_restarts),
             "axes_far_from_gaussian": int((gap > 1.0).sum())}
 
 
@@ -554,7 +557,8 @@ def main() -> None:
                         "theta": "0.3 * N(0, I), seed 1"},
            "models": [m for m in kept if m["model"] not in a.models]}
     for name in a.models:
-        entry: dict = {"model": name, "loadavg_before": os.getloadavg(), "methods": {}}
+        # each model keeps the command that measured it: a run of some models keeps the others'
+        entry: dict = {"model": name, "command": doc["command"], "loadavg_before": os.getloadavg(), "methods": {}}
         measured = _dump_path(name, "measured").with_suffix(".json")
         measured.unlink(missing_ok=True)  # the model's first process measures anew
         for method in a.methods:

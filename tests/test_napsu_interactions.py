@@ -262,3 +262,134 @@ def test_auto_samples_a_tied_model_with_nuts():
     canon = MarkovNetwork(q)
     assert AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(canon, y, 5.0, 500, 10.0,
                                                                      interaction_sd=1.0))[0] == "laplace"
+
+
+# -- coarse interactions (marginals naming many-to-one derived columns) -----------------------
+AGE = Domain({"age": [0, 1, 2, 3, 4, 5], "race": [0, 1, 2], "inc": [0, 1]})
+BY_PAIRS = np.array([0, 0, 1, 1, 2, 2])
+BY_HALVES = np.array([0, 0, 0, 1, 1, 1])
+
+
+def _expected_coarse(q: CanonicalQueries, grouping) -> tuple[list[set[int]], set[int]]:
+    """Ties and zeros written out: queries of one scope whose values agree under
+    ``grouping(scope)`` (per column: a map, or None for fine) share a parameter, two or more per
+    group; a query whose value on a coarse column is in the reference category's group is 0."""
+    groups: dict = {}
+    zero = set()
+    for j, (i, scope, vals) in enumerate(_scopes(q)):
+        maps = grouping(scope)
+        if len(scope) < 2 or all(m is None for m in maps):
+            continue
+        if any(m is not None and m[v] == m[q.reference[c]] for m, v, c in zip(maps, vals, scope)):
+            zero.add(j)
+            continue
+        key = tuple(v if m is None else m[v] for m, v in zip(maps, vals))
+        groups.setdefault((scope, key), set()).add(j)
+    return sorted((g for g in groups.values() if len(g) >= 2), key=min), zero
+
+
+def _as_sets(ties) -> list[set[int]]:
+    return sorted((set(g) for g in ties), key=min)
+
+
+def test_coarse_ties_group_interactions_by_the_maps_and_fine_wins():
+    from synthinfer.napsu.interactions import coarse_ties
+
+    q = CanonicalQueries(AGE, [("age", "race"), ("age", "inc")], reference={"age": 0})
+    # (age_group, race) and (age, inc): age is coarse with race only
+    ties, zero = coarse_ties(q, [(("age", "race"), {"age": BY_PAIRS}), (("age", "inc"), {})])
+    expect, expect_zero = _expected_coarse(q, lambda s: [BY_PAIRS if (c == "age" and "race" in s) else None
+                                                        for c in s])
+    assert _as_sets(ties) == expect and len(expect) == 4  # {2, 3} and {4, 5} x race 1, 2
+    assert set(zero) == expect_zero and len(zero) == 2  # age 1 is in the reference's group {0, 1}
+    # a marginal naming age itself over the same scope keeps it fine
+    assert coarse_ties(q, [(("age", "race"), {"age": BY_PAIRS}), (("age", "race", "inc"), {})]) == ([], [])
+    # two coarse versions of one scope: their common refinement; a scope in one of them: its map
+    q3 = CanonicalQueries(AGE, [("age", "race", "inc")], reference={"age": 3, "race": 1})
+    ties, zero = coarse_ties(q3, [(("age", "race"), {"age": BY_PAIRS}),
+                                  (("age", "race", "inc"), {"age": BY_HALVES})])
+    both = np.array([BY_PAIRS, BY_HALVES]).T.tolist()
+    refine = np.unique(both, axis=0, return_inverse=True)[1].ravel()
+    expect, expect_zero = _expected_coarse(q3, lambda s: [(refine if set(s) == {"age", "race"} else BY_HALVES)
+                                                          if c == "age" else None for c in s])
+    assert _as_sets(ties) == expect and expect and set(zero) == expect_zero and expect_zero
+    assert all(len(_scopes(q3)[j][1]) >= 2 for g in expect for j in g)  # main effects are never tied
+
+
+def test_features_with_interactions_fixed_at_zero_match_brute_force():
+    from synthinfer.napsu.interactions import coarse_ties
+
+    q = CanonicalQueries(AGE, [("age", "race"), ("age", "inc")], reference={"age": 0})
+    ties, zero = coarse_ties(q, [(("age", "race"), {"age": BY_PAIRS}), (("age", "inc"), {})])
+    f = InteractionFeatures(q, ties, zero)
+    assert f.dimension == q.dimension - sum(len(g) - 1 for g in ties) - len(zero) and f.zero == tuple(sorted(zero))
+    # the coarse model by brute force: log p(x) = lambda_age + lambda_race + lambda_inc + lambda_(age,inc)
+    # + phi_(group(age), race), with phi = 0 on the reference's group
+    rng = np.random.default_rng(0)
+    phi = rng.normal(size=f.dimension)
+    net = MarkovNetwork(f)
+    theta = f.to_canonical() @ phi  # canonical parameters of the same distribution
+    p = brute_force(q, theta)[3].reshape(6, 3, 2)
+    cond = p.sum(axis=2) / p.sum(axis=(1, 2))[:, None]  # p(race | age)
+    for a, b in [(0, 1), (2, 3), (4, 5)]:
+        np.testing.assert_allclose(cond[a], cond[b], rtol=1e-10)
+    assert np.abs(cond[1] - cond[2]).max() > 1e-3
+    table = np.asarray(net.query_marginals(jnp.asarray(phi))[0]).reshape(6, 3)
+    np.testing.assert_allclose(table, p.sum(axis=2), rtol=1e-10)
+    with pytest.raises(ParameterError, match="more than one tie"):
+        InteractionFeatures(q, ties, [ties[0][0]])
+    with pytest.raises(ParameterError, match="main effects"):
+        InteractionFeatures(q, (), [0])
+
+
+def _derived_table(n: int = 4000, seed: int = 0) -> tuple[pd.DataFrame, Domain]:
+    from synthinfer.data import Column
+
+    rng = np.random.default_rng(seed)
+    age = rng.integers(0, 6, n)
+    race = rng.choice(3, n, p=[0.6, 0.3, 0.1])
+    inc = (rng.random(n) < 0.2 + 0.1 * age).astype(int)
+    group = Column("age_group", ("young", "mid", "old"), derived_from="age",
+                   derive=tuple((a, g) for a, g in zip(range(6), np.array(["young", "mid", "old"])[BY_PAIRS])))
+    domain = Domain([Column("age", tuple(range(6))), group, Column("race", (0, 1, 2)), Column("inc", (0, 1))])
+    df = pd.DataFrame({"age": age, "age_group": np.array(["young", "mid", "old"])[BY_PAIRS[age]],
+                       "race": race, "inc": inc})
+    return df, domain
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_napsu_mq_fits_coarse_marginals_of_a_fine_column(tmp_path):
+    df, domain = _derived_table()
+    gen = NapsuMQ([("age", "inc"), ("age_group", "race")], epsilon=2.0, inference="laplace", seed=1,
+                  n_chains=1, num_samples=20).fit(df, domain)
+    assert [m.columns for m in gen.marginals_] == [("age", "inc"), ("age", "race")]  # measured fine
+    ties = gen.diagnostics_["ties"]
+    assert ties["coarse_ties"] == len(gen.queries_.ties) > 0 and ties["near_empty_ties"] == 0
+    assert ties["coarse_zero"] == len(gen.queries_.zero) > 0
+    assert ties["tie_below"] is None and gen.network_.dimension == ties["parameters"] < ties["canonical_queries"]
+    assert "interactions of coarse columns tied" in gen.summary()
+    # the coarse model: race's odds do not change between the ages of one group, for every draw
+    for theta in gen.draws_[0, :3]:
+        table = np.asarray(gen.network_.query_marginals(jnp.asarray(theta))[1]).reshape(6, 3)  # (age, race)
+        cond = table / table.sum(axis=1, keepdims=True)  # p(race | age)
+        for a, b in [(0, 1), (2, 3), (4, 5)]:
+            np.testing.assert_allclose(cond[a], cond[b], rtol=1e-9)
+        assert np.abs(cond[1] - cond[2]).max() > 1e-6  # different groups differ
+    syn = gen.generate(1, 200, seed=0)[0]
+    assert (syn["age_group"].astype(str) == np.array(["young", "mid", "old"])[BY_PAIRS[syn["age"].astype(int)]]).all()
+    gen.save(tmp_path / "g.napsu")
+    back = NapsuMQ.load(tmp_path / "g.napsu")
+    assert back.network_.dimension == gen.network_.dimension
+    pd.testing.assert_frame_equal(back.generate(1, 50, seed=1)[0], gen.generate(1, 50, seed=1)[0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"interaction_sd": None}, "interaction prior"),
+    ({"inference": "mle"}, "noise-aware"),
+])
+def test_coarse_marginals_need_the_interaction_prior_and_noise_awareness(kwargs, match):
+    df, domain = _derived_table(300)
+    gen = NapsuMQ([("age", "inc"), ("age_group", "race")], epsilon=1.0, seed=0, **{"inference": "laplace", **kwargs})
+    with pytest.raises(ParameterError, match=match):
+        gen.fit(df, domain)
+    assert not hasattr(gen, "ledger_")

@@ -379,7 +379,7 @@ class AutoBackend:
         d = problem.network.dimension
         queries = problem.network.queries
         if queries is not queries.canonical:
-            return "nuts", (f"near-empty interactions tied (d = {d} parameters for {queries.canonical.dimension} "
+            return "nuts", (f"interactions tied (d = {d} parameters for {queries.canonical.dimension} "
                             "canonical queries): NUTS samples the tied model's exact posterior")
         if d <= self.max_nuts_dimension:
             return "nuts", f"d = {d} <= {self.max_nuts_dimension}: NUTS samples the exact posterior in minutes"

@@ -384,6 +384,8 @@ class NapsuMQ(Generator):
         domain = full_domain.without_derived()
         fixed = _drop_contained(_model_marginals(self.marginals, full_domain))
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
+        coarse = _coarse_versions(self.marginals, full_domain)
+        self._check_coarse(coarse)
         reference = self._user_reference(given_domain)  # validated before any budget is spent
         d_fixed = CanonicalQueries(domain, fixed, reference={}).dimension
         if not self.select_extra and d_fixed == 0:
@@ -521,8 +523,11 @@ class NapsuMQ(Generator):
             self.measurements_ = self.aim_ = self.layout_ = None
             aim_record = None
             timings["network_and_measurement"] = time.perf_counter() - t0
-        if self.tie_below is not None and selected:
-            network = self._tied_network(network, marginals, reference, fixed, noisy, sigma)
+        tie_counts: dict[str, int] = {}
+        if any(maps for _, maps in coarse) or (self.tie_below is not None and selected):
+            versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
+            network, tie_counts = self._tied_network(network, marginals, reference, fixed, selected, noisy, sigma,
+                                                     versions)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -541,8 +546,8 @@ class NapsuMQ(Generator):
             self.diagnostics_["aim"] = aim_record
         if queries is not queries.canonical:
             self.diagnostics_["ties"] = {
-                "tie_below": float(self.tie_below), "ties": len(queries.ties),
-                "tied_interactions": sum(len(g) for g in queries.ties),
+                "tie_below": None if self.tie_below is None else float(self.tie_below), "ties": len(queries.ties),
+                "tied_interactions": sum(len(g) for g in queries.ties), **tie_counts,
                 "canonical_queries": queries.canonical.dimension, "parameters": queries.dimension}
         fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
@@ -551,22 +556,48 @@ class NapsuMQ(Generator):
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
 
-    def _tied_network(self, network, marginals, reference, fixed, noisy, sigma):
-        """The network with the selected marginals' near-empty interactions tied
-        (``tie_below``; :func:`synthinfer.napsu.interactions.near_empty_ties`), chosen from the
-        noisy counts: each canonical cell's (AIM: its measurements' inverse-variance
-        combination)."""
-        from synthinfer.napsu.interactions import near_empty_ties
+    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions):
+        """The network with interactions tied: those of columns the marginals name coarsely
+        (derived columns; :func:`synthinfer.napsu.interactions.coarse_ties`, public), then, with
+        ``tie_below``, the selected marginals' near-empty ones
+        (:func:`synthinfer.napsu.interactions.near_empty_ties`), chosen from the noisy counts:
+        each canonical cell's (AIM: its measurements' inverse-variance combination). Returns the
+        network and the counts of both kinds of tie."""
+        from synthinfer.napsu.interactions import coarse_ties, near_empty_ties
         from synthinfer.napsu.structured import canonical_summary
 
         q = network.queries
-        if self.measurements_ is not None:
-            sd = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
-            s, sd = canonical_summary(q, self.layout_, noisy, sd)
-        else:
-            s, sd = noisy, sigma
-        ties = near_empty_ties(q, s, sd, below=float(self.tie_below), keep=[m.columns for m in fixed])
-        return network_for(network.queries.domain, marginals, reference, ties) if ties else network
+        ties, zero = coarse_ties(q, versions)
+        near: list[list[int]] = []
+        if self.tie_below is not None and selected:
+            if self.measurements_ is not None:
+                sd = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
+                s, sd = canonical_summary(q, self.layout_, noisy, sd)
+            else:
+                s, sd = noisy, sigma
+            near = near_empty_ties(q, s, sd, below=float(self.tie_below), keep=[m.columns for m in fixed],
+                                   exclude=[j for g in ties for j in g] + zero)
+        counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
+                  "coarse_zero": len(zero), "near_empty_ties": len(near),
+                  "near_empty_interactions": sum(len(g) for g in near)}
+        ties = ties + near
+        return (network_for(network.queries.domain, marginals, reference, ties, zero) if ties or zero
+                else network), counts
+
+    def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]]) -> None:
+        """Coarse marginals tie interactions: the interaction prior and a noise-aware backend
+        must be there to take them (checked before any spend)."""
+        named = [cols for cols, maps in coarse if maps]
+        if not named:
+            return
+        if self.interaction_sd is None:
+            raise ParameterError(f"marginal {named[0]} names a column through a many-to-one derived column, whose "
+                                 "interactions are coarse (tied): that needs the interaction prior (interaction_sd); "
+                                 "name the source column for a fine marginal")
+        if not get_backend(self.inference).noise_aware:
+            raise ParameterError(f"marginal {named[0]} names a column through a many-to-one derived column, whose "
+                                 f"interactions are coarse (tied): inference={self.inference!r} does not take tied "
+                                 "interactions; use a noise-aware backend or name the source column")
 
     def _model_size_bound(self, domain: Domain, fixed: Sequence[Marginal], d_fixed: int) -> tuple[int, str]:
         """An upper bound on the model's parameter count known before any budget is spent, and
@@ -773,6 +804,17 @@ class NapsuMQ(Generator):
             return f"{normal} x cell prior (Dirichlet({self.cell_prior:g}) on {table})"
         return normal + ("" if self.interaction_sd is not None else " (the paper's)")
 
+    @staticmethod
+    def _ties_text(t: dict) -> str:
+        parts = []
+        if t.get("coarse_ties") or t.get("coarse_zero"):
+            parts.append(f"{t['coarse_interactions']} interactions of coarse columns tied in {t['coarse_ties']} groups"
+                         f" and {t['coarse_zero']} fixed at 0 (their group holds the reference)")
+        if t.get("tie_below") is not None:
+            near, groups = t.get("near_empty_interactions", t["tied_interactions"]), t.get("near_empty_ties", t["ties"])
+            parts.append(f"{near} near-empty interactions (below {t['tie_below']:g} noise sd) tied in {groups} groups")
+        return "; ".join(parts)
+
     def summary(self) -> str:
         """A short text report of the fit: queries, privacy spend and inference diagnostics."""
         self._check_fitted()
@@ -781,9 +823,7 @@ class NapsuMQ(Generator):
             f"NAPSU-MQ fit: n = {self.n_}, {len(self.marginals_)} marginals "
             f"({len(self.selected_marginals_)} selected by {'AIM' if 'aim' in d else 'MST'}), "
             f"{self.queries_.canonical.dimension} canonical queries" + (
-                "" if "ties" not in d else
-                f"; {d['ties']['parameters']} parameters: {d['ties']['tied_interactions']} near-empty interactions "
-                f"(below {d['ties']['tie_below']:g} noise sd) tied in {d['ties']['ties']} groups"),
+                "" if "ties" not in d else f"; {d['ties']['parameters']} parameters: " + self._ties_text(d["ties"])),
             f"privacy: epsilon = {self.spent_[0]:.4g}, delta = {self.spent_[1]:.3g} spent; " + (
                 f"sigma_DP = {self.sigma_dp_:.4g}" if "aim" not in d else
                 f"AIM: {d['aim']['rounds']} rounds, {d['aim']['measurements']} measurements, sigma "
@@ -874,6 +914,26 @@ def _model_marginals(marginals, domain: Domain) -> list[Marginal]:
     for m in as_marginals(marginals):
         domain.check_columns(m.columns)
         out.append(Marginal(domain.source_columns(m.columns)))
+    return out
+
+
+def _coarse_versions(marginals, domain: Domain) -> list[tuple[tuple[str, ...], dict[str, np.ndarray]]]:
+    """Each marginal as named, on the model's columns, with the code map of every source column
+    it names only through a many-to-one derived column (``{}`` for none): the input of
+    :func:`synthinfer.napsu.interactions.coarse_ties`. A one-to-one map (a code and its label)
+    is the source itself."""
+    out = []
+    for m in as_marginals(marginals):
+        maps: dict[str, np.ndarray] = {}
+        direct = {c for c in m.columns if c not in domain.derived}
+        for c in m.columns:
+            if c in domain.derived:
+                src, mp = domain.derived[c]
+                if src not in direct and np.unique(mp).size < mp.size:
+                    # two derived columns of one source in one marginal: their common refinement
+                    maps[src] = mp if src not in maps else np.unique(np.stack([maps[src], mp]), axis=1,
+                                                                     return_inverse=True)[1].ravel()
+        out.append((domain.source_columns(m.columns), maps))
     return out
 
 

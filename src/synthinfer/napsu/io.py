@@ -41,6 +41,7 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         "reference": gen.queries_.reference,
         # tied interactions (canonical query indices); None: the canonical parametrisation
         "ties": None if gen.queries_ is gen.queries_.canonical else [list(g) for g in gen.queries_.ties],
+        "zero": [] if gen.queries_ is gen.queries_.canonical else list(gen.queries_.zero),  # interactions fixed at 0
         "sigma_dp": gen.sigma_dp_,
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
@@ -91,7 +92,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
     net = network_for(domain.without_derived(), marginals, meta.get("reference"),  # older files: all first categories
-                      meta.get("ties"))
+                      meta.get("ties"), meta.get("zero", []))
     if not np.array_equal(np.asarray(net.queries.canonical.kept), arrays["kept"]):
         raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
     obj.marginals_ = marginals

@@ -484,11 +484,12 @@ _NETWORKS_LOCK = threading.Lock()
 
 
 def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None,
-                ties: Sequence[Sequence[int]] | None = None) -> MarkovNetwork:
+                ties: Sequence[Sequence[int]] | None = None, zero: Sequence[int] = ()) -> MarkovNetwork:
     """The :class:`MarkovNetwork` of ``marginals`` over ``domain`` with ``reference`` categories
     (codes; missing columns take their first category), shared by every fit of the same model.
     With ``ties`` (groups of canonical query indices) its parameters are the interactions with
-    those tied (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
+    those tied, and without those in ``zero`` (fixed at zero)
+    (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
 
     Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
     programs, which the network owns (:attr:`MarkovNetwork.programs`). The last
@@ -496,9 +497,11 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     holds it, freed with its programs.
     """
     # key on the completed reference, so {} and an explicit all-first mapping share a network
+    zero = tuple(sorted({int(j) for j in zero}))
+    ties = () if ties is None and zero else ties
     ties = None if ties is None else tuple(tuple(sorted(int(j) for j in g)) for g in ties)
     key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())),
-           ties)
+           ties, zero)
     with _NETWORKS_LOCK:
         if key in _NETWORKS:
             _NETWORKS.move_to_end(key)
@@ -507,7 +510,7 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     if ties is not None:
         from synthinfer.napsu.interactions import InteractionFeatures
 
-        queries = InteractionFeatures(queries, ties)
+        queries = InteractionFeatures(queries, ties, zero)
     net = MarkovNetwork(queries)
     with _NETWORKS_LOCK:
         net = _NETWORKS.setdefault(key, net)

@@ -354,10 +354,13 @@ class AutoBackend:
       second warning;
     * larger models under another prior: NUTS, however long it takes, because Laplace's
       intervals under the cell prior were measured off-centre at that scale;
-    * a model with tied interactions (``NapsuMQ(tie_below=...)``): NUTS, whatever its size.
-      Ties remove the near-empty directions that make NUTS slow at AIM's scale (about 30
-      gradients per draw where the untied model took 80-105; docs/napsu-sampler.md), and
-      asking for them is asking for the exact posterior of the tied model.
+    * a model with tied interactions (``NapsuMQ(tie_below=...)``, or coarse marginals): NUTS,
+      whatever its size. Near-empty ties remove the directions that make NUTS slow at AIM's
+      scale (about 30 gradients per draw where the untied model took 80-105;
+      docs/napsu-sampler.md), and asking for them is asking for the exact posterior of the
+      tied model. Coarse ties alone do not remove near-empty fine cells: a large model of
+      that kind may sample for long (the progress line shows the time left), and
+      ``inference="laplace"`` is the quick option there.
 
     The choice and its reason are in ``diagnostics["auto"]`` and the fit's summary.
     """

@@ -40,6 +40,7 @@ _LAZY = {
     "PrivacyLedger": "synthinfer.privacy",
     "gaussian_sigma": "synthinfer.privacy",
     "open_release": "synthinfer.release",
+    "report": "synthinfer.reporting",
     "write_release": "synthinfer.release",
 }
 
@@ -68,3 +69,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from synthinfer.napsu import NapsuMQ
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, gaussian_sigma
     from synthinfer.release import open_release, write_release
+    from synthinfer.reporting import report

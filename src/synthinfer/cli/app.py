@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from synthinfer.cli import analyze_cmds, bayes_cmds, data_cmds, generate_cmds, weights_cmds
+from synthinfer.cli import analyze_cmds, bayes_cmds, data_cmds, generate_cmds, report_cmds, weights_cmds
 
 app = typer.Typer(
     name="synthinfer",
@@ -44,6 +44,7 @@ app.command("count")(data_cmds.count_cmd)
 app.command("generate")(generate_cmds.generate_cmd)
 app.command("baseline")(generate_cmds.baseline_cmd)
 app.command("weights")(weights_cmds.weights_cmd)
+app.command("report")(report_cmds.report_cmd)
 # Analyst: analyse a release, choose how much synthetic data to use.
 app.command("analyze")(analyze_cmds.analyze_cmd)
 app.command("choose-m")(bayes_cmds.choose_m_cmd)

@@ -1,0 +1,77 @@
+r"""Fidelity of synthetic data to the private table: marginal distances and the propensity score.
+
+Computed by the data holder only (they read the private rows); the report marks them as not for
+publication.
+
+* **Total variation distance** of a marginal, ``TV = (1/2) sum_c |p_real(c) - p_syn(c)|``, over
+  every 1-way and 2-way marginal of the Domain's columns (each synthetic dataset against the
+  real table, averaged over the datasets).
+* **pMSE** (Woo et al. 2009; Snoke, Raab, Nowok, Dibben & Slavkovic 2018, "General and specific
+  utility measures for synthetic data", JRSS A): stack ``n_1`` real and ``n_2`` synthetic rows,
+  label the synthetic ones, fit a propensity model ``p_hat`` (here a logistic regression on the
+  one-hot main effects, as synthpop's ``utility.gen(method = "logit")`` with ``maxorder = 0``),
+  and ``pMSE = mean_i (p_hat_i - c)^2`` with ``c = n_2 / (n_1 + n_2)``. Under the null that both
+  come from one distribution its expectation is ``(k - 1)(1 - c)^2 c / N`` for a model with ``k``
+  parameters (Snoke et al. 2018, eq. 2), and ``S_pMSE`` is the ratio of the two: about 1 when
+  the propensity model cannot tell them apart, larger when it can.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+#: Rows of each table the propensity model sees at most (a fixed, seeded sample above it), so
+#: that the report's cost is bounded on large tables.
+PMSE_MAX_ROWS = 20_000
+
+
+def marginal_tv(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], columns: tuple[int, ...]) -> float:
+    """Total variation distance between the real and synthetic marginals on ``columns`` (codes)."""
+    size = [shape[c] for c in columns]
+
+    def table(codes: np.ndarray) -> np.ndarray:
+        flat = np.ravel_multi_index(tuple(codes[:, c] for c in columns), size)
+        return np.bincount(flat, minlength=int(np.prod(size))) / max(len(codes), 1)
+
+    return 0.5 * float(np.abs(table(real) - table(synthetic)).sum())
+
+
+def tv_matrix(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """``(k, k)`` matrix of total variation distances, averaged over the synthetic datasets: the
+    1-way marginals on the diagonal, the 2-way ones off it."""
+    k = len(shape)
+    out = np.zeros((k, k))
+    for i in range(k):
+        out[i, i] = np.mean([marginal_tv(real, s, shape, (i,)) for s in synthetics])
+    for i, j in itertools.combinations(range(k), 2):
+        out[i, j] = out[j, i] = np.mean([marginal_tv(real, s, shape, (i, j)) for s in synthetics])
+    return out
+
+
+def pmse(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], *, seed: int = 0) -> dict[str, float]:
+    """``{"pmse", "s_pmse", "expected_null", "rows_real", "rows_synthetic"}`` of the logistic
+    propensity model on one-hot main effects (module docstring); at most :data:`PMSE_MAX_ROWS`
+    rows of each table, sampled with ``seed``."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(seed)
+    if len(real) > PMSE_MAX_ROWS:
+        real = real[rng.choice(len(real), PMSE_MAX_ROWS, replace=False)]
+    if len(synthetic) > PMSE_MAX_ROWS:
+        synthetic = synthetic[rng.choice(len(synthetic), PMSE_MAX_ROWS, replace=False)]
+    x = np.concatenate([real, synthetic])
+    t = np.concatenate([np.zeros(len(real)), np.ones(len(synthetic))])
+    enc = OneHotEncoder(categories=[np.arange(s) for s in shape], drop="first", sparse_output=True)
+    design = enc.fit_transform(x)
+    # an unpenalised fit (C large), as the logit of the paper; lbfgs on the sparse one-hot design
+    fit = LogisticRegression(C=1e6, max_iter=2000).fit(design, t)
+    p = fit.predict_proba(design)[:, 1]
+    n, c = len(t), len(synthetic) / len(t)
+    value = float(np.mean((p - c) ** 2))
+    k = design.shape[1] + 1  # coefficients and the intercept
+    expected = (k - 1) * (1 - c) ** 2 * c / n
+    return {"pmse": value, "s_pmse": value / expected, "expected_null": expected,
+            "rows_real": int(len(real)), "rows_synthetic": int(len(synthetic))}

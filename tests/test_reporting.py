@@ -1,0 +1,142 @@
+"""The HTML report of a release (synthinfer.reporting, `synthinfer report`)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+from typer.testing import CliRunner
+
+from synthinfer.cli import app
+from synthinfer.datasets import load_adult, make_toy_logistic
+from synthinfer.napsu import NapsuMQ
+from synthinfer.release import open_release, write_release
+from synthinfer.reporting import report
+from synthinfer.reporting.fidelity import marginal_tv, pmse, tv_matrix
+
+TOY_FORMULA = "y ~ C(x1) + C(x2)"
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    ds = make_toy_logistic(2000, (1.0, 0.0), seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, inference="laplace", seed=1, n_chains=1,
+                    num_samples=50).fit(ds.data, ds.domain)
+    path = write_release(tmp_path_factory.mktemp("rel") / "toy", g.generate(5, seed=2), record=g.release_record(),
+                         private_data=ds.data)
+    return open_release(path), ds.data
+
+
+def _images(page: str) -> list[str]:
+    return re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+
+
+def test_public_report_shows_the_release_and_nothing_private(toy):
+    rel, _ = toy
+    page = report(rel, formula=TOY_FORMULA).html
+    for section in ("release", "privacy", "marginals", "supports", "diagnostics", "synthetic-marginals"):
+        assert f'id="{section}"' in page
+    assert 'id="private-warning"' not in page and 'id="fidelity"' not in page and "safe to publish" in page
+    assert len(_images(page)) == 2  # the marginals' graph and the synthetic shares
+    # numbers that match the manifest
+    charge = rel.manifest["privacy"]["charges"][0]
+    assert f"<td>{charge['name']}</td>" in page and f"{charge['epsilon']:.4g}" in page
+    assert rel.fingerprint in page and f"{rel.n:,}" in page and f"{rel.m} (5 read" in page
+    assert str(rel.supports(TOY_FORMULA)) in page
+    assert "laplace.max_log_density_gap" in page
+
+
+def test_private_report_warns_and_compares_with_the_real_data(toy):
+    rel, private = toy
+    rep = report(rel, private, formula=TOY_FORMULA, max_datasets=3)
+    page = rep.html
+    assert rep.private and 'id="private-warning"' in page and "DO NOT PUBLISH" in page
+    assert 'id="fidelity"' in page and 'id="pmse"' in page and 'id="coefficients"' in page
+    assert len(_images(page)) == 4  # + the TV heatmap and the forest plot
+    assert "3 read for this report" in page
+    # the real-data column is the real fit (statsmodels on the private rows)
+    real = smf.logit(TOY_FORMULA, private.astype(int)).fit(disp=0)
+    for name, value in real.params.items():
+        assert f"<td>{name}</td><td>{value:.4g}</td>" in page
+    assert re.search(r"cover\s+\d of 3 real-data estimates", page)
+
+
+def test_total_variation_matches_brute_force():
+    rng = np.random.default_rng(0)
+    shape = (3, 2, 4)
+    real, syn = (np.column_stack([rng.integers(0, k, 500) for k in shape]) for _ in range(2))
+    for cols in [(0,), (2,), (0, 1), (1, 2)]:
+        keys = lambda a: [tuple(r) for r in a[:, cols]]  # noqa: E731
+        cells = set(keys(real)) | set(keys(syn))
+        brute = 0.5 * sum(abs(keys(real).count(c) / 500 - keys(syn).count(c) / 500) for c in cells)
+        assert marginal_tv(real, syn, shape, cols) == pytest.approx(brute, abs=1e-12)
+    tv = tv_matrix(real, [real, real], shape)
+    assert np.all(tv == 0)
+    tv = tv_matrix(real, [syn], shape)
+    assert tv[0, 1] == pytest.approx(marginal_tv(real, syn, shape, (0, 1))) and tv[1, 0] == tv[0, 1]
+
+
+def test_pmse_is_near_its_null_for_one_distribution_and_large_otherwise():
+    rng = np.random.default_rng(1)
+    shape = (4, 3)
+    p = [[0.4, 0.3, 0.2, 0.1], [0.5, 0.3, 0.2]]
+
+    def sample(n, probs):
+        return np.column_stack([rng.choice(len(q), n, p=q) for q in probs])
+
+    same = pmse(sample(3000, p), sample(3000, p), shape)
+    # S_pMSE ~ chi2_(k-1) / (k-1) under the null (k - 1 = 5 here): above 4 with probability < 0.001
+    assert 0 < same["s_pmse"] < 4
+    other = pmse(sample(3000, p), sample(3000, [[0.1, 0.2, 0.3, 0.4], p[1]]), shape)
+    assert other["s_pmse"] > 50
+    big = pmse(sample(30_000, p), sample(30_000, p), shape)
+    assert big["rows_real"] == big["rows_synthetic"] == 20_000
+
+
+@pytest.mark.slow
+def test_adult_report_with_the_private_data(tmp_path):
+    adult = load_adult(paper_subset=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = NapsuMQ(list(adult_marginals()), epsilon=1.0, inference="laplace", seed=0, n_chains=1,
+                    num_samples=50).fit(adult.data, adult.domain)
+    path = write_release(tmp_path / "adult", g.generate(4, seed=1), record=g.release_record(),
+                         private_data=adult.data)
+    formula = "income ~ C(age) + C(race) + C(sex)"
+    rep = report(path, adult.data, formula=formula)
+    assert rep.private and len(_images(rep.html)) == 4
+    assert len(rep.html.encode()) < 5e6
+    assert "workclass" in rep.html and "total variation, mean 2-way" in rep.html
+
+
+def adult_marginals():
+    from synthinfer.datasets import ADULT_PAPER_MARGINALS
+
+    return ADULT_PAPER_MARGINALS
+
+
+def test_cli_report_writes_the_page_and_refuses_bad_input(toy, tmp_path):
+    rel, private = toy
+    csv = tmp_path / "private.csv"
+    private.to_csv(csv, index=False)
+    runner = CliRunner()
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(rel.path), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "public" in r.output and 'id="release"' in out.read_text()
+    r = runner.invoke(app, ["report", str(rel.path), "--out", str(out)])
+    assert r.exit_code == 2 and "error:" in r.output and "exists already" in r.output
+    r = runner.invoke(app, ["report", str(rel.path), "--out", str(tmp_path / "p.html"), "--private", str(csv),
+                            "-f", TOY_FORMULA])
+    assert r.exit_code == 0, r.output
+    assert "do not publish" in r.output.replace("\n", " ") and "DO NOT PUBLISH" in (tmp_path / "p.html").read_text()
+    r = runner.invoke(app, ["report", str(rel.path), "--out", str(tmp_path / "q.html"), "--domain", str(csv)])
+    assert r.exit_code == 2 and "--private" in r.output and not (tmp_path / "q.html").exists()
+    r = runner.invoke(app, ["report", str(tmp_path / "nope"), "--out", str(tmp_path / "q.html")])
+    assert r.exit_code == 2 and "error:" in r.output and "Traceback" not in r.output

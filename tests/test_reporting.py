@@ -140,3 +140,42 @@ def test_cli_report_writes_the_page_and_refuses_bad_input(toy, tmp_path):
     assert r.exit_code == 2 and "--private" in r.output and not (tmp_path / "q.html").exists()
     r = runner.invoke(app, ["report", str(tmp_path / "nope"), "--out", str(tmp_path / "q.html")])
     assert r.exit_code == 2 and "error:" in r.output and "Traceback" not in r.output
+
+
+def test_disclosure_measures_match_a_hand_count():
+    from synthinfer.reporting.disclosure import disclosure
+
+    # keys (columns 0, 1), target column 2; private keys (0,0) (0,1) (2,0) are unique
+    real = np.array([[0, 0, 1], [0, 1, 0], [1, 1, 1], [1, 1, 0], [2, 0, 1]])
+    syn = np.array([[0, 0, 1], [0, 0, 1], [1, 1, 1], [2, 0, 0], [2, 1, 1]])
+    # repU: only (2,0) is unique in both: 1 of 5 records. DiSCO: synthetic keys with one target
+    # value: (0,0)->1, (1,1)->1, (2,0)->0, (2,1)->1; correct for records 0 and 2 (2 of 5)
+    assert disclosure(real, [syn], [0, 1], 2) == {"repU": 20.0, "DiSCO": 40.0}
+    assert disclosure(real, [real], [0, 1], 2) == {"repU": 60.0, "DiSCO": 60.0}  # the data itself
+    assert disclosure(real, [syn, real], [0, 1], 2) == {"repU": 40.0, "DiSCO": 50.0}  # averaged
+
+
+def test_report_disclosure_section_and_its_errors(toy):
+    from synthinfer.errors import ParameterError
+
+    rel, private = toy
+    page = report(rel, private, keys=["x1", "x2"], target="y", max_datasets=2).html
+    assert 'id="disclosure"' in page and "repU" in page and "DiSCO" in page
+    with pytest.raises(ParameterError, match="private data"):
+        report(rel, keys=["x1"], target="y")
+    with pytest.raises(ParameterError, match="both keys"):
+        report(rel, private, keys=["x1"])
+    with pytest.raises(ParameterError, match="'nope'"):
+        report(rel, private, keys=["nope"], target="y")
+    with pytest.raises(ParameterError, match="distinct"):
+        report(rel, private, keys=["y"], target="y")
+
+
+def test_cli_analyze_writes_a_forest_plot(toy, tmp_path):
+    rel, _ = toy
+    png = tmp_path / "coef.png"
+    r = CliRunner().invoke(app, ["analyze", str(rel.path), "-f", TOY_FORMULA, "--plot", str(png), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = CliRunner().invoke(app, ["analyze", str(rel.path), "-f", TOY_FORMULA, "--plot", str(png)])
+    assert r.exit_code == 2 and "exists already" in r.output

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from synthinfer.analysis.separation import DEFAULT_SEPARATION
 from synthinfer.cli.common import console, user_errors
-from synthinfer.errors import UnsupportedAnalysisWarning
+from synthinfer.errors import ParameterError, UnsupportedAnalysisWarning
 
 
 def _num(x: float, digits: int = 4) -> str:
@@ -61,6 +61,8 @@ def analyze_cmd(
         "or ols) on every dataset, mixed (Räisä, Jälkö & Honkela 2025; prior N(0, 50) on each GLM coefficient); "
         "credible intervals."),
     seed: int | None = typer.Option(None, help="--bayes: the sampler's seed."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also write a forest plot of the combined estimates and intervals to this PNG file."),
 ) -> None:
     """Fit FORMULA on every synthetic dataset of RELEASE and combine with Rubin's rules for
     synthetic data; intervals are for the population, not for the synthetic data. With --bayes,
@@ -68,6 +70,12 @@ def analyze_cmd(
     from synthinfer.release import open_release
 
     with user_errors():
+        if plot is not None:
+            from synthinfer.cli.common import check_output
+
+            check_output(plot, option="--plot")
+            if bayes:
+                raise ParameterError("--plot draws Rubin's rules' intervals; it does not take --bayes")
         rel = open_release(release, fingerprint=fingerprint)
         support = rel.supports(formula)
         if not as_json:
@@ -96,6 +104,8 @@ def analyze_cmd(
                 progress=progress and not as_json,
             )
     frame = res.to_frame(alpha)
+    if plot is not None:
+        _forest_plot(plot, frame, alpha, formula)
     if as_json:
         out = {
             "release": str(release),
@@ -171,6 +181,21 @@ def analyze_cmd(
     for cells in rows:
         table.add_row(*cells)
     console.print(table)
+
+
+def _forest_plot(path: Path, frame, alpha: float, formula: str) -> None:
+    """The combined estimates and their (1 - alpha) intervals as a forest plot (PNG, all or nothing)."""
+    import matplotlib.pyplot as plt
+
+    from synthinfer.files import atomic_write
+    from synthinfer.reporting.figures import forest_figure
+
+    lo, hi = frame.columns[4], frame.columns[5]
+    fig = forest_figure([str(n) for n in frame.index], frame["estimate"].to_numpy(),
+                        frame[[lo, hi]].to_numpy(), level=f"{100 * (1 - alpha):g}%")
+    fig.axes[0].set_title(f"{formula}: combined {100 * (1 - alpha):g}% intervals", fontsize=9)
+    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
+    plt.close(fig)
 
 
 def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, as_json: bool, release: Path) -> None:

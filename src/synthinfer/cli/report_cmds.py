@@ -22,6 +22,10 @@ def report_cmd(
         None, "--formula", "-f", help='The analyst\'s model, e.g. "income ~ age + C(sex)": whether the release '
         "supports it, and with --private its real and synthetic intervals."),
     model: str = typer.Option("logit", "--model", "-m", help="logit, probit, ols or poisson (with --formula)."),
+    keys: str | None = typer.Option(
+        None, "--keys", help="Comma-separated columns an intruder may know: with --private and --target, the "
+        "disclosure measures repU and DiSCO."),
+    target: str | None = typer.Option(None, "--target", help="The column the intruder wants (with --keys)."),
     max_datasets: int = typer.Option(MAX_DATASETS, help="Synthetic datasets read (the first ones)."),
     fingerprint: str | None = typer.Option(None, help="The release's published fingerprint to check against."),
 ) -> None:
@@ -45,7 +49,9 @@ def report_cmd(
                 raise DomainError(f"--domain {domain} is not the release's Domain; omit it to use the release's")
             private_df = read_table(private)
         with console.status("writing the report"):
-            page = report(rel, private_df, formula=formula, model=model, max_datasets=max_datasets)
+            page = report(rel, private_df, formula=formula, model=model, max_datasets=max_datasets,
+                          keys=None if keys is None else [k.strip() for k in keys.split(",") if k.strip()],
+                          target=target)
         page.save(out)
     kind = "with the private data: FOR THE DATA HOLDER ONLY, do not publish" if page.private else "public"
     console.print(f"wrote {out} ({len(page.html.encode()) / 1e6:.2f} MB, {kind})")

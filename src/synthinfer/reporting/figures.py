@@ -115,21 +115,29 @@ def tv_heatmap(names: Sequence[str], tv: np.ndarray) -> str:
     return data_uri(fig)
 
 
-def forest(names: Sequence[str], real: np.ndarray, real_ci: np.ndarray, synthetic: np.ndarray,
-           synthetic_ci: np.ndarray) -> str:
-    """Each coefficient's real estimate and 95% interval against the synthetic datasets'
-    combined estimate and interval (Rubin's rules for synthetic data)."""
+def forest_figure(names: Sequence[str], synthetic: np.ndarray, synthetic_ci: np.ndarray,
+                  real: np.ndarray | None = None, real_ci: np.ndarray | None = None, *, level: str = "95%"):
+    """A matplotlib figure: each coefficient's combined synthetic estimate and interval (Rubin's
+    rules for synthetic data) and, when given, the real data's beside it."""
     plt = _pyplot()
     k = len(names)
     fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * k))
     y = np.arange(k)[::-1]
-    ax.errorbar(real, y + 0.15, xerr=[real - real_ci[:, 0], real_ci[:, 1] - real], fmt="o", color="#c0392b",
-                capsize=3, label="real data")
-    ax.errorbar(synthetic, y - 0.15, xerr=[synthetic - synthetic_ci[:, 0], synthetic_ci[:, 1] - synthetic],
+    shift = 0.0 if real is None else 0.15
+    if real is not None:
+        ax.errorbar(real, y + shift, xerr=[real - real_ci[:, 0], real_ci[:, 1] - real], fmt="o", color="#c0392b",
+                    capsize=3, label="real data")
+    ax.errorbar(synthetic, y - shift, xerr=[synthetic - synthetic_ci[:, 0], synthetic_ci[:, 1] - synthetic],
                 fmt="s", color="#2c6fbb", capsize=3, label="synthetic (combined)")
     ax.axvline(0, color="0.6", lw=0.8)
     ax.set_yticks(y, [n if len(n) <= 40 else n[:39] + "…" for n in names], fontsize=8)
     ax.legend(fontsize=8, loc="best")
-    ax.set_title("coefficients: 95% intervals", fontsize=9)
+    ax.set_title(f"coefficients: {level} intervals", fontsize=9)
     fig.tight_layout()
-    return data_uri(fig)
+    return fig
+
+
+def forest(names: Sequence[str], real: np.ndarray, real_ci: np.ndarray, synthetic: np.ndarray,
+           synthetic_ci: np.ndarray) -> str:
+    """:func:`forest_figure` of real and synthetic intervals, as a data URI."""
+    return data_uri(forest_figure(names, synthetic, synthetic_ci, real, real_ci))

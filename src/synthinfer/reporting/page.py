@@ -46,7 +46,8 @@ class Report:
 
 
 def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: str | None = None,
-           model: str = "logit", max_datasets: int = MAX_DATASETS) -> Report:
+           model: str = "logit", keys: Sequence[str] | None = None, target: str | None = None,
+           max_datasets: int = MAX_DATASETS) -> Report:
     """The HTML report of ``release`` (an opened :class:`synthinfer.release.Release` or a path).
 
     Public part: the mechanism and its settings, the privacy spend step by step, the measured
@@ -58,8 +59,9 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
     1- and 2-way marginal, the propensity-score pMSE and S_pMSE (:mod:`.fidelity`), each
     column's real shares beside the synthetic ones, and with ``formula`` the analyst's model
     on the real rows against Rubin's rules on the synthetic datasets (a forest plot and
-    whether each synthetic interval covers the real estimate). The page then says it must not
-    be published.
+    whether each synthetic interval covers the real estimate); with ``keys`` (the columns an
+    intruder may know) and ``target`` (the one they want), the disclosure measures repU and
+    DiSCO (:mod:`.disclosure`). The page then says it must not be published.
     """
     from synthinfer.release import Release, open_release
 
@@ -71,6 +73,10 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
 
     manifest = release.manifest
     domain = release.domain
+    if (keys is None) != (target is None):
+        raise ParameterError("disclosure measures need both keys (the columns an intruder knows) and target")
+    if keys is not None and private_data is None:
+        raise ParameterError("disclosure measures compare with the private data: give private_data with keys")
     used = list(range(min(release.m, max_datasets)))
     datasets = [release.datasets[i] for i in used]
     ctx: dict[str, Any] = {
@@ -88,6 +94,16 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
         ctx["support"] = str(release.supports(formula))
         ctx["formula"] = formula
     finite = _finite_columns(domain)
+    if keys is not None:
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        names = () if finite is None else finite.names
+        for c in [*keys, target]:
+            if c not in names:
+                raise ParameterError(f"disclosure: column {c!r} is not a categorical or binned column of the "
+                                     f"release's Domain ({', '.join(names)})")
+        if target in keys or len(set(keys)) < len(keys) or not keys:
+            raise ParameterError(f"disclosure: the keys must be distinct columns other than the target, got "
+                                 f"keys={keys}, target={target!r}")
     real_codes = syn_codes = None
     if finite is not None:
         from synthinfer.data import encode
@@ -104,6 +120,12 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
                                                     shares, real_shares)
     if private_data is not None:
         ctx.update(_private_part(release, private_data, datasets, finite, real_codes, syn_codes, formula, model))
+    if keys is not None:
+        from synthinfer.reporting.disclosure import disclosure
+
+        risk = disclosure(real_codes, syn_codes, [finite.index(c) for c in keys], finite.index(target))
+        ctx["disclosure"] = {"keys": keys, "target": target, "repU": f"{risk['repU']:.2f}%",
+                             "DiSCO": f"{risk['DiSCO']:.2f}%", "datasets": len(syn_codes)}
     return Report(_render(ctx), private_data is not None)
 
 

@@ -121,7 +121,7 @@ def test_cli_domain_shows_derived_columns(tmp_path):
 def test_aim_workloads_name_derived_columns_by_their_source():
     df, d = _table(2000)
 
-    def no_inference(self, *args):  # only AIM's selection is under test
+    def no_inference(self, *args, **kwargs):  # only AIM's selection is under test
         raise StopIteration
 
     g = NapsuMQ([("level", "y")], epsilon=4.0, inference="laplace", select_extra="aim",

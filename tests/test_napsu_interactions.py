@@ -250,15 +250,19 @@ def test_canonical_layout_of_features_is_the_canonical_queries():
     assert list(itertools.chain.from_iterable(f.members)) != []
 
 
-def test_auto_samples_a_tied_model_with_nuts():
+def test_auto_samples_a_model_with_near_empty_ties_with_nuts():
     from synthinfer.napsu.backends import AutoBackend, PosteriorProblem
 
     q = CanonicalQueries(DOMAIN, MARGINALS, reference=REFERENCE)
     tied = MarkovNetwork(InteractionFeatures(q, _some_ties(q)))
     y = np.full(q.dimension, 50.0)
     sampler, reason = AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(tied, y, 5.0, 500, 10.0,
-                                                                               interaction_sd=1.0))
+                                                                               interaction_sd=1.0,
+                                                                               near_empty_tied=True))
     assert sampler == "nuts" and f"d = {tied.dimension} parameters for {q.dimension} canonical queries" in reason
+    # ties of coarse columns alone: the size rule, as for an untied model
+    assert AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(tied, y, 5.0, 500, 10.0,
+                                                                     interaction_sd=1.0))[0] == "laplace"
     canon = MarkovNetwork(q)
     assert AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(canon, y, 5.0, 500, 10.0,
                                                                      interaction_sd=1.0))[0] == "laplace"

@@ -186,7 +186,7 @@ def test_mst_at_a_tiny_epsilon_keeps_the_basic_split():
     dom = Domain({c: [0, 1] for c in "abcdef"})
     led = PrivacyLedger((0.02, 1e-6))
 
-    def no_inference(self, *args):  # only the accounting is under test: noise alone is slow to fit
+    def no_inference(self, *args, **kwargs):  # only the accounting is under test: noise alone is slow to fit
         raise StopIteration
 
     with pytest.MonkeyPatch.context() as mp:

@@ -71,6 +71,9 @@ class PosteriorProblem:
     layout: Layout | None = None
     cell_prior: float = 0.0
     interaction_sd: float | None = None
+    #: whether the network ties near-empty interactions (``NapsuMQ(tie_below=...)``), which
+    #: makes NUTS fast enough for ``inference="auto"`` at any size
+    near_empty_tied: bool = False
 
     @property
     def plateaus(self) -> bool:
@@ -354,13 +357,13 @@ class AutoBackend:
       second warning;
     * larger models under another prior: NUTS, however long it takes, because Laplace's
       intervals under the cell prior were measured off-centre at that scale;
-    * a model with tied interactions (``NapsuMQ(tie_below=...)``, or coarse marginals): NUTS,
-      whatever its size. Near-empty ties remove the directions that make NUTS slow at AIM's
-      scale (about 30 gradients per draw where the untied model took 80-105;
-      docs/napsu-sampler.md), and asking for them is asking for the exact posterior of the
-      tied model. Coarse ties alone do not remove near-empty fine cells: a large model of
-      that kind may sample for long (the progress line shows the time left), and
-      ``inference="laplace"`` is the quick option there.
+    * a model with near-empty interactions tied (``NapsuMQ(tie_below=...)``,
+      ``PosteriorProblem.near_empty_tied``): NUTS, whatever its size. The ties remove the
+      directions that make NUTS slow at AIM's scale (about 30 gradients per draw where the
+      untied model took 80-105; docs/napsu-sampler.md), and asking for them is asking for the
+      exact posterior of the tied model. Coarse interactions alone (marginals naming a
+      many-to-one derived column) keep the fine near-empty cells, so such a model follows the
+      size rule above.
 
     The choice and its reason are in ``diagnostics["auto"]`` and the fit's summary.
     """
@@ -381,8 +384,8 @@ class AutoBackend:
         """``(sampler, reason)`` for ``problem``: ``"nuts"`` or ``"laplace"``."""
         d = problem.network.dimension
         queries = problem.network.queries
-        if queries is not queries.canonical:
-            return "nuts", (f"interactions tied (d = {d} parameters for {queries.canonical.dimension} "
+        if queries is not queries.canonical and problem.near_empty_tied:
+            return "nuts", (f"near-empty interactions tied (d = {d} parameters for {queries.canonical.dimension} "
                             "canonical queries): NUTS samples the tied model's exact posterior")
         if d <= self.max_nuts_dimension:
             return "nuts", f"d = {d} <= {self.max_nuts_dimension}: NUTS samples the exact posterior in minutes"

@@ -541,7 +541,7 @@ class NapsuMQ(Generator):
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
         with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
-            self._infer(rng, stage, timings)
+            self._infer(rng, stage, timings, near_empty_tied=bool(tie_counts.get("near_empty_ties")))
         if aim_record is not None:
             self.diagnostics_["aim"] = aim_record
         if queries is not queries.canonical:
@@ -617,7 +617,8 @@ class NapsuMQ(Generator):
             return d_fixed + k * sizes[0] * sizes[1], f"the marginals and MST's {k} extra 2-way marginals"
         return d_fixed, "the marginals' own count"
 
-    def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float]) -> None:
+    def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
+               near_empty_tied: bool = False) -> None:
         backend = get_backend(self.inference)
         if not self.noise_aware:
             sigma_inf = NON_NOISE_AWARE_SIGMA
@@ -628,7 +629,8 @@ class NapsuMQ(Generator):
             sigma_inf = math.sqrt(max(self.sigma_dp_**2, INTEGER_ROUNDING_VARIANCE))
         problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd),
                                    layout=self.layout_, cell_prior=float(self.cell_prior),
-                                   interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd))
+                                   interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
+                                   near_empty_tied=near_empty_tied)
         settings = InferenceSettings(
             n_chains=int(self.n_chains), num_warmup=int(self.num_warmup), num_samples=int(self.num_samples),
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),

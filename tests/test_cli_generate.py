@@ -69,9 +69,9 @@ def test_baseline_refuses_napsu_options_and_keeps_its_spellings(toy_files):
 
 def test_commands_are_registered_in_one_place():
     names = [c.name for c in app.registered_commands]
-    assert names == ["domain", "count", "generate", "baseline", "weights", "analyze", "choose-m"]
+    assert names == ["domain", "count", "generate", "baseline", "weights", "report", "analyze", "choose-m"]
     assert {c.callback.__module__ for c in app.registered_commands} == {
-        f"synthinfer.cli.{m}_cmds" for m in ("data", "generate", "weights", "analyze", "bayes")}
+        f"synthinfer.cli.{m}_cmds" for m in ("data", "generate", "weights", "report", "analyze", "bayes")}
 
 
 def test_cli_imports_no_private_module_and_no_command_module_imports_the_app():

@@ -83,9 +83,11 @@ def test_round_trip(tmp_path, as_zip):
     spent = {c["name"]: (c["epsilon"], c["delta"]) for c in man["privacy"]["charges"]}
     assert spent == {"marginals": (0.7, 1e-6), "selection": (0.3, 0.0)}
     assert rel.ledger.spent == pytest.approx((1.0, 1e-6))
-    assert set(man["files"]) == set(man["datasets"]) | {"posterior.nc"}
+    assert set(man["files"]) == set(man["datasets"]) | {"posterior.nc", "report.html"}
     assert all(len(v["sha256"]) == 64 for v in man["files"].values())
     assert _leftovers(tmp_path) == []
+    # the public report, checksummed like the rest: from the release alone
+    assert man["report"] == "report.html"
     from synthinfer.release.manifest import sha256_bytes
 
     manifest_bytes = (path / "manifest.json").read_bytes() if not as_zip else zipfile.ZipFile(path).read("manifest.json")

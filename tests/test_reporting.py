@@ -179,3 +179,32 @@ def test_cli_analyze_writes_a_forest_plot(toy, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = CliRunner().invoke(app, ["analyze", str(rel.path), "-f", TOY_FORMULA, "--plot", str(png)])
     assert r.exit_code == 2 and "exists already" in r.output
+
+
+def test_every_release_holds_its_public_report(toy, tmp_path):
+    rel, private = toy
+    page = (rel.path / "report.html").read_text()
+    assert rel.manifest["report"] == "report.html" and "report.html" in rel.manifest["files"]
+    assert 'id="private-warning"' not in page and "safe to publish" in page and "cannot be named here" in page
+    assert len(_images(page)) == 2 and f"{rel.m} (5 read" in page
+    # the same content as the report of the opened release, less what names the fingerprint or the time
+    again = report(rel).html
+    strip = lambda h: re.sub(r'<div class="sub">release written.*?</div>', "", h, flags=re.S)  # noqa: E731
+    assert strip(page) == strip(again)
+    # without it, and tampering with it is caught like any file
+    no = write_release(tmp_path / "no", list(rel.datasets), record=_record(rel), private_data=private, report=False)
+    assert not (no / "report.html").exists() and "report" not in open_release(no).manifest
+    (rel.path / "report.html").write_text(page.replace("safe to publish", "edited"))
+    from synthinfer.errors import ReleaseError
+
+    with pytest.raises(ReleaseError, match="report.html was changed"):
+        open_release(rel.path)
+    (rel.path / "report.html").write_text(page)
+
+
+def _record(rel):
+    from synthinfer.release import ReleaseRecord
+
+    m = rel.manifest
+    return ReleaseRecord(mechanism=m["mechanism"], settings={}, ledger=rel.ledger, n=rel.n, seed_fixed=False,
+                         domain=rel.domain, marginals=m["marginals"])

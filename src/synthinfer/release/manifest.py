@@ -20,6 +20,9 @@ from synthinfer.errors import ReleaseError
 FORMAT_NAME = "synthinfer-release"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+#: The public HTML report written into a release (synthinfer.reporting), listed and checksummed
+#: like every other file
+REPORT_NAME = "report.html"
 
 # Settings keys that would carry a seed's value into a public file (COMMON rule: record only
 # whether a seed was fixed, never the seed).

@@ -36,7 +36,7 @@ from synthinfer.data import Continuous, Domain, decode
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.files import exchange, fsync_path, fsync_tree, output_lock, remove, staging_path, sweep_staging
-from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, sha256_file, to_jsonable
+from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, REPORT_NAME, sha256_file, to_jsonable
 from synthinfer.release.record import ReleaseRecord
 from synthinfer.release.stream import DatasetStream
 
@@ -235,6 +235,7 @@ def write_release(
     zip: bool = False,  # noqa: A002 - shadows the builtin inside this function only
     private_data: pd.DataFrame | None = None,
     skip_private_data_check: bool = False,
+    report: bool = True,
 ) -> Path:
     """Write the m synthetic ``datasets`` as a release bundle at ``path``; return its path.
 
@@ -268,6 +269,11 @@ def write_release(
         its order or in the order of its index), is refused.
     skip_private_data_check : write without ``private_data``, giving up the guard above
         (:class:`~synthinfer.errors.ParameterError` when both or neither are given).
+    report : also write the public HTML report (:func:`synthinfer.report` of the release
+        alone, never of ``private_data``) as ``report.html``, listed and checksummed in the
+        manifest. It cannot name the manifest's own SHA-256 (the release's fingerprint), and
+        it draws the synthetic marginals only when the datasets total at most
+        ``IN_MEMORY_BYTES`` (the reader's in-memory limit), so its cost stays bounded.
     """
     if skip_private_data_check not in (True, False):
         raise ParameterError(f"skip_private_data_check must be True or False, got {skip_private_data_check!r}")
@@ -280,6 +286,8 @@ def write_release(
         raise ParameterError("give either private_data= or skip_private_data_check=True, not both")
     if private_data is not None and not isinstance(private_data, pd.DataFrame):
         raise ArgumentTypeError(f"private_data must be the private pandas DataFrame, got {type(private_data).__name__}")
+    if report not in (True, False):
+        raise ParameterError(f"report must be True or False, got {report!r}")
     if not isinstance(record, ReleaseRecord):
         raise ReleaseError(
             f"record must be a ReleaseRecord (a fitted generator's release_record()), got {type(record).__name__}"
@@ -306,7 +314,7 @@ def write_release(
         tmp_zip: Path | None = None
         try:
             tmp.mkdir()
-            files = _write_bundle(tmp, chunks, m, record, wts, weight_col, idata)
+            files = _write_bundle(tmp, chunks, m, record, wts, weight_col, idata, report)
             fsync_tree(tmp)
             if zip:
                 tmp_zip = staging_path(target)
@@ -419,9 +427,10 @@ def _write_dataset(path: Path, chunks: Iterable[pd.DataFrame], weights: np.ndarr
 
 
 def _write_bundle(tmp: Path, datasets: Iterable[Iterable[pd.DataFrame]], m: int, record: ReleaseRecord,
-                  wts: list[np.ndarray] | None, weight_col: str | None, idata: Any) -> list[str]:
-    """Write the ``m`` datasets (each an iterable of chunks of rows), the posterior and the
-    manifest into the empty folder ``tmp``; return the names of the files besides the manifest."""
+                  wts: list[np.ndarray] | None, weight_col: str | None, idata: Any, report: bool) -> list[str]:
+    """Write the ``m`` datasets (each an iterable of chunks of rows), the posterior, the public
+    report (``report``) and the manifest into the empty folder ``tmp``; return the names of the
+    files besides the manifest."""
     domain = record.domain
     width = max(3, len(str(m - 1)))
     (tmp / DATA_DIR).mkdir()
@@ -463,8 +472,27 @@ def _write_bundle(tmp: Path, datasets: Iterable[Iterable[pd.DataFrame]], m: int,
         "posterior": POSTERIOR_NAME if idata is not None else None,
         "files": {f: info[f] for f in files},
     }
+    if report:
+        (tmp / REPORT_NAME).write_text(_public_report(tmp, manifest), encoding="utf-8")
+        manifest["report"] = REPORT_NAME
+        manifest["files"][REPORT_NAME] = {"sha256": sha256_file(tmp / REPORT_NAME),
+                                          "bytes": (tmp / REPORT_NAME).stat().st_size}
+        files = sorted([*files, REPORT_NAME])
     (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
     return files
+
+
+def _public_report(tmp: Path, manifest: dict[str, Any]) -> str:
+    """The public report of the bundle being written in ``tmp`` (from its synthetic datasets and
+    manifest only), its datasets read back as the reader decodes them, when small enough."""
+    from synthinfer.release.reader import IN_MEMORY_BYTES, LazyDatasets, Release
+    from synthinfer.reporting import MAX_DATASETS, report
+
+    files = manifest["files"]
+    small = sum(int(files[name]["bytes"]) for name in manifest["datasets"]) <= IN_MEMORY_BYTES
+    lazy = LazyDatasets(tmp, manifest)
+    datasets = [lazy.load(i) for i in range(min(len(manifest["datasets"]), MAX_DATASETS))] if small else []
+    return report(Release(tmp, manifest, datasets, None, None, None)).html
 
 
 def _netcdf_bytes(idata: Any) -> bytes:

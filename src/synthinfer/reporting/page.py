@@ -77,7 +77,7 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
         raise ParameterError("disclosure measures need both keys (the columns an intruder knows) and target")
     if keys is not None and private_data is None:
         raise ParameterError("disclosure measures compare with the private data: give private_data with keys")
-    used = list(range(min(release.m, max_datasets)))
+    used = list(range(min(len(release.datasets), max_datasets)))
     datasets = [release.datasets[i] for i in used]
     ctx: dict[str, Any] = {
         "title": f"synthinfer release: {manifest.get('mechanism', '?')}",
@@ -87,7 +87,7 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
         "charges": _charges(release), "diagnostics": _diagnostics(manifest.get("diagnostics") or {}),
     }
     marginals = [list(m.columns) for m in release.marginals] if release.marginals is not None else None
-    columns = list(domain.names) if domain is not None else list(datasets[0].columns)
+    columns = list(domain.names) if domain is not None else list(manifest.get("columns") or [])
     ctx["marginals"] = marginals
     ctx["marginals_figure"] = figures.marginals_graph(columns, marginals) if marginals else None
     if formula is not None:
@@ -105,7 +105,7 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
             raise ParameterError(f"disclosure: the keys must be distinct columns other than the target, got "
                                  f"keys={keys}, target={target!r}")
     real_codes = syn_codes = None
-    if finite is not None:
+    if finite is not None and datasets:
         from synthinfer.data import encode
 
         syn_codes = [encode(d, finite) for d in datasets]
@@ -142,8 +142,9 @@ def _finite_columns(domain):
 def _facts(release, used: int) -> list[tuple[str, str]]:
     m = release.manifest
     n_syn = m.get("n_syn")
+    read = f"{used} read for this report" if used else "not read for this report: their marginals are not drawn"
     return [("mechanism", str(m.get("mechanism"))), ("private rows n", f"{release.n:,}"),
-            ("synthetic datasets m", f"{release.m} ({used} read for this report)"),
+            ("synthetic datasets m", f"{release.m} ({read})"),
             ("rows per dataset", f"{n_syn:,}" if isinstance(n_syn, int) else str(n_syn)),
             ("columns", ", ".join(m.get("columns") or [])),
             ("written as bin midpoints", ", ".join(m.get("midpoints") or []) or "none"),

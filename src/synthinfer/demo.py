@@ -96,14 +96,16 @@ def main(argv: list[str] | None = None) -> None:
                            delta=delta, inference=args.inference, m=args.m, midpoints=["age"], seed=args.seed,
                            overwrite=True)
 
+    console.print(f"release written to {path}; its public report: {path / 'report.html'}")
+
     console.rule("[bold]Analyst: Rubin's rules on the release")
     release = open_release(path)
     result = release.analyze(FORMULA, model="logit", drop_variance_above=1e3, progress=False)
     console.print(str(result.summary()), soft_wrap=True)
 
     # For comparison only: the same fit on the real (discretised) data.
-    real = decode(encode(df, domain), domain, midpoints=["age"])
-    real["income"] = (real["income"] == ">50K").astype(float)
+    rows = decode(encode(df, domain), domain, midpoints=["age"])  # as the release writes them
+    real = rows.assign(income=(rows["income"] == ">50K").astype(float))
     fit = smf.logit(FORMULA, data=real).fit(disp=0)
     ci_syn = result.conf_int(0.05)
     ci_real = fit.conf_int(0.05)
@@ -121,6 +123,13 @@ def main(argv: list[str] | None = None) -> None:
         table.add_row(_short(name), _num(truth), _num(result.params[name]), f"[{_num(lo)}, {_num(hi)}]",
                       "yes" if lo <= truth <= hi else "no", f"{(hi - lo) / (rhi - rlo):.2f}")
     console.print(table)
+
+    # The data holder's own report: fidelity and the analysis against the private data (not for publication)
+    from synthinfer.reporting import report
+
+    holder = report(release, rows, formula=FORMULA, keys=["age", "sex", "race"], target="income")
+    holder.save(args.out / "holder_report.html")
+    console.print(f"data holder's report (with the private data: do not publish): {args.out / 'holder_report.html'}")
 
 
 def _num(x: float) -> str:

@@ -58,7 +58,8 @@ def test_private_report_warns_and_compares_with_the_real_data(toy):
     page = rep.html
     assert rep.private and 'id="private-warning"' in page and "DO NOT PUBLISH" in page
     assert 'id="fidelity"' in page and 'id="pmse"' in page and 'id="coefficients"' in page
-    assert len(_images(page)) == 4  # + the TV heatmap and the forest plot
+    assert len(_images(page)) == 5  # + the TV and association heatmaps and the forest plot
+    assert 'id="association"' in page
     assert "3 read for this report" in page
     # the real-data column is the real fit (statsmodels on the private rows)
     real = smf.logit(TOY_FORMULA, private.astype(int)).fit(disp=0)
@@ -80,6 +81,25 @@ def test_total_variation_matches_brute_force():
     assert np.all(tv == 0)
     tv = tv_matrix(real, [syn], shape)
     assert tv[0, 1] == pytest.approx(marginal_tv(real, syn, shape, (0, 1))) and tv[1, 0] == tv[0, 1]
+
+
+def test_cramers_v_matches_scipy():
+    from scipy.stats.contingency import association
+
+    from synthinfer.reporting.fidelity import association_differences, cramers_v
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 3, 400)
+    b = np.where(rng.random(400) < 0.6, a, rng.integers(0, 4, 400))
+    codes = np.column_stack([a, b])
+    table = np.zeros((3, 4), dtype=np.int64)
+    np.add.at(table, (a, b), 1)
+    assert cramers_v(codes, (3, 4), 0, 1) == pytest.approx(association(table, method="cramer"), rel=1e-12)
+    shuffled = np.column_stack([a, rng.permutation(b)])  # the association broken
+    diff = association_differences(codes, [shuffled], (3, 4))
+    assert diff[0, 0] == 0 and diff[0, 1] == diff[1, 0]
+    assert diff[0, 1] == pytest.approx(cramers_v(shuffled, (3, 4), 0, 1) - cramers_v(codes, (3, 4), 0, 1))
+    assert diff[0, 1] < -0.3
 
 
 def test_pmse_is_near_its_null_for_one_distribution_and_large_otherwise():
@@ -110,7 +130,7 @@ def test_adult_report_with_the_private_data(tmp_path):
                          private_data=adult.data)
     formula = "income ~ C(age) + C(race) + C(sex)"
     rep = report(path, adult.data, formula=formula)
-    assert rep.private and len(_images(rep.html)) == 4
+    assert rep.private and len(_images(rep.html)) == 5
     assert len(rep.html.encode()) < 5e6
     assert "workclass" in rep.html and "total variation, mean 2-way" in rep.html
 

@@ -6,6 +6,10 @@ publication.
 * **Total variation distance** of a marginal, ``TV = (1/2) sum_c |p_real(c) - p_syn(c)|``, over
   every 1-way and 2-way marginal of the Domain's columns (each synthetic dataset against the
   real table, averaged over the datasets).
+* **Association differences**: Cramér's V of every pair of columns,
+  ``V = sqrt(chi^2 / (n (min(r, c) - 1)))`` of their contingency table (Cramér 1946), in the
+  synthetic data minus in the real data (averaged over the datasets): how much stronger or
+  weaker each relation is, where TV says only how different the table is.
 * **pMSE** (Woo et al. 2009; Snoke, Raab, Nowok, Dibben & Slavkovic 2018, "General and specific
   utility measures for synthetic data", JRSS A): stack ``n_1`` real and ``n_2`` synthetic rows,
   label the synthetic ones, fit a propensity model ``p_hat`` (here a logistic regression on the
@@ -75,3 +79,28 @@ def pmse(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], *, see
     expected = (k - 1) * (1 - c) ** 2 * c / n
     return {"pmse": value, "s_pmse": value / expected, "expected_null": expected,
             "rows_real": int(len(real)), "rows_synthetic": int(len(synthetic))}
+
+
+def cramers_v(codes: np.ndarray, shape: tuple[int, ...], i: int, j: int) -> float:
+    """Cramér's V of columns ``i`` and ``j`` (0 when either takes one value only)."""
+    table = np.bincount(codes[:, i] * shape[j] + codes[:, j], minlength=shape[i] * shape[j])
+    table = table.reshape(shape[i], shape[j]).astype(float)
+    table = table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]  # categories that occur
+    k = min(table.shape) - 1
+    if k < 1:
+        return 0.0
+    n = table.sum()
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
+    chi2 = float(((table - expected) ** 2 / expected).sum())
+    return float(np.sqrt(chi2 / (n * k)))
+
+
+def association_differences(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """``(k, k)`` matrix of Cramér's V in the synthetic data (mean over the datasets) minus in
+    the real data, 0 on the diagonal."""
+    k = len(shape)
+    out = np.zeros((k, k))
+    for i, j in itertools.combinations(range(k), 2):
+        syn = np.mean([cramers_v(s, shape, i, j) for s in synthetics])
+        out[i, j] = out[j, i] = syn - cramers_v(real, shape, i, j)
+    return out

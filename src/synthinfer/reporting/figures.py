@@ -115,6 +115,25 @@ def tv_heatmap(names: Sequence[str], tv: np.ndarray) -> str:
     return data_uri(fig)
 
 
+def association_heatmap(names: Sequence[str], diff: np.ndarray) -> str:
+    """Cramér's V, synthetic minus real, for every pair of columns (blue: weaker in the
+    synthetic data, red: stronger)."""
+    plt = _pyplot()
+    k = len(names)
+    bound = max(0.05, float(np.abs(diff).max()))
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * k, 1.0 + 0.45 * k))
+    im = ax.imshow(diff, cmap="RdBu_r", vmin=-bound, vmax=bound)
+    ax.set_xticks(range(k), names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(k), names, fontsize=7)
+    if k <= 16:
+        for i, j in itertools.product(range(k), range(k)):
+            if i != j:
+                ax.text(j, i, f"{diff[i, j]:+.2f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="Cramér's V: synthetic - real")
+    ax.set_title("strength of each pair's association, synthetic minus real", fontsize=9)
+    return data_uri(fig)
+
+
 def forest_figure(names: Sequence[str], synthetic: np.ndarray, synthetic_ci: np.ndarray,
                   real: np.ndarray | None = None, real_ci: np.ndarray | None = None, *, level: str = "95%"):
     """A matplotlib figure: each coefficient's combined synthetic estimate and interval (Rubin's

@@ -9,7 +9,6 @@ red at its top, that it is for the data holder and must not be published.
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -249,7 +248,7 @@ def _render(ctx: Mapping[str, Any]) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("synthinfer.reporting", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True,
                              lstrip_blocks=True)
-    return env.get_template("report.html.j2").render(**ctx, escape=html.escape)
+    return env.get_template("report.html.j2").render(**ctx)
 
 
 __all__ = ["MAX_DATASETS", "Report", "report"]

@@ -50,6 +50,7 @@ def test_public_report_shows_the_release_and_nothing_private(toy):
     assert rel.fingerprint in page and f"{rel.n:,}" in page and f"{rel.m} (5 read" in page
     assert str(rel.supports(TOY_FORMULA)) in page
     assert "laplace.max_log_density_gap" in page
+    assert rel.manifest["privacy"]["composition"] in page and "measured together with" in page
 
 
 def test_private_report_warns_and_compares_with_the_real_data(toy):

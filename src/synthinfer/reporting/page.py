@@ -84,10 +84,13 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
         "fingerprint": release.fingerprint, "private": private_data is not None,
         "facts": _facts(release, len(used)), "settings": _settings(manifest.get("settings") or {}),
         "charges": _charges(release), "diagnostics": _diagnostics(manifest.get("diagnostics") or {}),
+        "budget": _budget(manifest["privacy"]),
     }
     marginals = [list(m.columns) for m in release.marginals] if release.marginals is not None else None
     columns = list(domain.names) if domain is not None else list(manifest.get("columns") or [])
     ctx["marginals"] = marginals
+    ctx["together"] = None if not marginals else [
+        (c, ", ".join(sorted({o for m in marginals if c in m for o in m if o != c})) or "none") for c in columns]
     ctx["marginals_figure"] = figures.marginals_graph(columns, marginals) if marginals else None
     if formula is not None:
         ctx["support"] = str(release.supports(formula))
@@ -175,6 +178,20 @@ def _charges(release) -> list[dict[str, str]]:
                     "noise": "" if sigma is None else _scalar(float(sigma)),
                     "part_of": "" if c.get("part_of") is None else str(c.get("part_of"))})
     return out
+
+
+def _budget(privacy: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ledger's totals and how its charges compose (the accountant)."""
+    def pair(v: Any) -> str:
+        if isinstance(v, Mapping):
+            return f"epsilon = {_scalar(float(v['epsilon']))}, delta = {float(v['delta']):.3g}"
+        return _scalar(v)
+
+    rows = [("budget", pair(privacy.get("total"))), ("spent", pair(privacy.get("spent"))),
+            ("composition (accountant)", _scalar(privacy.get("composition")))]
+    if privacy.get("unsafe_overrides"):
+        rows.append(("unsafe overrides (studies only)", _scalar(privacy["unsafe_overrides"])))
+    return rows
 
 
 def _diagnostics(diag: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:

@@ -26,21 +26,12 @@ from synthinfer.files import atomic_write, atomic_write_text
 from synthinfer.data import encode
 from synthinfer.datasets import load_adult
 from synthinfer.generate import DPCGAN, DPGAN, PrivBayes
+from synthinfer.reporting.fidelity import marginal_tv
 
 
 def tvd_marginals(real_codes: np.ndarray, syn_codes: np.ndarray, shape: tuple[int, ...], way: int) -> list[float]:
-    out = []
-    for cols in itertools.combinations(range(len(shape)), way):
-        size = int(np.prod([shape[c] for c in cols]))
-
-        def dist(codes):
-            idx = np.zeros(len(codes), dtype=np.int64)
-            for c in cols:
-                idx = idx * shape[c] + codes[:, c]
-            return np.bincount(idx, minlength=size) / len(codes)
-
-        out.append(0.5 * float(np.abs(dist(real_codes) - dist(syn_codes)).sum()))
-    return out
+    """Total variation distance of every ``way``-way marginal (the library's, as the reports use)."""
+    return [marginal_tv(real_codes, syn_codes, shape, cols) for cols in itertools.combinations(range(len(shape)), way)]
 
 
 def summarise(real_codes, syn, domain) -> dict:

@@ -31,15 +31,16 @@ import numpy as np
 PMSE_MAX_ROWS = 20_000
 
 
+def marginal_shares(codes: np.ndarray, shape: tuple[int, ...], columns: tuple[int, ...]) -> np.ndarray:
+    """Each cell's share of the rows in the marginal on ``columns`` (flat, row-major)."""
+    size = [shape[c] for c in columns]
+    flat = np.ravel_multi_index(tuple(codes[:, c] for c in columns), size)
+    return np.bincount(flat, minlength=int(np.prod(size))) / max(len(codes), 1)
+
+
 def marginal_tv(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], columns: tuple[int, ...]) -> float:
     """Total variation distance between the real and synthetic marginals on ``columns`` (codes)."""
-    size = [shape[c] for c in columns]
-
-    def table(codes: np.ndarray) -> np.ndarray:
-        flat = np.ravel_multi_index(tuple(codes[:, c] for c in columns), size)
-        return np.bincount(flat, minlength=int(np.prod(size))) / max(len(codes), 1)
-
-    return 0.5 * float(np.abs(table(real) - table(synthetic)).sum())
+    return 0.5 * float(np.abs(marginal_shares(real, shape, columns) - marginal_shares(synthetic, shape, columns)).sum())
 
 
 def tv_matrix(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:

@@ -99,39 +99,39 @@ def synthetic_bars(names: Sequence[str], categories: Sequence[Sequence[object]],
     return data_uri(fig)
 
 
-def tv_heatmap(names: Sequence[str], tv: np.ndarray) -> str:
-    """The total variation distances: 1-way on the diagonal, 2-way off it."""
+def _pair_heatmap(names: Sequence[str], values: np.ndarray, *, cmap: str, vmin: float, vmax: float, fmt: str,
+                  label: str, title: str, diagonal: bool) -> str:
+    """A columns x columns heatmap, each cell annotated (up to 16 columns; the diagonal only if
+    ``diagonal``)."""
     plt = _pyplot()
     k = len(names)
     fig, ax = plt.subplots(figsize=(1.2 + 0.45 * k, 1.0 + 0.45 * k))
-    im = ax.imshow(tv, cmap="Reds", vmin=0, vmax=max(0.1, float(tv.max())))
+    im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks(range(k), names, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(k), names, fontsize=7)
     if k <= 16:
         for i, j in itertools.product(range(k), range(k)):
-            ax.text(j, i, f"{tv[i, j]:.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(im, ax=ax, shrink=0.8, label="total variation distance")
-    ax.set_title("real vs synthetic marginals (diagonal: 1-way)", fontsize=9)
+            if diagonal or i != j:
+                ax.text(j, i, format(values[i, j], fmt), ha="center", va="center", fontsize=6)
+    fig.colorbar(im, ax=ax, shrink=0.8, label=label)
+    ax.set_title(title, fontsize=9)
     return data_uri(fig)
+
+
+def tv_heatmap(names: Sequence[str], tv: np.ndarray) -> str:
+    """The total variation distances: 1-way on the diagonal, 2-way off it."""
+    return _pair_heatmap(names, tv, cmap="Reds", vmin=0, vmax=max(0.1, float(tv.max())), fmt=".2f",
+                         label="total variation distance", title="real vs synthetic marginals (diagonal: 1-way)",
+                         diagonal=True)
 
 
 def association_heatmap(names: Sequence[str], diff: np.ndarray) -> str:
     """Cramér's V, synthetic minus real, for every pair of columns (blue: weaker in the
     synthetic data, red: stronger)."""
-    plt = _pyplot()
-    k = len(names)
     bound = max(0.05, float(np.abs(diff).max()))
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * k, 1.0 + 0.45 * k))
-    im = ax.imshow(diff, cmap="RdBu_r", vmin=-bound, vmax=bound)
-    ax.set_xticks(range(k), names, rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(k), names, fontsize=7)
-    if k <= 16:
-        for i, j in itertools.product(range(k), range(k)):
-            if i != j:
-                ax.text(j, i, f"{diff[i, j]:+.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(im, ax=ax, shrink=0.8, label="Cramér's V: synthetic - real")
-    ax.set_title("strength of each pair's association, synthetic minus real", fontsize=9)
-    return data_uri(fig)
+    return _pair_heatmap(names, diff, cmap="RdBu_r", vmin=-bound, vmax=bound, fmt="+.2f",
+                         label="Cramér's V: synthetic - real",
+                         title="strength of each pair's association, synthetic minus real", diagonal=False)
 
 
 def forest_figure(names: Sequence[str], synthetic: np.ndarray, synthetic_ci: np.ndarray,

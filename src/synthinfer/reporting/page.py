@@ -113,11 +113,11 @@ def report(release: Any, private_data: pd.DataFrame | None = None, *, formula: s
         syn_codes = [encode(d, finite) for d in datasets]
         if private_data is not None:
             real_codes = encode(private_data, finite)
-        shares = [np.stack([np.bincount(c[:, j], minlength=finite.shape[j]) / max(len(c), 1) for c in syn_codes])
-                  for j in range(len(finite.names))]
-        real_shares = None if real_codes is None else [
-            np.bincount(real_codes[:, j], minlength=finite.shape[j]) / max(len(real_codes), 1)
-            for j in range(len(finite.names))]
+        from synthinfer.reporting.fidelity import marginal_shares
+
+        axes = range(len(finite.names))
+        shares = [np.stack([marginal_shares(c, finite.shape, (j,)) for c in syn_codes]) for j in axes]
+        real_shares = None if real_codes is None else [marginal_shares(real_codes, finite.shape, (j,)) for j in axes]
         ctx["bars_figure"] = figures.synthetic_bars(finite.names, [finite[c].categories for c in finite.names],
                                                     shares, real_shares)
     if private_data is not None:

@@ -397,3 +397,134 @@ def test_coarse_marginals_need_the_interaction_prior_and_noise_awareness(kwargs,
     with pytest.raises(ParameterError, match=match):
         gen.fit(df, domain)
     assert not hasattr(gen, "ledger_")
+
+
+# -- linear coarse interactions (a slope per group of a numeric coarse column) ---------------
+AGE_YEARS = np.array([20.0, 30.0, 40.0, 50.0, 60.0, 70.0])  # each age code's number
+
+
+def test_coarse_slopes_weights_follow_the_groups_centre_and_the_reference():
+    from synthinfer.napsu.interactions import coarse_slopes, coarse_ties
+
+    q = CanonicalQueries(AGE, [("age", "race"), ("age", "inc")], reference={"age": 0})
+    versions = [(("age", "race"), {"age": BY_HALVES}), (("age", "inc"), {})]
+    slopes = coarse_slopes(q, versions, {"age": AGE_YEARS})
+    ties, zero = coarse_ties(q, versions)
+    info = _scopes(q)
+    # every coarse group (tied or fixed at zero) of (age, race) has one slope; (age, inc) is fine
+    assert len(slopes) == 4  # 2 age groups x race 1, 2
+    for members, weights in slopes:
+        assert {info[j][1] for j in members} == {("age", "race")}
+        ages = [info[j][2][info[j][1].index("age")] for j in members]
+        if set(members) <= set(zero):  # the reference's group {0, 1, 2}: anchored at age 0, h = 10
+            assert dict(zip(ages, weights)) == {1: 1.0, 2: 2.0}
+        else:  # {3, 4, 5}: centre 60, half-width 10
+            assert any(set(members) == set(g) for g in ties)
+            assert dict(zip(ages, weights)) == {3: -1.0, 4: 0.0, 5: 1.0}
+    # a categorical column (no scores) keeps constant groups; a fine marginal over the scope: none
+    assert coarse_slopes(q, versions, {}) == []
+    assert coarse_slopes(q, [(("age", "race"), {"age": BY_HALVES}), (("age", "race", "inc"), {})],
+                         {"age": AGE_YEARS}) == []
+
+
+def test_features_with_slopes_match_brute_force_and_are_linear_within_groups():
+    from synthinfer.napsu.interactions import coarse_slopes, coarse_ties
+
+    q = CanonicalQueries(AGE, [("age", "race"), ("age", "inc")], reference={"age": 0, "race": 0})
+    versions = [(("age", "race"), {"age": BY_HALVES}), (("age", "inc"), {})]
+    ties, zero = coarse_ties(q, versions)
+    slopes = coarse_slopes(q, versions, {"age": AGE_YEARS})
+    f = InteractionFeatures(q, ties, zero, slopes)
+    assert f.dimension == q.dimension - sum(len(g) - 1 for g in ties) - len(zero) + len(slopes)
+    assert "4 slopes" in repr(f)
+    phi = np.random.default_rng(3).normal(size=f.dimension)
+    # brute force from the definition: lambda_(age, race)(a, r) = phi_g(a, r) + psi_g(a, r) (x_a - anchor) / h
+    info = _scopes(q)
+    lam = np.zeros(q.dimension)
+    untied = [j for j in range(q.dimension) if j not in zero and not any(j in g for g in ties)]
+    params = iter(phi)
+    heads = sorted([(j, [j]) for j in untied] + [(g[0], g) for g in ties])
+    for _, group in heads:
+        lam[group] = next(params)
+    for members, weights in slopes:
+        lam[members] += next(params) * np.asarray(weights)
+    np.testing.assert_allclose(f.expansion @ phi, lam, atol=1e-12)
+    grid = all_cells(q.domain)
+    log_p = np.zeros(len(grid))
+    for j, (_, scope, vals) in enumerate(info):
+        idx = [q.domain.index(c) for c in scope]
+        log_p += lam[j] * np.all(grid[:, idx] == np.array(vals), axis=1)
+    p = np.exp(log_p - logsumexp(log_p))
+    net = MarkovNetwork(f)
+    assert float(net.log_partition(jnp.asarray(phi))) == pytest.approx(logsumexp(log_p), rel=1e-12)
+    table = np.asarray(net.query_marginals(jnp.asarray(phi))[0]).reshape(6, 3)
+    joint = p.reshape(6, 3, 2)
+    np.testing.assert_allclose(table, joint.sum(axis=2), rtol=1e-10)
+    theta = f.to_canonical() @ phi  # the canonical parameters of the same distribution
+    np.testing.assert_allclose(brute_force(q, theta)[3], p, atol=1e-12)
+    # log p(race = r | age) - log p(race = 0 | age) is linear in age inside each group, not across
+    table = joint.sum(axis=2)
+    logit = np.log(table[:, 1:] / table[:, :1])
+    np.testing.assert_allclose(logit[0] - 2 * logit[1] + logit[2], 0.0, atol=1e-10)
+    np.testing.assert_allclose(logit[3] - 2 * logit[4] + logit[5], 0.0, atol=1e-10)
+    assert np.abs(logit[1] - 2 * logit[2] + logit[3]).max() > 1e-3
+    # summarise: a slope is never one-sided, and its sd weighs its members' noise
+    counts, sd = f.summarise(np.full(q.dimension, 5.0), np.full(q.dimension, 2.0))
+    assert np.isinf(counts[-len(slopes):]).all() and np.isfinite(counts[:-len(slopes)]).all()
+    np.testing.assert_allclose(sd[-len(slopes):], [2.0 * np.sqrt(np.sum(np.square(w))) for _, w in slopes])
+    with pytest.raises(ParameterError, match="share their marginal"):
+        InteractionFeatures(q, ties, zero, [([untied[0], slopes[0][0][0]], [1.0, 1.0])])
+    with pytest.raises(ParameterError, match="finite"):
+        InteractionFeatures(q, ties, zero, [(slopes[0][0], [np.nan] * len(slopes[0][0]))])
+
+
+def _numeric_age_table(n: int = 4000, seed: int = 0) -> tuple[pd.DataFrame, Domain]:
+    from synthinfer.data import Binning, Column
+
+    rng = np.random.default_rng(seed)
+    age = rng.integers(0, 6, n)
+    race = rng.choice(3, n, p=[0.6, 0.3, 0.1])
+    inc = (rng.random(n) < 0.1 + 0.12 * age).astype(int)
+    labels = np.array(["young", "old"])
+    b = Binning(tuple(float(e) for e in range(15, 76, 10)))  # six bins of ten years: midpoints 20 .. 70
+    group = Column("age_group", ("young", "old"), derived_from="age",
+                   derive=tuple((lab, g) for lab, g in zip(b.labels(), labels[BY_HALVES])))
+    domain = Domain([Column("age", tuple(b.labels()), binning=b), group, Column("race", (0, 1, 2)),
+                     Column("inc", (0, 1))])
+    df = pd.DataFrame({"age": np.array(b.labels())[age], "age_group": labels[BY_HALVES[age]], "race": race,
+                       "inc": inc})
+    return df, domain
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_napsu_mq_linear_coarse_interactions_fit_summarise_and_round_trip(tmp_path):
+    df, domain = _numeric_age_table()
+    gen = NapsuMQ([("age_group", "inc"), ("age_group", "race")], epsilon=2.0, inference="laplace", seed=1,
+                  n_chains=1, num_samples=20, coarse_interactions="linear").fit(df, domain)
+    ties = gen.diagnostics_["ties"]
+    assert ties["coarse_slopes"] == len(gen.queries_.slopes) == 2 * (1 + 2)  # 2 groups x (inc 1; race 1, 2)
+    assert "slopes of numeric coarse columns" in gen.summary()
+    assert gen.get_params()["coarse_interactions"] == "linear"
+    # inc's log-odds are linear in age inside each group, for every draw
+    for theta in gen.draws_[0, :3]:
+        table = np.asarray(gen.network_.query_marginals(jnp.asarray(theta))[0]).reshape(6, 2)  # (age, inc)
+        logit = np.log(table[:, 1] / table[:, 0])
+        np.testing.assert_allclose([logit[0] - 2 * logit[1] + logit[2], logit[3] - 2 * logit[4] + logit[5]], 0.0,
+                                   atol=1e-9)
+    gen.save(tmp_path / "g.napsu")
+    back = NapsuMQ.load(tmp_path / "g.napsu")
+    assert back.queries_.slopes == gen.queries_.slopes and back.coarse_interactions == "linear"
+    pd.testing.assert_frame_equal(back.generate(1, 50, seed=1)[0], gen.generate(1, 50, seed=1)[0])
+    with pytest.raises(ParameterError, match="coarse_interactions"):
+        NapsuMQ([("age_group", "inc")], epsilon=1.0, coarse_interactions="cubic").fit(df, domain)
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_nuts_samples_a_coarse_model_without_aim():
+    """The NUTS program's shapes take the canonical queries' noisy counts, not one per parameter."""
+    df, domain = _numeric_age_table(1500)
+    gen = NapsuMQ([("age_group", "inc"), ("age_group", "race")], epsilon=2.0, inference="nuts", seed=2,
+                  n_chains=1, num_warmup=30, num_samples=30, coarse_interactions="linear").fit(df, domain)
+    assert gen.draws_.shape == (1, 30, gen.network_.dimension)
+    assert gen.network_.dimension < gen.queries_.canonical.dimension + len(gen.queries_.slopes)
+    assert np.isfinite(gen.draws_).all()

@@ -42,6 +42,7 @@ from synthinfer.data.private_bins import (
 )
 from synthinfer.errors import (
     ArgumentTypeError,
+    DomainError,
     OutOfDomainError,
     ParameterError,
     SynthinferWarning,
@@ -135,6 +136,15 @@ class NapsuMQ(Generator):
         noisy counts, so no privacy cost). The posterior then has far fewer near-empty
         directions, and NUTS far less to do at the scale of real tables. Needs the interaction
         prior.
+    coarse_interactions : ``"constant"`` (default) or ``"linear"``: how the interactions of a
+        column that a marginal names through a many-to-one derived column (an age group of
+        one-year ages) vary inside a group. ``"constant"``: one parameter per group
+        (:func:`synthinfer.napsu.interactions.coarse_ties`). ``"linear"``: for a source column
+        with numeric bins, also a slope per group in the bins' midpoints
+        (:func:`synthinfer.napsu.interactions.coarse_slopes`), so the synthetic data keep how
+        an outcome changes with the number inside each group (a slope fitted on them is not
+        flattened); a categorical source stays constant. Post-processing of the same
+        measurements; it only shapes the model.
     interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
         interactions (reference-coded, order two or more) instead of on the canonical
         parameters (default 1, :data:`synthinfer.napsu.likelihood.INTERACTION_SD`;
@@ -203,6 +213,7 @@ class NapsuMQ(Generator):
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
         tie_below: float | None = None,
+        coarse_interactions: Literal["constant", "linear"] = "constant",
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
@@ -227,6 +238,7 @@ class NapsuMQ(Generator):
         self.cell_prior = cell_prior
         self.interaction_sd = interaction_sd
         self.tie_below = tie_below
+        self.coarse_interactions = coarse_interactions
         self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
@@ -257,6 +269,7 @@ class NapsuMQ(Generator):
             "cell_prior": self.cell_prior,
             "interaction_sd": self.interaction_sd,
             "tie_below": self.tie_below,
+            "coarse_interactions": self.coarse_interactions,
             "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
@@ -309,6 +322,8 @@ class NapsuMQ(Generator):
                 raise ParameterError("tie_below ties interactions: it needs the interaction prior (interaction_sd)")
             if not backend.noise_aware:
                 raise ParameterError(f"tie_below applies to noise-aware inference, not inference={self.inference!r}")
+        if self.coarse_interactions not in ("constant", "linear"):
+            raise ParameterError(f"coarse_interactions must be 'constant' or 'linear', got {self.coarse_interactions!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
@@ -527,7 +542,7 @@ class NapsuMQ(Generator):
         if any(maps for _, maps in coarse) or (self.tie_below is not None and selected):
             versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
             network, tie_counts = self._tied_network(network, marginals, reference, fixed, selected, noisy, sigma,
-                                                     versions)
+                                                     versions, full_domain)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -556,18 +571,24 @@ class NapsuMQ(Generator):
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
 
-    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions):
+    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions, full_domain):
         """The network with interactions tied: those of columns the marginals name coarsely
-        (derived columns; :func:`synthinfer.napsu.interactions.coarse_ties`, public), then, with
-        ``tie_below``, the selected marginals' near-empty ones
-        (:func:`synthinfer.napsu.interactions.near_empty_ties`), chosen from the noisy counts:
-        each canonical cell's (AIM: its measurements' inverse-variance combination). Returns the
-        network and the counts of both kinds of tie."""
-        from synthinfer.napsu.interactions import coarse_ties, near_empty_ties
+        (derived columns; :func:`synthinfer.napsu.interactions.coarse_ties`, public; with
+        ``coarse_interactions="linear"`` also their slopes in numeric columns,
+        :func:`synthinfer.napsu.interactions.coarse_slopes`), then, with ``tie_below``, the
+        selected marginals' near-empty ones (:func:`synthinfer.napsu.interactions.near_empty_ties`),
+        chosen from the noisy counts: each canonical cell's (AIM: its measurements'
+        inverse-variance combination). Returns the network and the counts of each kind."""
+        from synthinfer.napsu.interactions import coarse_slopes, coarse_ties, near_empty_ties
         from synthinfer.napsu.structured import canonical_summary
 
         q = network.queries
         ties, zero = coarse_ties(q, versions)
+        slopes: list = []
+        if self.coarse_interactions == "linear":
+            coarse_columns = {c for _, maps in versions for c in maps}
+            scores = {c: full_domain.midpoints(c) for c in coarse_columns if _has_midpoints(full_domain, c)}
+            slopes = coarse_slopes(q, versions, scores)
         near: list[list[int]] = []
         if self.tie_below is not None and selected:
             if self.measurements_ is not None:
@@ -578,10 +599,10 @@ class NapsuMQ(Generator):
             near = near_empty_ties(q, s, sd, below=float(self.tie_below), keep=[m.columns for m in fixed],
                                    exclude=[j for g in ties for j in g] + zero)
         counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
-                  "coarse_zero": len(zero), "near_empty_ties": len(near),
+                  "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_ties": len(near),
                   "near_empty_interactions": sum(len(g) for g in near)}
         ties = ties + near
-        return (network_for(network.queries.domain, marginals, reference, ties, zero) if ties or zero
+        return (network_for(network.queries.domain, marginals, reference, ties, zero, slopes) if ties or zero or slopes
                 else network), counts
 
     def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]]) -> None:
@@ -812,6 +833,8 @@ class NapsuMQ(Generator):
         if t.get("coarse_ties") or t.get("coarse_zero"):
             parts.append(f"{t['coarse_interactions']} interactions of coarse columns tied in {t['coarse_ties']} groups"
                          f" and {t['coarse_zero']} fixed at 0 (their group holds the reference)")
+        if t.get("coarse_slopes"):
+            parts.append(f"{t['coarse_slopes']} slopes of numeric coarse columns (linear within their groups)")
         if t.get("tie_below") is not None:
             near, groups = t.get("near_empty_interactions", t["tied_interactions"]), t.get("near_empty_ties", t["ties"])
             parts.append(f"{near} near-empty interactions (below {t['tie_below']:g} noise sd) tied in {groups} groups")
@@ -937,6 +960,15 @@ def _coarse_versions(marginals, domain: Domain) -> list[tuple[tuple[str, ...], d
                                                                      return_inverse=True)[1].ravel()
         out.append((domain.source_columns(m.columns), maps))
     return out
+
+
+def _has_midpoints(domain: Domain, column: str) -> bool:
+    """Whether ``column`` has numeric bins (:meth:`synthinfer.data.Domain.midpoints`)."""
+    try:
+        domain.midpoints(column)
+    except DomainError:
+        return False
+    return True
 
 
 def _source_columns(spec: Any, domain: Domain) -> Any:

@@ -30,6 +30,16 @@ its source, e.g. an age group of fine age bins) is measured on the source's cell
 :func:`coarse_ties` ties its interactions with that column by the map's groups wherever no
 marginal names the source itself, so one model holds fine age in ``(age, income)`` and age
 groups in ``(age_group, race)`` with few parameters for the latter.
+
+**Linear coarse interactions.** Constant within a group, a coarse interaction of a numeric
+column flattens the relation inside each group (an age group's log-odds of income cannot rise
+with age), and a slope fitted to the synthetic data comes out attenuated. :func:`coarse_slopes`
+adds one parameter per coarse group and numeric coarse column, the group's slope in the
+column's value: ``lambda_D(v) = phi_g + psi_g (x(v_c) - a_g) / h_g`` (``a_g`` the group's centre,
+``h_g`` its half-width; the reference's group has no ``phi`` and ``a_g = x(x*_c)``), i.e. the
+weighted feature ``sum_v (x(v_c) - a_g) / h_g 1[x_D = v]``. The log-linear model stays
+exponential-family on the fine domain, piecewise linear in the number across groups, with two
+parameters per group instead of one per fine value.
 """
 
 from __future__ import annotations
@@ -58,6 +68,11 @@ class InteractionFeatures:
     zero : iterable of canonical query indices
         Interactions fixed at zero (no parameter; order two or more, in no tie): a coarse
         column's group that holds its reference category (:func:`coarse_ties`).
+    slopes : iterable of ``(members, weights)``
+        Weighted parameters (:func:`coarse_slopes`): each sets ``lambda_j += psi w_j`` for its
+        members ``j`` (canonical query indices sharing a host marginal and scope of two or more
+        columns; they may also be tied or fixed at zero), with finite weights ``w_j``. They come
+        after the other parameters.
 
     Attributes
     ----------
@@ -71,11 +86,16 @@ class InteractionFeatures:
     query_marginal : ndarray of int64
         Each parameter's host marginal (an index into ``queryset``).
     cells : tuple of int64 arrays
-        Each parameter's cells of its host marginal (flat, row-major): those with ``x_D`` in its
-        values.
+        Each parameter's cells of its host marginal (flat, row-major, ascending): those with
+        ``x_D`` in its values.
+    cell_weights : tuple of float64 arrays
+        The feature's value on each of ``cells``: 1, or a slope's weight of the cell's member.
+    slopes : tuple of ``(members, weights)``
+        As given (members and weights as tuples).
     """
 
-    def __init__(self, queries: CanonicalQueries, ties: Iterable[Sequence[int]] = (), zero: Iterable[int] = ()) -> None:
+    def __init__(self, queries: CanonicalQueries, ties: Iterable[Sequence[int]] = (), zero: Iterable[int] = (),
+                 slopes: Iterable[tuple[Sequence[int], Sequence[float]]] = ()) -> None:
         self.canonical = queries
         d = queries.dimension
         support, values = _supports(queries)
@@ -107,30 +127,55 @@ class InteractionFeatures:
             if order[first] < 2:
                 raise ParameterError(f"tie {list(g)}: main effects (1-way scopes) are never tied")
             group_of[list(g)] = first
+        self.slopes = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in slopes)
+        for mem, wts in self.slopes:
+            if not mem or len(mem) != len(wts) or len(set(mem)) != len(mem):
+                raise ParameterError(f"a slope needs distinct members and one weight each, got {list(mem)}, {list(wts)}")
+            if not all(0 <= j < d for j in mem):
+                raise ParameterError(f"slope members {list(mem)} are not all canonical query indices in [0, {d})")
+            if not np.all(np.isfinite(wts)):
+                raise ParameterError(f"slope weights must be finite, got {list(wts)}")
+            if any(queries.query_marginal[j] != queries.query_marginal[mem[0]] or support[j] != support[mem[0]]
+                   for j in mem) or order[mem[0]] < 2:
+                raise ParameterError(f"slope members {list(mem)} must share their marginal and a scope of two or more columns")
         firsts = np.unique(group_of[group_of >= 0])  # each parameter at its first member's position
-        self.members = tuple(np.flatnonzero(group_of == f) for f in firsts)
-        self.order = order[firsts]
-        self.query_marginal = queries.query_marginal[firsts]
-        cells = []
+        members = [np.flatnonzero(group_of == f) for f in firsts]
+        weights = [np.ones(len(m)) for m in members]
+        for mem, wts in self.slopes:
+            members.append(np.asarray(mem, dtype=np.int64))
+            weights.append(np.asarray(wts, dtype=np.float64))
+        self.members = tuple(members)
+        self._member_weights = tuple(weights)
+        heads = np.array([int(m[0]) for m in members], dtype=np.int64)
+        self.order = order[heads] if heads.size else np.zeros(0, dtype=np.int64)
+        self.query_marginal = queries.query_marginal[heads] if heads.size else np.zeros(0, dtype=np.int64)
+        cells, cell_weights = [], []
         grids: dict[int, np.ndarray] = {}  # each host marginal's cells as value tuples, made once
-        for f, mem in zip(firsts, self.members):
-            i = int(queries.query_marginal[f])
+        for head, mem, wts in zip(heads, members, weights):
+            i = int(queries.query_marginal[head])
             m = queries.marginals[i]
             if i not in grids:
                 shape = m.shape(queries.domain)
                 grids[i] = np.indices(shape).reshape(len(shape), -1)
             grid = grids[i]
-            axes = [m.columns.index(c) for c in support[f]]
+            axes = [m.columns.index(c) for c in support[head]]
+            value = np.zeros(grid.shape[1])  # members' cells are disjoint (distinct values of one scope)
             hit = np.zeros(grid.shape[1], dtype=bool)
-            for j in mem:
-                hit |= np.all(grid[axes] == np.asarray(values[j])[:, None], axis=0)
+            for j, w in zip(mem, wts):
+                at = np.all(grid[axes] == np.asarray(values[j])[:, None], axis=0)
+                hit |= at
+                value[at] = w
             cells.append(np.flatnonzero(hit))
+            cell_weights.append(value[cells[-1]])
         self.cells = tuple(cells)
+        self.cell_weights = tuple(cell_weights)
         self.dimension = len(self.members)
         rows = np.concatenate(self.members) if self.members else np.zeros(0, dtype=np.int64)
         cols = np.repeat(np.arange(self.dimension), [len(m) for m in self.members])
-        #: ``lambda = E phi`` (canonical interactions x parameters, 0/1)
-        self.expansion = sparse.csr_array((np.ones(rows.size), (rows, cols)), shape=(d, self.dimension))
+        vals = np.concatenate(weights) if weights else np.zeros(0)
+        #: ``lambda = E phi`` (canonical interactions x parameters; 0/1 but for slopes' weights)
+        self.expansion = sparse.csr_array((vals, (rows, cols)), shape=(d, self.dimension))
+        self._is_slope = np.arange(self.dimension) >= self.dimension - len(self.slopes)
 
     # the canonical queries' public facts, unchanged by the parametrisation
     @property
@@ -173,16 +218,20 @@ class InteractionFeatures:
     def summarise(self, s: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per parameter, the summed noisy count of its members' canonical cells and the sum's
         noise sd (members measured independently): what samplers' diagnostics read per
-        parameter (post-processing)."""
+        parameter (post-processing). A slope's feature is the weighted sum of its members'
+        cells, so its sd is ``sqrt(sum_j w_j^2 sigma_j^2)``; its count is ``+inf``: moving mass
+        inside a group cannot empty the group, so a slope is never one-sided
+        (:func:`synthinfer.napsu.reparam.one_sided_cells`)."""
         s = np.asarray(s, dtype=np.float64)
         var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, s.shape)
-        return (np.array([s[m].sum() for m in self.members]),
-                np.sqrt(np.array([var[m].sum() for m in self.members])))
+        counts = np.array([np.inf if slope else s[m].sum() for m, slope in zip(self.members, self._is_slope)])
+        return counts, np.sqrt(np.array([(w**2 * var[m]).sum() for w, m in zip(self._member_weights, self.members)]))
 
     def __repr__(self) -> str:
         n_tied = sum(len(g) for g in self.ties)
         return (f"InteractionFeatures({self.dimension} parameters: {self.canonical.dimension} interactions, "
-                f"{n_tied} of them in {len(self.ties)} ties, {len(self.zero)} fixed at zero)")
+                f"{n_tied} of them in {len(self.ties)} ties, {len(self.zero)} fixed at zero, "
+                f"{len(self.slopes)} slopes)")
 
 
 def _supports(queries: CanonicalQueries) -> tuple[list[tuple[str, ...]], list[tuple[int, ...]]]:
@@ -245,6 +294,54 @@ def coarse_ties(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str
         elif coarse:
             groups.setdefault((int(queries.query_marginal[j]), scope, tuple(key)), []).append(j)
     return [g for g in groups.values() if len(g) >= 2], zero
+
+
+def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str], Mapping[str, np.ndarray]]],
+                  scores: Mapping[str, np.ndarray]) -> list[tuple[list[int], list[float]]]:
+    """Slopes that make the coarse interactions of numeric columns linear within each group.
+
+    ``versions`` as for :func:`coarse_ties`; ``scores[c]`` is the number of each category of
+    column ``c`` (e.g. its bins' midpoints). For every group of interactions that
+    :func:`coarse_ties` ties or fixes at zero, and every coarse column ``c`` of its scope with
+    scores, one slope: members the group's interactions, weight of the member with value
+    ``v_c`` ``(x(v_c) - a) / h``, where ``h`` is half the range of the scores of the group's
+    categories and ``a`` its centre, or the reference category's score in the reference's
+    group (whose constant is fixed at zero: the interaction there is ``psi (x(v_c) - x(x*_c)) / h``,
+    0 at the reference as reference coding needs). With the constant, ``lambda_D(v) = phi_g +
+    psi_g (x(v_c) - a) / h``: the interactions are linear in the number within each group, and
+    ``psi_g`` is the log-odds change from the group's centre to its edge. A group of one
+    category has no slope.
+
+    Returns ``[(members, weights), ...]`` (:class:`InteractionFeatures`' ``slopes``).
+    """
+    versions = [(frozenset(cols), {c: np.asarray(mp) for c, mp in maps.items()}) for cols, maps in versions]
+    scores = {c: np.asarray(x, dtype=np.float64) for c, x in scores.items()}
+    support, values = _supports(queries)
+    slopes: dict[tuple, tuple[list[int], list[float]]] = {}
+    for j, (scope, vals) in enumerate(zip(support, values)):
+        if len(scope) < 2:
+            continue
+        holders = [maps for cols, maps in versions if set(scope) <= cols]
+        if not holders:
+            continue
+        coarse = [c for c in scope if all(c in maps for maps in holders)]
+        if not coarse:
+            continue
+        key = tuple(tuple(int(maps[c][v]) for maps in holders) if c in coarse else v for c, v in zip(scope, vals))
+        for c, v in zip(scope, vals):
+            if c not in coarse or c not in scores:
+                continue
+            groups = np.stack([maps[c] for maps in holders], axis=1)  # each category's group under each map
+            codes = np.flatnonzero(np.all(groups == groups[v], axis=1))
+            x = scores[c][codes]
+            half = (x.max() - x.min()) / 2.0
+            if not half > 0:
+                continue
+            anchor = scores[c][queries.reference[c]] if queries.reference[c] in codes else (x.max() + x.min()) / 2.0
+            members, weights = slopes.setdefault((int(queries.query_marginal[j]), scope, key, c), ([], []))
+            members.append(j)
+            weights.append(float((scores[c][v] - anchor) / half))
+    return list(slopes.values())
 
 
 #: Default threshold of :func:`near_empty_ties`, in noise standard deviations.

@@ -42,6 +42,8 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         # tied interactions (canonical query indices); None: the canonical parametrisation
         "ties": None if gen.queries_ is gen.queries_.canonical else [list(g) for g in gen.queries_.ties],
         "zero": [] if gen.queries_ is gen.queries_.canonical else list(gen.queries_.zero),  # interactions fixed at 0
+        # slopes of coarse numeric columns: (members, weights) each
+        "slopes": [] if gen.queries_ is gen.queries_.canonical else [[list(m), list(w)] for m, w in gen.queries_.slopes],
         "sigma_dp": gen.sigma_dp_,
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
@@ -86,13 +88,14 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("interaction_sd", None)  # likewise: on the canonical parameters
     params.setdefault("required_share", None)  # likewise; it only matters to an AIM fit
     params.setdefault("tie_below", None)  # likewise: no ties
+    params.setdefault("coarse_interactions", "constant")  # likewise: no slopes
     obj = cls(**params)
     obj.release_settings_ = params
     obj.delta_ = params["delta"]  # the release settings hold the delta the fit used
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
     net = network_for(domain.without_derived(), marginals, meta.get("reference"),  # older files: all first categories
-                      meta.get("ties"), meta.get("zero", []))
+                      meta.get("ties"), meta.get("zero", []), meta.get("slopes", []))
     if not np.array_equal(np.asarray(net.queries.canonical.kept), arrays["kept"]):
         raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
     obj.marginals_ = marginals

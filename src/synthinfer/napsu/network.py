@@ -90,7 +90,8 @@ class MarkovNetwork:
     queries : CanonicalQueries or InteractionFeatures
         The parameters' features: the canonical queries (Supplement C), or the interactions
         with some tied (:mod:`synthinfer.napsu.interactions`); each is a set of cells of one
-        marginal (``queries.cells``), and ``theta`` has shape ``(queries.dimension,)``.
+        marginal (``queries.cells``; a slope's cells carry weights, ``queries.cell_weights``),
+        and ``theta`` has shape ``(queries.dimension,)``.
 
     Attributes
     ----------
@@ -129,9 +130,11 @@ class MarkovNetwork:
         # the size of the (cells x d) tables the covariance needs anyway.
         incidence = np.zeros((int(offsets[-1]), d))
         cell_of = [_cell_map(jt.cliques[c], mc, domain.shape) for mc, c in zip(cols, home)]
+        weights = getattr(queries, "cell_weights", None)  # a feature's value on its cells (slopes); else 1
         for j, (i, cells) in enumerate(zip(queries.query_marginal, queries.cells)):
             c = home[i]
-            incidence[offsets[c] + np.flatnonzero(np.isin(cell_of[i], cells)), j] = 1.0
+            at = np.flatnonzero(np.isin(cell_of[i], cells))
+            incidence[offsets[c] + at, j] = 1.0 if weights is None else weights[j][np.searchsorted(cells, cell_of[i][at])]
         self._incidence = incidence
         self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
@@ -484,11 +487,12 @@ _NETWORKS_LOCK = threading.Lock()
 
 
 def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None,
-                ties: Sequence[Sequence[int]] | None = None, zero: Sequence[int] = ()) -> MarkovNetwork:
+                ties: Sequence[Sequence[int]] | None = None, zero: Sequence[int] = (),
+                slopes: Sequence[tuple[Sequence[int], Sequence[float]]] = ()) -> MarkovNetwork:
     """The :class:`MarkovNetwork` of ``marginals`` over ``domain`` with ``reference`` categories
     (codes; missing columns take their first category), shared by every fit of the same model.
     With ``ties`` (groups of canonical query indices) its parameters are the interactions with
-    those tied, and without those in ``zero`` (fixed at zero)
+    those tied, without those in ``zero`` (fixed at zero), and with the weighted ``slopes``
     (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
 
     Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
@@ -498,10 +502,11 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     """
     # key on the completed reference, so {} and an explicit all-first mapping share a network
     zero = tuple(sorted({int(j) for j in zero}))
-    ties = () if ties is None and zero else ties
+    slopes = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in slopes)
+    ties = () if ties is None and (zero or slopes) else ties
     ties = None if ties is None else tuple(tuple(sorted(int(j) for j in g)) for g in ties)
     key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())),
-           ties, zero)
+           ties, zero, slopes)
     with _NETWORKS_LOCK:
         if key in _NETWORKS:
             _NETWORKS.move_to_end(key)
@@ -510,7 +515,7 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     if ties is not None:
         from synthinfer.napsu.interactions import InteractionFeatures
 
-        queries = InteractionFeatures(queries, ties, zero)
+        queries = InteractionFeatures(queries, ties, zero, slopes)
     net = MarkovNetwork(queries)
     with _NETWORKS_LOCK:
         net = _NETWORKS.setdefault(key, net)

@@ -219,7 +219,8 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
 
     def lower():
         # argument shapes and dtypes from the same builders nuts_sample uses, on placeholders
-        m = d if layout is None else sum(len(cells) for _, cells in layout)
+        # the canonical queries' noisy counts (as many as parameters unless some are tied) or AIM's values
+        m = network.queries.canonical.dimension if layout is None else sum(len(cells) for _, cells in layout)
         data = (posterior_args(np.zeros(m), 1.0, 1, 1.0),
                 OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
                 PlateauJumps.none(d).arrays())

@@ -53,7 +53,13 @@ bootstrap`` measures calibration itself: the table is the population, each repea
 real data as n rows with replacement from it (seeded by the repeat, the same rows at every
 epsilon), the fits use that sample, and "truth" is the population's coefficient. Records then
 also carry ``coverage_sample``, the coverage of the sample's own estimate (the default's
-quantity):
+quantity). ``--expected`` reads studies of the fixed design and sets each level's observed
+coverage beside the one a calibrated posterior with the same interval widths would give there
+(:func:`calibrated_fixed_coverage`):
+
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --expected \
+        benchmarks/napsu/results/adult_coverage_aim_analysis_nuts_tied3.json,... \
+        --out benchmarks/napsu/results/adult_coverage_fixed_vs_calibrated.json
 
     PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --table full --marginals aim-analysis \
         --inference nuts --tie-below 3 --num-warmup 400 --num-samples 400 --population bootstrap \
@@ -153,6 +159,8 @@ def main() -> None:
                     help="fixed: the table is the real data and truth its estimate; bootstrap: the table is the "
                          "population, each repeat's real data n rows drawn from it with replacement, truth the "
                          "population's estimate")
+    ap.add_argument("--expected", help="comma-separated studies of the fixed design: observed coverage against "
+                                       "what a calibrated posterior with their widths would give (no fitting)")
     ap.add_argument("--combine", help="comma-separated outputs of earlier runs to merge into --out (no fitting)")
     a = ap.parse_args()
     if a.plugin:
@@ -161,6 +169,9 @@ def main() -> None:
         runpy.run_path(a.plugin)
     if a.combine:
         combine(a.combine.split(","), a.out)
+        return
+    if a.expected:
+        expected(a.expected.split(","), a.out)
         return
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     epsilons = sorted((float(e) for e in a.epsilons.split(",")), reverse=True)  # the weakest privacy samples fastest
@@ -260,6 +271,48 @@ def main() -> None:
             os.replace(tmp, a.out)
             print(f"repeat {r} eps {eps}: fit {t_fit:.0f} s, total {time.time() - t0:.0f} s, "
                   f"R-hat {nd['rhat_max']:.3f}", flush=True)
+
+
+def calibrated_fixed_coverage(width_ratio: np.ndarray, real_variance: np.ndarray) -> np.ndarray:
+    """The coverage of the *fixed* real-data estimate that a calibrated posterior with these
+    intervals gives, per level and coefficient (``width_ratio``: levels x coefficients, as in a
+    record).
+
+    The interval's variance ``T`` holds the real data's sampling variance ``v_real`` and what the
+    DP noise adds, ``v_dp = T - v_real``. With the real data fixed only the second moves the
+    centre: ``q_bar - q_real ~ N(0, T - v_real)``, so the interval ``q_bar +- half_L`` covers
+    ``q_real`` with probability ``2 Phi(half_L / sqrt(T - v_real)) - 1``, above ``L``. ``T`` is
+    read off the 95% half-width (normal quantile; m = 100 gives tens of degrees of freedom).
+    """
+    z = stats.norm.ppf(0.5 + LEVELS / 2)[:, None]
+    half = np.asarray(width_ratio) * z * np.sqrt(real_variance)[None, :]
+    T = (half[-1] / stats.norm.ppf(0.975)) ** 2
+    excess = np.maximum(T - real_variance, 1e-300)
+    return 2 * stats.norm.cdf(half / np.sqrt(excess)[None, :]) - 1
+
+
+def expected(paths: list[str], out: str) -> None:
+    """Observed coverage of the fixed design's studies against :func:`calibrated_fixed_coverage`."""
+    rows = []
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        if doc["settings"].get("population", "fixed") != "fixed":
+            raise SystemExit(f"{path}: not a study of the fixed design")
+        real_v = np.asarray(doc["real"]["variance"])
+        for eps in sorted({r["epsilon"] for r in doc["records"]}, reverse=True):
+            rs = [r for r in doc["records"] if r["epsilon"] == eps]
+            observed = np.nanmean([r["coverage"] for r in rs], axis=(0, 2))
+            calibrated = np.nanmean([calibrated_fixed_coverage(r["width_ratio"], real_v) for r in rs], axis=(0, 2))
+            rows.append({"study": Path(path).name, "epsilon": eps, "repeats": len(rs),
+                         "inference": doc["settings"]["inference"], "tie_below": doc["settings"].get("tie_below"),
+                         "observed_by_level": observed.tolist(), "calibrated_by_level": calibrated.tolist()})
+            i50, i95 = list(LEVELS).index(0.5), list(LEVELS).index(0.95)
+            print(f"{Path(path).name:58s} eps {eps}: 50% {observed[i50]:.3f} (calibrated {calibrated[i50]:.3f})  "
+                  f"95% {observed[i95]:.3f} ({calibrated[i95]:.3f})")
+    payload = {"levels": LEVELS.tolist(), "rows": rows,
+               "command": " ".join(["python", "benchmarks/napsu/adult_coverage.py", "--expected", ",".join(paths),
+                                    "--out", out])}
+    Path(out).write_text(json.dumps(payload, indent=1))
 
 
 def combine(paths: list[str], out: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from models_oracle import all_cells, brute_force
@@ -90,12 +92,18 @@ def test_equals_dense_likelihood_on_the_canonical_queries(model):
 
 # ---- any measurements: brute force over the 432 cells ----------------------------------------
 def _indicators(layout) -> np.ndarray:
-    """0/1 matrix (measured values x domain cells): which cells each measured value counts."""
+    """0/1 matrix (measured values x domain cells): which cells each measured value counts (a
+    grouped entry's value: every cell of its group)."""
     grid = all_cells(DOM)
     rows = []
-    for cols, cells in layout:
+    for entry in layout:
+        cols, cells = entry[0], entry[1]
+        groups = entry[2] if len(entry) == 3 else range(len(cells))
         sub = np.ravel_multi_index(tuple(grid[:, c] for c in cols), [DOM.shape[c] for c in cols])
-        rows.extend(sub == c for c in cells)
+        value = [np.zeros(len(grid), dtype=bool) for _ in range(max(groups) + 1)]
+        for cell, g in zip(cells, groups):
+            value[g] |= sub == cell
+        rows.extend(value)
     return np.array(rows, dtype=float)
 
 
@@ -152,6 +160,59 @@ def test_equals_brute_force_for_any_measurements(model):
         _close(structured, dense, (theta, y, var, np.float64(n)))
 
 
+def _grouped(layout, rng):
+    """The layout with coarse versions of its measurements added: each marginal's cells (some
+    left out) summed in random groups of one to four, and the first marginal's first column
+    coarsened, as a derived group column would (its categories in two groups)."""
+    out = list(layout)
+    for cols, cells in layout:
+        keep = [c for c in cells if rng.random() < 0.85] or list(cells[:1])
+        groups = np.sort(rng.integers(0, max(1, len(keep) // 2), len(keep)))
+        groups = np.unique(groups, return_inverse=True)[1]
+        out.append((cols, tuple(keep), tuple(int(g) for g in groups)))
+    cols = layout[0][0]
+    shape = [DOM.shape[c] for c in cols]
+    coarse = np.arange(shape[0]) % 2  # the first column's categories in two groups
+    cells = np.arange(math.prod(shape))
+    first = np.unravel_index(cells, shape)[0]
+    rest = np.ravel_multi_index(np.unravel_index(cells, shape)[1:], shape[1:]) if len(shape) > 1 else 0 * cells
+    out.append((cols, tuple(int(c) for c in cells), tuple(int(g) for g in coarse[first] * (cells.size // shape[0]) + rest)))
+    return tuple(out)
+
+
+def test_equals_brute_force_for_grouped_measurements(model):
+    """Values that sum groups of a scope's cells (coarse tables on fine scopes) beside cell values."""
+    _, q, net = model
+    rng = np.random.default_rng(11)
+    layout = _grouped(canonical_layout(q), rng)
+    assert any(len(e) == 3 for e in layout)
+    tree = plan(net, layout)
+    assert tree.size == _indicators(layout).shape[0]
+    structured = _compile(lambda t, y, var, n: structured_log_likelihood(t, y, var, n, tree))
+    dense = _compile(_brute_force_likelihood(q, layout))
+    var = rng.uniform(1.0, 30.0, tree.size)
+    n = 3000.0
+    for theta in _thetas(q, 12):
+        mu = _indicators(layout) @ brute_force(q, theta)[3]
+        y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * mu + var)
+        _close(structured, dense, (theta, y, var, np.float64(n)))
+
+
+def test_grouped_layout_validation():
+    q = CanonicalQueries(DOM, SHAPES["chain"])
+    net = MarkovNetwork(q)
+    with pytest.raises(ParameterError, match="every group"):
+        plan(net, (((0, 1), (0, 1, 2), (0, 2, 2)),))  # group 1 unused
+    # singleton groups in order are plain cell values; one-cell groups measure a canonical cell directly
+    from synthinfer.napsu.structured import canonical_information
+
+    cells = canonical_layout(q)[0]
+    plain = canonical_information(q, (cells,))
+    assert np.array_equal(canonical_information(q, ((*cells, tuple(range(len(cells[1])))),)), plain)
+    merged = canonical_information(q, ((*cells, (0,) * len(cells[1])),))
+    assert merged.shape == (q.dimension, 1) and not merged.any()
+
+
 #: a triangulated clique {a, b, c} without a measurement of its whole scope, and a child clique
 #: {c, d} whose separator (c) nests in a block of it
 ELIMINATION_SHAPES = {**{k: SHAPES[k] for k in ("cycle", "triangle")},
@@ -159,7 +220,7 @@ ELIMINATION_SHAPES = {**{k: SHAPES[k] for k in ("cycle", "triangle")},
 
 
 @pytest.mark.parametrize("shape", list(ELIMINATION_SHAPES))
-@pytest.mark.parametrize("measured", ["canonical", "measurements"])
+@pytest.mark.parametrize("measured", ["canonical", "measurements", "grouped"])
 def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatch):
     """Projected cliques with one block eliminated first (Woodbury on its diagonal plus the
     low rank of its separator and nested parts, then the Schur complement of the others): the
@@ -170,19 +231,22 @@ def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatc
     q = CanonicalQueries(DOM, ELIMINATION_SHAPES[shape])
     rng = np.random.default_rng(11)
     meas = _measurements(q, rng)
-    n_blocks = max(len(cq.blocks) for cq in plan(MarkovNetwork(q), canonical_layout(q)).cliques
-                   if cq.gram_index is not None)
+    if measured == "canonical":
+        layout = canonical_layout(q)
+    else:
+        layout = measurement_layout(meas, DOM)
+        layout = _grouped(layout, rng) if measured == "grouped" else layout
+    n_blocks = max(len(cq.blocks) for cq in plan(MarkovNetwork(q), layout).cliques if cq.gram_index is not None)
     nested_seen = False
     for pick in range(n_blocks):
         monkeypatch.setattr(structured, "_eliminated_block", lambda cands, pick=pick: pick if pick in cands else None)
         net = MarkovNetwork(q)  # a new network: a new plan
         if measured == "canonical":
-            layout = canonical_layout(q)
             var = np.float64(9.0)
             reference = _compile(lambda t, s, v, n, net=net: log_likelihood(t, s, jnp.sqrt(v), n, net.mean_and_cov))
         else:
-            layout = measurement_layout(meas, DOM)
             var = np.concatenate([np.full(m.cells.size, m.variance) for m in meas])
+            var = np.concatenate([var, np.full(_indicators(layout).shape[0] - var.size, 5.0)])
             reference = _compile(_brute_force_likelihood(q, layout))
         tree = plan(net, layout)
         eliminating = [cq for cq in tree.cliques if cq.active and cq.eliminated is not None]

@@ -52,6 +52,12 @@ solves (Woodbury). Cost per clique ``O(K_C (t + r)^2 + (t + r)^3)``, against ``O
 dense form: a clique measured in full (the usual case: a 2-way marginal is its own clique) costs
 only its separators' and sub-marginals' cells squared, not ``K_C^2``.
 
+Grouped values: a value may count a group of its scope's cells (a coarse table measured on a
+fine scope: age groups x income where the model holds one-year ages). Such a measurement is a
+block of its own at its clique, whose ``G`` column of each value is the indicator of its group
+(``R_M`` above with one row per group): the same algebra, with that block never holding
+another's information (its values are not cells of a sub-scope).
+
 Numerics: every quantity is a probability, a conditional probability or a count, and
 ``B``'s entries are bounded by ``n``; no ``1/p`` appears, so near-empty cells are harmless.
 """
@@ -82,9 +88,29 @@ MIN_ELIMINATED_BLOCK = 32
 #: factorisation is ``k x k``; past half the block it saves little).
 MAX_ELIMINATED_RANK_SHARE = 0.5
 
-#: The measured cells, in the order of the observation vector ``y``: one ``(columns, cells)``
-#: pair per measurement (domain column indices in the marginal's order; flat C-order cells).
-Layout = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+#: The measured values, in the order of the observation vector ``y``: per measurement
+#: ``(columns, cells)`` (domain column indices in the marginal's order; flat C-order cells), one
+#: value per cell; or ``(columns, cells, groups)``, where ``groups[i]`` is the value that cell
+#: ``cells[i]`` counts towards (``0 .. k - 1``, each used): a value is then the sum of its group's
+#: cells, e.g. a coarse table (age groups x income) measured on a fine scope (ages x income).
+Layout = tuple[tuple[tuple[int, ...], ...], ...]
+
+
+def _values(entry: tuple) -> int:
+    """How many values a layout entry measures."""
+    return len(entry[1]) if len(entry) == 2 else (max(entry[2]) + 1 if entry[2] else 0)
+
+
+def _groups(entry: tuple) -> np.ndarray | None:
+    """A layout entry's value of each listed cell, or ``None`` where each cell is its own value."""
+    if len(entry) == 2:
+        return None
+    groups = np.asarray(entry[2], dtype=np.int64)
+    k = _values(entry)
+    if groups.shape != (len(entry[1]),) or np.any(np.bincount(groups, minlength=k) == 0) or groups.min() < 0:
+        raise ParameterError(f"a grouped measurement on columns {entry[0]} needs one group per cell, "
+                             f"every group 0 .. k - 1 used")
+    return None if k == len(entry[1]) and np.array_equal(groups, np.arange(k)) else groups
 
 
 def canonical_layout(queries: CanonicalQueries) -> Layout:
@@ -119,15 +145,18 @@ def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarr
         cols = tuple(domain.index(c) for c in queries.marginals[i].columns)
         idx = np.unravel_index(int(cell), [domain.shape[c] for c in cols])
         where[tuple(sorted(zip(cols, (int(v) for v in idx))))] = j
-    out = np.zeros((queries.dimension, sum(len(c) for _, c in layout)))
+    out = np.zeros((queries.dimension, sum(_values(e) for e in layout)))
     k = 0
-    for cols, cells in layout:
+    for entry in layout:
+        cols, cells, groups = entry[0], entry[1], _groups(entry)
         shape = [domain.shape[c] for c in cols]
-        for cell in cells:
+        sizes = None if groups is None else np.bincount(groups)
+        for i, cell in enumerate(cells):
             key = tuple(sorted(zip(cols, (int(v) for v in np.unravel_index(cell, shape)))))
-            if key in where:
-                out[where[key], k] = 1.0
-            k += 1
+            value = k + (i if groups is None else int(groups[i]))
+            if key in where and (groups is None or sizes[groups[i]] == 1):  # a value of one cell measures it
+                out[where[key], value] = 1.0
+        k += _values(entry)
     return out
 
 
@@ -150,8 +179,10 @@ class _Group:
     """Measured cells of one marginal, in its home clique's coordinates."""
 
     rows: np.ndarray  # int64: positions of the values in y
-    cells: np.ndarray  # int64: the measured cells of the scope (scope-local flat index)
+    cells: np.ndarray  # int64: the measured cells of the scope (scope-local flat index); grouped: 0 .. k - 1
     scope: tuple[int, ...]  # clique axes of the marginal's columns, ascending
+    #: grouped values: each clique cell's value (k where the cell is in no group); None otherwise
+    value_map: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -224,9 +255,10 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
     full: list[list[_Group]] = [[] for _ in range(n_cliques)]
     sub: list[list[_Group]] = [[] for _ in range(n_cliques)]
     start = 0
-    for cols, cells in layout:
-        rows = np.arange(start, start + len(cells), dtype=np.int64)
-        start += len(cells)
+    for entry in layout:
+        cols, cells, groups = entry[0], entry[1], _groups(entry)
+        rows = np.arange(start, start + _values(entry), dtype=np.int64)
+        start += rows.size
         holders = [c for c in range(n_cliques) if set(cols) <= set(jt.cliques[c])]
         if not holders:
             raise ParameterError(f"a measurement on columns {cols} lies in no clique of the network's junction tree")
@@ -235,6 +267,12 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         scope = tuple(sorted(cl.index(v) for v in cols))
         # measured cells re-indexed from the marginal's column order to the clique's (ascending)
         local = _reorder_cells(np.asarray(cells, dtype=np.int64), cols, tuple(cl[a] for a in scope), shape)
+        if groups is not None:  # its own block of the clique: each clique cell's value (k: none)
+            value_of = np.full(_cells(cl, scope, shape), rows.size, dtype=np.int64)
+            value_of[local] = groups
+            value_map = value_of[_cell_map(cl, tuple(cl[a] for a in scope), shape)]
+            sub[c].append(_Group(rows, np.arange(rows.size, dtype=np.int64), scope, value_map))
+            continue
         group = _Group(rows, local, scope)
         (full if len(scope) == len(cl) else sub)[c].append(group)
 
@@ -250,7 +288,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         sep_map = _cell_map(cl, sep, shape) if jt.parent[c] >= 0 else None
         kids = [k for k in range(n_cliques) if jt.parent[k] == c and active[k]]
         kid_scopes = [tuple(sorted(cl.index(v) for v in jt.separators[k])) for k in kids]
-        scopes = [g.scope for g in sub[c]] + kid_scopes
+        scopes = [g.scope for g in sub[c] if g.value_map is None] + kid_scopes
         # blocks: the maximal scopes (largest first, so a scope joins the largest holding it)
         maximal: list[tuple[int, ...]] = []
         for s in sorted(set(scopes), key=lambda s: (-_cells(cl, s, shape), s)):
@@ -259,9 +297,14 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         maximal.sort()
         blocks = tuple(_Block(s, _cell_map(cl, tuple(cl[a] for a in s), shape), _cells(cl, s, shape))
                        for s in maximal)
+        n_scoped = len(blocks)
+        # a grouped measurement's values are not cells of a sub-scope: a block of its own (its
+        # values, and one more for the clique cells in no group), never a container
+        grouped = [g for g in sub[c] if g.value_map is not None]
+        blocks += tuple(_Block(g.scope, g.value_map, int(g.value_map.max()) + 1) for g in grouped)
 
         def part(scope: tuple[int, ...]) -> _Part:
-            b = next(i for i, blk in enumerate(blocks) if set(scope) <= set(blk.scope))
+            b = next(i for i, blk in enumerate(blocks[:n_scoped]) if set(scope) <= set(blk.scope))
             blk = blocks[b]
             cell_map = _cell_map(cl, tuple(cl[a] for a in scope), shape)
             proj = None
@@ -270,7 +313,8 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
                 proj[blk.cell_map] = cell_map
             return _Part(b, proj, _cells(cl, scope, shape), cell_map)
 
-        groups = tuple((part(g.scope), g) for g in sub[c])
+        groups = tuple((part(g.scope), g) for g in sub[c] if g.value_map is None) + tuple(
+            (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.value_map), g) for i, g in enumerate(grouped))
         children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
         sep_size = math.prod(shape[v] for v in sep) if sep else 1
         # no measurement of the whole scope: the projected form (see structured_log_likelihood)
@@ -313,7 +357,7 @@ class TreeLikelihoodPlan:
     def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
         self.network = network
         self.layout = layout
-        self.size = sum(len(cells) for _, cells in layout)
+        self.size = sum(_values(e) for e in layout)
         self.cliques = _plan_cliques(network.junction_tree, network.queries.domain.shape, layout)
         #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or

@@ -92,17 +92,18 @@ def test_equals_dense_likelihood_on_the_canonical_queries(model):
 
 # ---- any measurements: brute force over the 432 cells ----------------------------------------
 def _indicators(layout) -> np.ndarray:
-    """0/1 matrix (measured values x domain cells): which cells each measured value counts (a
-    grouped entry's value: every cell of its group)."""
+    """Matrix (measured values x domain cells): which cells each measured value counts (a
+    grouped entry's value: every cell of its group, times its weight where weighted)."""
     grid = all_cells(DOM)
     rows = []
     for entry in layout:
         cols, cells = entry[0], entry[1]
-        groups = entry[2] if len(entry) == 3 else range(len(cells))
+        groups = entry[2] if len(entry) >= 3 else range(len(cells))
+        weights = entry[3] if len(entry) == 4 else [1.0] * len(cells)
         sub = np.ravel_multi_index(tuple(grid[:, c] for c in cols), [DOM.shape[c] for c in cols])
-        value = [np.zeros(len(grid), dtype=bool) for _ in range(max(groups) + 1)]
-        for cell, g in zip(cells, groups):
-            value[g] |= sub == cell
+        value = [np.zeros(len(grid)) for _ in range(max(groups) + 1)]
+        for cell, g, w in zip(cells, groups, weights):
+            value[g] += w * (sub == cell)
         rows.extend(value)
     return np.array(rows, dtype=float)
 
@@ -180,6 +181,35 @@ def _grouped(layout, rng):
     return tuple(out)
 
 
+def _weighted(layout, rng):
+    """The layout with weighted grouped versions of its measurements added (moments: a value is
+    ``sum_i w_i count(cell_i)`` over its group), weights in [-1, 2] (some 0)."""
+    out = list(layout)
+    for cols, cells, *_ in layout:
+        groups = np.unique(rng.integers(0, max(1, len(cells) // 3), len(cells)), return_inverse=True)[1]
+        weights = np.round(rng.uniform(-1.0, 2.0, len(cells)), 1)
+        out.append((cols, tuple(cells), tuple(int(g) for g in groups), tuple(float(w) for w in weights)))
+    return tuple(out)
+
+
+def test_equals_brute_force_for_weighted_measurements(model):
+    """Weighted sums of a scope's cells (e.g. sums of a number over each coarse cell's rows)."""
+    _, q, net = model
+    rng = np.random.default_rng(13)
+    layout = _weighted(_grouped(canonical_layout(q), rng), rng)
+    tree = plan(net, layout)
+    structured = _compile(lambda t, y, var, n: structured_log_likelihood(t, y, var, n, tree))
+    dense = _compile(_brute_force_likelihood(q, layout))
+    var = rng.uniform(1.0, 30.0, tree.size)
+    n = 3000.0
+    ind = _indicators(layout)
+    for theta in _thetas(q, 14):
+        p = brute_force(q, theta)[3]
+        mu = ind @ p
+        sd = np.sqrt(n * ((ind**2) @ p) + var)
+        _close(structured, dense, (theta, n * mu + rng.normal(size=mu.size) * sd, var, np.float64(n)))
+
+
 def test_equals_brute_force_for_grouped_measurements(model):
     """Values that sum groups of a scope's cells (coarse tables on fine scopes) beside cell values."""
     _, q, net = model
@@ -203,6 +233,8 @@ def test_grouped_layout_validation():
     net = MarkovNetwork(q)
     with pytest.raises(ParameterError, match="every group"):
         plan(net, (((0, 1), (0, 1, 2), (0, 2, 2)),))  # group 1 unused
+    with pytest.raises(ParameterError, match="finite weight"):
+        plan(net, (((0, 1), (0, 1, 2), (0, 0, 1), (1.0, np.nan, 2.0)),))
     # singleton groups in order are plain cell values; one-cell groups measure a canonical cell directly
     from synthinfer.napsu.structured import canonical_information
 
@@ -219,8 +251,8 @@ ELIMINATION_SHAPES = {**{k: SHAPES[k] for k in ("cycle", "triangle")},
                       "triangle+tail": [("a", "c"), ("b", "c"), ("a", "b"), ("c", "d")]}
 
 
-@pytest.mark.parametrize("shape", list(ELIMINATION_SHAPES))
-@pytest.mark.parametrize("measured", ["canonical", "measurements", "grouped"])
+@pytest.mark.parametrize("shape, measured", [(s, m) for s in ELIMINATION_SHAPES for m in ("canonical", "measurements")]
+                         + [("triangle+tail", "grouped"), ("triangle+tail", "weighted")])  # grouped blocks: one shape
 def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatch):
     """Projected cliques with one block eliminated first (Woodbury on its diagonal plus the
     low rank of its separator and nested parts, then the Schur complement of the others): the
@@ -235,7 +267,8 @@ def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatc
         layout = canonical_layout(q)
     else:
         layout = measurement_layout(meas, DOM)
-        layout = _grouped(layout, rng) if measured == "grouped" else layout
+        layout = _grouped(layout, rng) if measured in ("grouped", "weighted") else layout
+        layout = _weighted(layout, rng) if measured == "weighted" else layout
     n_blocks = max(len(cq.blocks) for cq in plan(MarkovNetwork(q), layout).cliques if cq.gram_index is not None)
     nested_seen = False
     for pick in range(n_blocks):
@@ -256,7 +289,7 @@ def test_eliminating_any_block_first_changes_nothing(shape, measured, monkeypatc
         n = 3000.0
         for theta in _thetas(q, 12, k=1):
             mu = _indicators(layout) @ brute_force(q, theta)[3]
-            y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * mu + var)
+            y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * np.abs(mu) + var)  # weighted values may be < 0
             _close(structured_ll, reference, (theta, y, var, np.float64(n)))
     if shape == "triangle+tail":
         assert nested_seen, "no eliminated block held a nested part"

@@ -92,7 +92,9 @@ MAX_ELIMINATED_RANK_SHARE = 0.5
 #: ``(columns, cells)`` (domain column indices in the marginal's order; flat C-order cells), one
 #: value per cell; or ``(columns, cells, groups)``, where ``groups[i]`` is the value that cell
 #: ``cells[i]`` counts towards (``0 .. k - 1``, each used): a value is then the sum of its group's
-#: cells, e.g. a coarse table (age groups x income) measured on a fine scope (ages x income).
+#: cells, e.g. a coarse table (age groups x income) measured on a fine scope (ages x income); or
+#: ``(columns, cells, groups, weights)``: a value is the weighted sum ``sum_i weights[i] count(cells[i])``
+#: over its group, e.g. the sum of age over the rows of each (age group, income) cell.
 Layout = tuple[tuple[tuple[int, ...], ...], ...]
 
 
@@ -101,8 +103,19 @@ def _values(entry: tuple) -> int:
     return len(entry[1]) if len(entry) == 2 else (max(entry[2]) + 1 if entry[2] else 0)
 
 
+def _weights(entry: tuple) -> np.ndarray | None:
+    """A layout entry's weight of each listed cell, or ``None`` (every weight 1)."""
+    if len(entry) < 4:
+        return None
+    w = np.asarray(entry[3], dtype=np.float64)
+    if w.shape != (len(entry[1]),) or not np.all(np.isfinite(w)):
+        raise ParameterError(f"a weighted measurement on columns {entry[0]} needs one finite weight per cell")
+    return w
+
+
 def _groups(entry: tuple) -> np.ndarray | None:
-    """A layout entry's value of each listed cell, or ``None`` where each cell is its own value."""
+    """A layout entry's value of each listed cell, or ``None`` where each cell is its own value
+    (with weight 1)."""
     if len(entry) == 2:
         return None
     groups = np.asarray(entry[2], dtype=np.int64)
@@ -110,7 +123,8 @@ def _groups(entry: tuple) -> np.ndarray | None:
     if groups.shape != (len(entry[1]),) or np.any(np.bincount(groups, minlength=k) == 0) or groups.min() < 0:
         raise ParameterError(f"a grouped measurement on columns {entry[0]} needs one group per cell, "
                              f"every group 0 .. k - 1 used")
-    return None if k == len(entry[1]) and np.array_equal(groups, np.arange(k)) else groups
+    plain = k == len(entry[1]) and np.array_equal(groups, np.arange(k))
+    return None if plain and (len(entry) < 4 or np.all(_weights(entry) == 1.0)) else groups
 
 
 def canonical_layout(queries: CanonicalQueries) -> Layout:
@@ -154,7 +168,8 @@ def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarr
         for i, cell in enumerate(cells):
             key = tuple(sorted(zip(cols, (int(v) for v in np.unravel_index(cell, shape)))))
             value = k + (i if groups is None else int(groups[i]))
-            if key in where and (groups is None or sizes[groups[i]] == 1):  # a value of one cell measures it
+            if key in where and (groups is None or (sizes[groups[i]] == 1 and (len(entry) < 4 or entry[3][i] == 1))):
+                # a value of one cell, of weight 1, measures it
                 out[where[key], value] = 1.0
         k += _values(entry)
     return out
@@ -183,6 +198,8 @@ class _Group:
     scope: tuple[int, ...]  # clique axes of the marginal's columns, ascending
     #: grouped values: each clique cell's value (k where the cell is in no group); None otherwise
     value_map: np.ndarray | None = None
+    #: weighted values: each clique cell's weight (0 where in no group); None: weights 1
+    value_weight: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +211,8 @@ class _Block:
     scope: tuple[int, ...]
     cell_map: np.ndarray  # int64 (K,): the block's cell of each clique cell
     size: int  # K_V
+    #: a weighted measurement's block: each clique cell's entry in its column of ``G`` (None: 1)
+    weight: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +225,7 @@ class _Part:
     proj: np.ndarray | None
     size: int  # K_U
     cell_map: np.ndarray  # int64 (K,): the U-cell of each clique cell
+    weight: np.ndarray | None = None  # float64 (K,): each clique cell's weight in its value (None: 1)
 
 
 @dataclass(frozen=True)
@@ -219,6 +239,8 @@ class _Clique:
     children: tuple[tuple[int, _Part], ...]  # (child clique, its separator as a part)
     active: bool  # holds any information (measurements or children that do)
     gram_index: np.ndarray | None  # the projected form's scatter indices (see _gram); None: cell form
+    #: the projected form's weight of each scattered entry (weighted blocks); None: all 1
+    gram_weight: np.ndarray | None = None
     #: projected form: the block eliminated first (its information is a diagonal plus the
     #: nested parts' low rank), or None
     eliminated: int | None = None
@@ -270,8 +292,13 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         if groups is not None:  # its own block of the clique: each clique cell's value (k: none)
             value_of = np.full(_cells(cl, scope, shape), rows.size, dtype=np.int64)
             value_of[local] = groups
-            value_map = value_of[_cell_map(cl, tuple(cl[a] for a in scope), shape)]
-            sub[c].append(_Group(rows, np.arange(rows.size, dtype=np.int64), scope, value_map))
+            to_scope = _cell_map(cl, tuple(cl[a] for a in scope), shape)
+            weight = None
+            if (w := _weights(entry)) is not None and not np.all(w == 1.0):
+                weight_of = np.zeros(value_of.size)
+                weight_of[local] = w
+                weight = weight_of[to_scope]
+            sub[c].append(_Group(rows, np.arange(rows.size, dtype=np.int64), scope, value_of[to_scope], weight))
             continue
         group = _Group(rows, local, scope)
         (full if len(scope) == len(cl) else sub)[c].append(group)
@@ -301,7 +328,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         # a grouped measurement's values are not cells of a sub-scope: a block of its own (its
         # values, and one more for the clique cells in no group), never a container
         grouped = [g for g in sub[c] if g.value_map is not None]
-        blocks += tuple(_Block(g.scope, g.value_map, int(g.value_map.max()) + 1) for g in grouped)
+        blocks += tuple(_Block(g.scope, g.value_map, int(g.value_map.max()) + 1, g.value_weight) for g in grouped)
 
         def part(scope: tuple[int, ...]) -> _Part:
             b = next(i for i, blk in enumerate(blocks[:n_scoped]) if set(scope) <= set(blk.scope))
@@ -314,11 +341,17 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
             return _Part(b, proj, _cells(cl, scope, shape), cell_map)
 
         groups = tuple((part(g.scope), g) for g in sub[c] if g.value_map is None) + tuple(
-            (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.value_map), g) for i, g in enumerate(grouped))
+            (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.value_map, g.value_weight), g)
+            for i, g in enumerate(grouped))
         children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
         sep_size = math.prod(shape[v] for v in sep) if sep else 1
         # no measurement of the whole scope: the projected form (see structured_log_likelihood)
         gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
+        gram_weight = None
+        if gram_index is not None and any(b.weight is not None for b in blocks):
+            col = np.stack([np.ones(cells_of[c])] + [np.ones(cells_of[c]) if b.weight is None else b.weight
+                                                      for b in blocks])  # (1 + B, K), as _gram_index's pairs
+            gram_weight = (col[:, None, :] * col[None, :, :]).reshape(-1)
         eliminated, low_rank = None, 0
         if gram_index is not None:
             # the block with the most cells beyond its low-rank part (the separator's cells
@@ -333,7 +366,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
             low_rank = 0 if eliminated is None else rank[eliminated]
         cliques.append(_Clique(
             size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
-            groups=groups, children=children, active=active[c], gram_index=gram_index,
+            groups=groups, children=children, active=active[c], gram_index=gram_index, gram_weight=gram_weight,
             eliminated=eliminated, eliminated_rank=low_rank,
         ))
     return cliques
@@ -442,7 +475,8 @@ def structured_log_likelihood(
         w_diag = None if e is None else jnp.zeros(cq.blocks[e].size)
         low: list[tuple[np.ndarray, jax.Array]] = []  # the eliminated block's nested parts: (proj, J)
         for part, g in cq.groups:
-            p_u = jax.ops.segment_sum(p, part.cell_map, part.size)  # the sub-marginal's probabilities
+            # the sub-marginal's probabilities (a weighted measurement: each value's weighted sum)
+            p_u = jax.ops.segment_sum(p if part.weight is None else p * part.weight, part.cell_map, part.size)
             r = y[g.rows] - n * p_u[g.cells]
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
             w_u = jnp.zeros(part.size).at[g.cells].add(w[g.rows])
@@ -476,7 +510,9 @@ def structured_log_likelihood(
             L = p[:, None] * sep_onehot
             Q = L / (sep_onehot.T @ p)[None, :]
         if cq.blocks:
-            G = jnp.concatenate([jax.nn.one_hot(b.cell_map, b.size, dtype=p.dtype) for b in cq.blocks], axis=1)
+            G = jnp.concatenate([jax.nn.one_hot(b.cell_map, b.size, dtype=p.dtype) * (1.0 if b.weight is None else
+                                                                                       b.weight[:, None])
+                                 for b in cq.blocks], axis=1)
             Wm = jax.scipy.linalg.block_diag(*W)
             h = h + G @ jnp.concatenate(eta)
             GtB = n * (G.T * p[None, :] - (G.T @ L) @ Q.T)  # G^T B
@@ -540,7 +576,10 @@ def _gram_tables(cq: _Clique, p: jax.Array) -> tuple[jax.Array, jax.Array, jax.A
     (:func:`_gram_index`), and ``F = P_GS diag(1/p_S) = G^T Q``."""
     t = cq.sep_size
     size = t + cq.rank
-    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(jnp.tile(p, (len(cq.blocks) + 1) ** 2))
+    scattered = jnp.tile(p, (len(cq.blocks) + 1) ** 2)
+    if cq.gram_weight is not None:  # weighted blocks: G's entries multiply in
+        scattered = scattered * cq.gram_weight
+    P = jnp.zeros(size * size, p.dtype).at[cq.gram_index].add(scattered)
     P = P.reshape(size, size)
     p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
     return P[t:, t:], P[t:, :t], P[t:, :t] / p_s

@@ -204,6 +204,52 @@ def aim_analysis_samplers() -> None:
     fig.savefig(R / "adult_coverage_aim_analysis_samplers.png", dpi=110)
 
 
+def aim_analysis_population() -> None:
+    """The AIM analysis model in the population design (``adult_coverage.py --population
+    bootstrap``: each repeat's real data drawn from the table, truth the table's coefficient),
+    beside the fixed design's observed coverage and what a calibrated posterior would give there."""
+    runs = [("NUTS, tied interactions (tie_below=3)", "adult_coverage_aim_analysis_nuts_tied3_population.json"),
+            ("Laplace, untied", "adult_coverage_aim_analysis_laplace_population.json"),
+            ("PGM point estimate (not noise-aware)", "adult_coverage_aim_analysis_mle_population.json")]
+    runs = [(label, json.loads((R / f).read_text())) for label, f in runs if (R / f).exists()]
+    fixed = R / "adult_coverage_fixed_vs_calibrated.json"
+    if not runs or not fixed.exists():
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    names = runs[0][1]["settings"]["coefficients"]
+    width = 0.8 / len(runs)
+    for k, (label, d) in enumerate(runs):
+        levels = np.array(d["settings"]["levels"])
+        s = d["summary"]["1.0"]
+        axes[0].plot(levels, s["coverage_by_level"], marker=".", color=f"C{k}", label=f"{label} ({s['repeats']})")
+        cov = np.array([r["coverage"] for r in d["records"]])[:, -1, :].mean(axis=0)  # 95%, per coefficient
+        axes[2].bar(np.arange(len(names)) + (k - (len(runs) - 1) / 2) * width, cov, width, color=f"C{k}", label=label)
+    f = json.loads(fixed.read_text())
+    for row in f["rows"]:
+        if row["epsilon"] != 1.0 or row["study"] not in ("adult_coverage_aim_analysis_nuts_tied3.json",
+                                                         "adult_coverage_aim_analysis_laplace_interaction1.json"):
+            continue
+        k = 0 if "tied" in row["study"] else 1
+        axes[1].plot(f["levels"], row["observed_by_level"], marker=".", color=f"C{k}",
+                     label=f"{'tied NUTS' if k == 0 else 'Laplace'}: observed")
+        axes[1].plot(f["levels"], row["calibrated_by_level"], ls=":", color=f"C{k}",
+                     label=f"{'tied NUTS' if k == 0 else 'Laplace'}: a calibrated posterior with these widths")
+    for ax in axes[:2]:
+        ax.plot([0, 1], [0, 1], "k--", lw=1)
+        ax.set_xlabel("confidence level")
+    axes[0].set(ylabel="coverage of the population's coefficient",
+                title="population design: real data drawn anew each repeat (epsilon 1)")
+    axes[1].set(ylabel="coverage of the fixed real estimate", title="fixed design: observed vs calibrated (epsilon 1)")
+    axes[2].axhspan(0.92, 0.98, color="0.9")
+    axes[2].set_xticks(np.arange(len(names)), [n.replace("race[", "").rstrip("]") for n in names], rotation=30,
+                       ha="right", fontsize=8)
+    axes[2].set(ylabel="95% coverage", ylim=(0, 1.05), title="population design: each coefficient's 95% coverage")
+    for ax, where in zip(axes, ("upper left", "upper left", "lower left")):
+        ax.legend(fontsize=7, loc=where)
+    fig.tight_layout()
+    fig.savefig(R / "adult_coverage_aim_analysis_population.png", dpi=110)
+
+
 def adult_fig1() -> None:
     """The NAPSU-MQ paper's Fig. 1 on Adult: noise-aware NUTS against the PGM point estimate with
     m = 100 repeated datasets (Rubin's rules) and one of its datasets analysed as if real."""
@@ -266,5 +312,6 @@ if __name__ == "__main__":
     adult("adult_coverage_cell_prior_laplace")
     adult("adult_coverage_aim_laplace")
     aim_analysis_samplers()
+    aim_analysis_population()
     adult_fig1()
     speed()

@@ -80,6 +80,8 @@ def test_select_aim_writes_a_release_that_records_aim(files):
      {"select_extra": "aim", "workload": ["a,b", "c, d ,e"], "max_model_cells": 300}),
     (["--select", "aim", "--required-share", "0.5"], {"select_extra": "aim", "required_share": 0.5}),
     (["--select", "mst", "--tie-below", "2.5"], {"select_extra": "mst", "tie_below": 2.5}),
+    (["--coarse-interactions", "linear"], {"coarse_interactions": "linear"}),
+    ([], {"coarse_interactions": "constant"}),
     ([], {"select_extra": 0, "workload": None, "max_model_cells": None}),
 ])
 def test_select_options_become_napsu_settings(files, monkeypatch, extra, expected):

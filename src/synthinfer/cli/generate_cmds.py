@@ -44,6 +44,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--max-model-cells": ("napsu",),
     "--required-share": ("napsu",),
     "--tie-below": ("napsu",),
+    "--coarse-interactions": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
     "--num-samples": ("napsu",),
@@ -54,6 +55,13 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--epochs": ("dpgan", "dpcgan"),
     "--label": ("dpcgan",),
 }
+
+class CoarseInteractions(str, Enum):
+    """NAPSU-MQ's coarse interactions inside a group (``NapsuMQ(coarse_interactions=...)``)."""
+
+    constant = "constant"
+    linear = "linear"
+
 
 class Engine(str, Enum):
     """Where NAPSU-MQ's marginals are counted."""
@@ -112,6 +120,11 @@ def generate_cmd(
         None, "--tie-below", metavar="K",
         help="napsu, --select: tie the selected marginals' interactions whose noisy counts are below K noise sd "
              "(one parameter per marginal and scope; never --marginals): far fewer parameters for NUTS."),
+    coarse_interactions: CoarseInteractions = typer.Option(
+        None, "--coarse-interactions",
+        help="napsu: how the interactions of a column named through a many-to-one derived column vary inside a "
+             "group: constant (default; one parameter per group) or linear (also a slope in a numeric column's "
+             "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups)."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
     num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
@@ -141,7 +154,8 @@ def generate_cmd(
     specific = {
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
         "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
-        "--tie-below": tie_below, "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
+        "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
+        "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
         "--edges-share": edges_share, "--epochs": epochs,
         "--label": label,
@@ -355,7 +369,7 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
     if name == "napsu":
         names = {"--inference": "inference", "--mst-budget-fraction": "mst_budget_fraction",
                  "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains",
-                 "--edges-share": "edges_share"}
+                 "--edges-share": "edges_share", "--coarse-interactions": "coarse_interactions"}
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)

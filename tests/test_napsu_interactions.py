@@ -528,3 +528,56 @@ def test_nuts_samples_a_coarse_model_without_aim():
     assert gen.draws_.shape == (1, 30, gen.network_.dimension)
     assert gen.network_.dimension < gen.queries_.canonical.dimension + len(gen.queries_.slopes)
     assert np.isfinite(gen.draws_).all()
+
+
+# -- coarse marginals measured as coarse tables ------------------------------------------------
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_coarse_marginals_are_measured_as_their_coarse_tables(tmp_path):
+    df, domain = _derived_table()
+    gen = NapsuMQ([("age", "inc"), ("age_group", "race")], epsilon=50.0, inference="laplace", seed=1,
+                  n_chains=1, num_samples=20).fit(df, domain)
+    fine, coarse = gen.measurements_
+    assert fine.groups is None and fine.values.size == 12  # (age, inc): 6 x 2
+    assert coarse.marginal.columns == ("age", "race") and coarse.values.size == 9  # 3 age groups x 3 races
+    truth = pd.crosstab(BY_PAIRS[df["age"]], df["race"]).to_numpy().ravel()
+    np.testing.assert_allclose(coarse.values, truth, atol=6 * np.sqrt(coarse.variance))  # sigma ~0.1 at epsilon 50
+    assert gen.layout_ is not None and len(gen.noisy_counts_) == 21
+    charge = gen.ledger_.charges[-1]
+    assert charge.details["unit_changes"] == 4 and charge.details["sensitivity_l2"] == pytest.approx(2.0)  # as two fine tables
+    assert "coarse marginals measured as their coarse tables" in gen.privacy_["mechanism"]
+    # the fitted coarse model reproduces the coarse table, not a fine one
+    table = np.asarray(gen.network_.query_marginals(jnp.asarray(gen.draws_[0].mean(0)))[1]).reshape(6, 3)
+    np.testing.assert_allclose(np.add.reduceat(table, [0, 2, 4], axis=0).ravel() * len(df), truth, rtol=0.05, atol=3)
+    gen.save(tmp_path / "g.napsu")
+    back = NapsuMQ.load(tmp_path / "g.napsu")
+    assert back.measurements_[1].groups is not None and back.layout_ == gen.layout_
+    pd.testing.assert_frame_equal(back.generate(1, 50, seed=1)[0], gen.generate(1, 50, seed=1)[0])
+
+
+def test_coarse_tables_keep_the_sensitivity_on_neighbouring_datasets(monkeypatch):
+    """What reaches the mechanism: neighbours (one row substituted) differ by +-1 in at most
+    2 x (number of marginals) values, the unit changes and L2 sensitivity the mechanism is told."""
+    import synthinfer.napsu.estimator as est
+
+    seen = []
+
+    def capture(counts, **kw):
+        seen.append((np.asarray(counts).copy(), kw))
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(est, "discrete_gaussian_mechanism", capture)
+    df, domain = _derived_table(500)
+    rng = np.random.default_rng(4)
+    for trial in range(20):
+        other = df.copy()
+        i, j = rng.integers(0, len(df), 2)
+        other.iloc[i] = df.iloc[j]  # substitute row i by a copy of row j (ages and groups agree)
+        for frame in (df, other):
+            with pytest.raises(RuntimeError, match="captured"):
+                NapsuMQ([("age", "inc"), ("age_group", "race")], epsilon=1.0, inference="laplace",
+                        seed=0).fit(frame, domain)
+        (a, kw), (b, _) = seen[-2:]
+        diff = b - a
+        assert np.abs(diff).max() <= 1 and np.count_nonzero(diff) <= kw["unit_changes"] == 4
+        assert np.sqrt((diff**2).sum()) <= kw["sensitivity"] + 1e-12
+        assert a.size == 12 + 9  # the coarse table is measured, not its 18 fine cells

@@ -57,7 +57,7 @@ from synthinfer.napsu.backends import (
     get_backend,
 )
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
-from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE
+from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
@@ -518,7 +518,13 @@ class NapsuMQ(Generator):
             t0 = time.perf_counter()
             queryset = QuerySet(domain, marginals)
             counter.prefetch([m.columns for m in queryset.marginals])  # a file: one scan
-            counts = np.concatenate([counter.count(m.columns) for m in queryset.marginals])
+            # a marginal named through many-to-one derived columns is measured as its coarse table:
+            # each value sums its group's fine cells (each row is in one group: same sensitivity)
+            coarse_maps = {tuple(cols): maps for cols, maps in coarse if maps}
+            groups = [_coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
+            tables = [c if g is None else np.bincount(g, weights=c).round().astype(np.int64)
+                      for c, g in zip((counter.count(m.columns) for m in queryset.marginals), groups)]
+            counts = np.concatenate(tables)
             noisy_all, sigma = discrete_gaussian_mechanism(
                 counts,
                 sensitivity=queryset.l2_sensitivity,
@@ -531,12 +537,24 @@ class NapsuMQ(Generator):
                 name="napsu-mq: marginal queries",
             )
             del counts, counter
-            if reference is None:
-                reference = most_frequent_reference(queryset, noisy_all)
-            network = network_for(domain, marginals, reference)
-            noisy = noisy_all[network.queries.kept]
-            self.measurements_ = self.aim_ = self.layout_ = None
+            self.aim_ = None
             aim_record = None
+            if any(g is not None for g in groups):  # the measurements as measured, coarse tables grouped
+                values = np.split(noisy_all, np.cumsum([t.size for t in tables])[:-1])
+                self.measurements_ = tuple(
+                    Measurement(m, v, sigma**2, cells=None if g is None else np.arange(g.size), groups=g)
+                    for m, v, g in zip(queryset.marginals, values, groups))
+                if reference is None:
+                    reference = _most_frequent_from_measurements(self.measurements_, domain)
+                network = network_for(domain, marginals, reference)
+                self.layout_ = measurement_layout(self.measurements_, domain)
+                noisy = np.asarray(noisy_all, dtype=np.float64)
+            else:
+                if reference is None:
+                    reference = most_frequent_reference(queryset, noisy_all)
+                network = network_for(domain, marginals, reference)
+                noisy = noisy_all[network.queries.kept]
+                self.measurements_ = self.layout_ = None
             timings["network_and_measurement"] = time.perf_counter() - t0
         tie_counts: dict[str, int] = {}
         if any(maps for _, maps in coarse) or (self.tie_below is not None and selected):
@@ -676,6 +694,8 @@ class NapsuMQ(Generator):
         rec.update({
             "mechanism": "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on canonical marginal queries"
             if self.measurements_ is None else
+            "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on marginal queries, coarse marginals "
+            "measured as their coarse tables" if self.aim_ is None else
             "NAPSU-MQ (Räisä et al. 2023) on AIM's measurements (McKenna et al. 2022): zCDP Gaussian and "
             "exponential mechanisms over rounds",
             "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta_)},
@@ -919,13 +939,26 @@ def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, 
     out: dict[str, int] = {}
     for m in measurements:
         table_size = m.marginal.size(domain)
-        if m.cells.size != table_size:
+        if m.cells.size != table_size or m.groups is not None:  # partial, or a coarse table
             continue
         table = m.values.reshape(m.marginal.shape(domain))
         for axis, name in enumerate(m.marginal.columns):
             if name not in out:
                 out[name] = int(np.argmax(table.sum(axis=tuple(a for a in range(table.ndim) if a != axis))))
     return out
+
+
+def _coarse_groups(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, domain: Domain) -> np.ndarray | None:
+    """Each cell of ``marginal``'s fine table (C order) -> its cell of the coarse table that maps
+    (source code -> group, :func:`_coarse_versions`) make of it, numbered ``0 .. k - 1`` in the
+    coarse table's C order; ``None`` without maps (a fine marginal)."""
+    if not maps:
+        return None
+    shape = marginal.shape(domain)
+    grid = np.indices(shape).reshape(len(shape), -1)
+    coarse = [np.asarray(maps[c])[grid[i]] if c in maps else grid[i] for i, c in enumerate(marginal.columns)]
+    sizes = [int(np.asarray(maps[c]).max()) + 1 if c in maps else shape[i] for i, c in enumerate(marginal.columns)]
+    return np.unique(np.ravel_multi_index(coarse, sizes), return_inverse=True)[1].ravel().astype(np.int64)
 
 
 def _is_number(v: Any) -> bool:

@@ -225,7 +225,9 @@ class InteractionFeatures:
         s = np.asarray(s, dtype=np.float64)
         var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, s.shape)
         counts = np.array([np.inf if slope else s[m].sum() for m, slope in zip(self.members, self._is_slope)])
-        return counts, np.sqrt(np.array([(w**2 * var[m]).sum() for w, m in zip(self._member_weights, self.members)]))
+        # a member of weight 0 adds nothing, even unmeasured (infinite variance)
+        return counts, np.sqrt(np.array([(w**2 * np.where(w == 0, 0.0, var[m])).sum()
+                                         for w, m in zip(self._member_weights, self.members)]))
 
     def __repr__(self) -> str:
         n_tied = sum(len(g) for g in self.ties)

@@ -47,7 +47,8 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         "sigma_dp": gen.sigma_dp_,
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
-            {"columns": list(m.marginal.columns), "cells": m.cells.tolist(), "variance": m.variance}
+            {"columns": list(m.marginal.columns), "cells": m.cells.tolist(), "variance": m.variance,
+             **({} if m.groups is None else {"groups": m.groups.tolist()})}  # a coarse table's groups
             for m in gen.measurements_],
         "seed_fixed": gen.seed_fixed_,
         "ledger": {k: gen.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
@@ -108,9 +109,11 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     obj.aim_ = None  # AIM's full record stays with the fit; its public facts are in diagnostics_
     obj.measurements_ = obj.layout_ = None
     if meta.get("measurements"):
-        values = np.split(obj.noisy_counts_, np.cumsum([len(m["cells"]) for m in meta["measurements"]])[:-1])
+        sizes = [max(m["groups"]) + 1 if m.get("groups") else len(m["cells"]) for m in meta["measurements"]]
+        values = np.split(obj.noisy_counts_, np.cumsum(sizes)[:-1])
         obj.measurements_ = tuple(
-            Measurement(Marginal(tuple(m["columns"])), v, m["variance"], cells=np.asarray(m["cells"], dtype=np.int64))
+            Measurement(Marginal(tuple(m["columns"])), v, m["variance"], cells=np.asarray(m["cells"], dtype=np.int64),
+                        groups=None if not m.get("groups") else np.asarray(m["groups"], dtype=np.int64))
             for m, v in zip(meta["measurements"], values))
         obj.layout_ = measurement_layout(obj.measurements_, domain.without_derived())
     obj.n_ = int(meta["n"])

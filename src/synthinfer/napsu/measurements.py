@@ -10,6 +10,11 @@ at one noise level and keeps the canonical cells; AIM (McKenna et al. 2022) meas
 marginals over rounds at different noise levels, sometimes the same marginal twice. The
 noise-aware likelihood (eq. 6) takes any list of measurements: each one adds rows to the
 observation model with its own variance.
+
+A measurement with ``groups`` answers a coarse table on the marginal's scope: value ``k`` is
+the sum of the counts of the cells whose group is ``k`` (a marginal naming an age group, whose
+model holds one-year ages, measured as age groups x race). Each row is in one group, so a
+substitution still moves one value down and one up (the same sensitivity as the fine table).
 """
 
 from __future__ import annotations
@@ -48,17 +53,31 @@ class Measurement:
     cells : ndarray of int64
         Flat (C-order over ``marginal.columns``) indices of the measured cells, distinct and
         ascending; all of the marginal's cells when it is measured in full.
+    groups : ndarray of int64 or None
+        With grouped values, the value (``0 .. len(values) - 1``, each used) that each of
+        ``cells`` counts towards; ``None``: one value per cell. ``cells`` must then be given.
     """
 
     marginal: Marginal
     values: np.ndarray
     variance: float
     cells: np.ndarray = field(default=None)  # type: ignore[assignment]  # None -> all cells
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         values = np.asarray(self.values, dtype=np.float64).ravel()
+        if self.groups is not None:
+            if self.cells is None:
+                raise ParameterError(f"measurement of {self.marginal}: grouped values need their cells")
+            groups = np.asarray(self.groups, dtype=np.int64).ravel()
+            cells = np.asarray(self.cells, dtype=np.int64).ravel()
+            if groups.shape != cells.shape or (groups.size and (groups.min() < 0 or np.any(
+                    np.bincount(groups, minlength=values.size)[:values.size] == 0) or groups.max() >= values.size)):
+                raise ParameterError(f"measurement of {self.marginal}: groups must give each of the {cells.size} "
+                                     f"cells one of the {values.size} values, every value used")
+            object.__setattr__(self, "groups", groups)
         cells = np.arange(values.size) if self.cells is None else np.asarray(self.cells, dtype=np.int64).ravel()
-        if cells.shape != values.shape:
+        if self.groups is None and cells.shape != values.shape:
             raise ParameterError(
                 f"measurement of {self.marginal}: {values.size} values for {cells.size} cells")
         if cells.size and (np.any(np.diff(cells) <= 0) or cells[0] < 0):

@@ -24,7 +24,7 @@ from synthinfer.napsu.laplace import LaplaceResult
 from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
 from synthinfer.napsu.network import compiles_quick
 from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
-from synthinfer.napsu.structured import canonical_summary
+from synthinfer.napsu.structured import canonical_summary, layout_size
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
 from synthinfer.progress import ProgressCounter
 
@@ -220,7 +220,7 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
     def lower():
         # argument shapes and dtypes from the same builders nuts_sample uses, on placeholders
         # the canonical queries' noisy counts (as many as parameters unless some are tied) or AIM's values
-        m = network.queries.canonical.dimension if layout is None else sum(len(cells) for _, cells in layout)
+        m = network.queries.canonical.dimension if layout is None else layout_size(layout)
         data = (posterior_args(np.zeros(m), 1.0, 1, 1.0),
                 OneSidedMap(np.zeros(d, bool), np.zeros(d), np.ones(d), np.zeros(d), np.eye(d)).arrays(),
                 PlateauJumps.none(d).arrays())

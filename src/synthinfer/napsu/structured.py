@@ -103,6 +103,11 @@ def _values(entry: tuple) -> int:
     return len(entry[1]) if len(entry) == 2 else (max(entry[2]) + 1 if entry[2] else 0)
 
 
+def layout_size(layout: Layout) -> int:
+    """How many values ``layout`` measures (the length of the observation vector ``y``)."""
+    return sum(_values(e) for e in layout)
+
+
 def _weights(entry: tuple) -> np.ndarray | None:
     """A layout entry's weight of each listed cell, or ``None`` (every weight 1)."""
     if len(entry) < 4:
@@ -139,8 +144,10 @@ def canonical_layout(queries: CanonicalQueries) -> Layout:
 
 
 def measurement_layout(measurements: Sequence[Measurement], domain) -> Layout:
-    """The layout of a list of measurements (their values concatenated in order)."""
+    """The layout of a list of measurements (their values concatenated in order; a grouped
+    measurement's entry carries its groups)."""
     return tuple((tuple(domain.index(c) for c in m.marginal.columns), tuple(int(c) for c in m.cells))
+                 + (() if m.groups is None else (tuple(int(g) for g in m.groups),))
                  for m in measurements)
 
 
@@ -180,13 +187,17 @@ def canonical_summary(queries: CanonicalQueries, layout: Layout, y: np.ndarray,
     """``(s~, sigma)`` per canonical query from measurements in ``layout``: each query's direct
     measurements combined by inverse-variance weighting (:func:`canonical_information`), the
     per-query noisy count and noise sd that samplers' reparametrisations read (post-processing).
-    :class:`ParameterError` when a query has no direct measurement."""
+    A query with no direct measurement (a fine cell that only a coarse table sums) gets
+    ``(+inf, +inf)``: nothing says it is near-empty, so no sampler treats it as one-sided."""
     info = canonical_information(queries, layout)
     var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, np.shape(y))
     precision = info @ (1.0 / var)
-    if np.any(precision <= 0):
-        raise ParameterError("every canonical query needs a direct measurement of its cell")
-    return (info @ (np.asarray(y, dtype=np.float64) / var)) / precision, precision**-0.5
+    measured = precision > 0
+    s = np.full(precision.shape, np.inf)
+    sd = np.full(precision.shape, np.inf)
+    s[measured] = (info[measured] @ (np.asarray(y, dtype=np.float64) / var)) / precision[measured]
+    sd[measured] = precision[measured] ** -0.5
+    return s, sd
 
 
 @dataclass(frozen=True)
@@ -390,7 +401,7 @@ class TreeLikelihoodPlan:
     def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
         self.network = network
         self.layout = layout
-        self.size = sum(_values(e) for e in layout)
+        self.size = layout_size(layout)
         self.cliques = _plan_cliques(network.junction_tree, network.queries.domain.shape, layout)
         #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or

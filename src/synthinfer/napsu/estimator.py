@@ -143,8 +143,9 @@ class NapsuMQ(Generator):
         with numeric bins, also a slope per group in the bins' midpoints
         (:func:`synthinfer.napsu.interactions.coarse_slopes`), so the synthetic data keep how
         an outcome changes with the number inside each group (a slope fitted on them is not
-        flattened); a categorical source stays constant. Post-processing of the same
-        measurements; it only shapes the model.
+        flattened); a categorical source stays constant. It only shapes the model; such a
+        marginal is measured as its coarse table (without AIM), so inside a group the slopes
+        are informed by the marginals that name the source column itself.
     interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
         interactions (reference-coded, order two or more) instead of on the canonical
         parameters (default 1, :data:`synthinfer.napsu.likelihood.INTERACTION_SD`;

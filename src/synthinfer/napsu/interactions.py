@@ -26,8 +26,8 @@ log_interaction_prior`) puts ``N(0, tau^2)`` on each tied parameter as on any in
 Scopes inside the analyst's marginals are never tied for being near-empty.
 
 **Coarse interactions.** A marginal that names a derived column (a public many-to-one map of
-its source, e.g. an age group of fine age bins) is measured on the source's cells, as before;
-:func:`coarse_ties` ties its interactions with that column by the map's groups wherever no
+its source, e.g. an age group of fine age bins) is measured as its coarse table (AIM's rounds:
+on the source's cells); :func:`coarse_ties` ties its interactions with that column by the map's groups wherever no
 marginal names the source itself, so one model holds fine age in ``(age, income)`` and age
 groups in ``(age_group, race)`` with few parameters for the latter.
 

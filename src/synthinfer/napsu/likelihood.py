@@ -224,7 +224,7 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
     # the measured values: the canonical queries' s~ (layout None) or any cells of the marginals,
     # whatever the network's parameters (canonical cells or interactions, some tied)
     tree_plan = plan(net, canonical_layout(net.queries.canonical) if canonical else layout)
-    info = None if canonical else canonical_information(net.queries.canonical, layout)
+    info = None if canonical else canonical_information(net.queries.canonical, layout, grouped=True)
 
     # Closures, not functools.partial: JAX caches a jitted function's signature, weakly keyed on
     # the function, and a partial's signature holds its bound values. Bound to the network, that

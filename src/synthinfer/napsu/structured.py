@@ -151,7 +151,7 @@ def measurement_layout(measurements: Sequence[Measurement], domain) -> Layout:
                  for m in measurements)
 
 
-def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarray:
+def canonical_information(queries: CanonicalQueries, layout: Layout, *, grouped: bool = False) -> np.ndarray:
     """0/1 matrix (canonical queries x measured values): ``A[j, k] = 1`` when value ``k``
     measures query ``j``'s cell directly (same column set, same cell).
 
@@ -159,6 +159,11 @@ def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarr
     measurements of each canonical cell by inverse-variance weighting (post-processing of the
     measurements): a per-query summary where one is needed (the Gauss-Newton preconditioner,
     PGM's point estimate), while the likelihood itself uses every measured value.
+
+    ``grouped=True`` (for the preconditioner only): a value that sums a group of ``g`` cells
+    also informs each canonical cell in it, with ``A[j, k] = g``: a parameter tying the whole
+    group (a coarse interaction) then sums its members' variances ``var_k / g`` back to the
+    value's ``var_k``, where without it the group's cells would look unmeasured.
     """
     domain = queries.domain
     where = {}
@@ -175,9 +180,12 @@ def canonical_information(queries: CanonicalQueries, layout: Layout) -> np.ndarr
         for i, cell in enumerate(cells):
             key = tuple(sorted(zip(cols, (int(v) for v in np.unravel_index(cell, shape)))))
             value = k + (i if groups is None else int(groups[i]))
-            if key in where and (groups is None or (sizes[groups[i]] == 1 and (len(entry) < 4 or entry[3][i] == 1))):
+            unit = len(entry) < 4 or entry[3][i] == 1
+            if key in where and (groups is None or (sizes[groups[i]] == 1 and unit)):
                 # a value of one cell, of weight 1, measures it
                 out[where[key], value] = 1.0
+            elif key in where and grouped and unit:
+                out[where[key], value] = float(sizes[groups[i]])
         k += _values(entry)
     return out
 

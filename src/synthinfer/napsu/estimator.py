@@ -87,7 +87,9 @@ class NapsuMQ(Generator):
     ----------
     marginals : column tuples, each a full set of marginal queries, e.g.
         ``[("age", "income"), ("race", "income")]``. Include every marginal the downstream
-        analysis depends on (Section 4.1: otherwise Rubin's rules cannot be valid).
+        analysis depends on (Section 4.1: otherwise Rubin's rules cannot be valid). A marginal
+        naming a many-to-one derived column (``("age_group", "race")``) is measured as that
+        coarse table, with coarse interactions (``coarse_interactions``).
     epsilon, delta : the total privacy budget of this fit (selection + measurement); ``delta``
         defaults to ``1 / n^2`` for the ``n`` rows fitted (:func:`synthinfer.privacy.default_delta`;
         the value used is ``delta_``).
@@ -95,7 +97,8 @@ class NapsuMQ(Generator):
         (default: NUTS for models of at most
         :data:`~synthinfer.napsu.backends.AUTO_NUTS_MAX_DIMENSION` canonical queries, the
         Laplace approximation for larger ones under the interaction prior, where NUTS would take
-        hours and Laplace's intervals were measured valid; the summary says which and why),
+        hours (an approximation: see :class:`~synthinfer.napsu.backends.AutoBackend`), NUTS
+        for a model with near-empty interactions tied; the summary says which and why),
         ``"nuts"`` (NUTS preconditioned by the Laplace fit, whatever the size), ``"laplace"``
         (Gaussian at the MAP), ``"importance"`` (Pareto-smoothed importance sampling from a
         Laplace-based proposal, handed to NUTS when PSIS refuses it), ``"mle"`` (the non-noise-aware PGM

@@ -171,7 +171,7 @@ def canonical_information(queries: CanonicalQueries, layout: Layout, *, grouped:
         cols = tuple(domain.index(c) for c in queries.marginals[i].columns)
         idx = np.unravel_index(int(cell), [domain.shape[c] for c in cols])
         where[tuple(sorted(zip(cols, (int(v) for v in idx))))] = j
-    out = np.zeros((queries.dimension, sum(_values(e) for e in layout)))
+    out = np.zeros((queries.dimension, layout_size(layout)))
     k = 0
     for entry in layout:
         cols, cells, groups = entry[0], entry[1], _groups(entry)

@@ -56,15 +56,18 @@ from synthinfer.napsu.backends import (
     check_model_size,
     get_backend,
 )
+from synthinfer.napsu.coarse import MOMENT_SCALE, coarse_groups, moment_queries, squared_sensitivity
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
-    PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng, seed_fixed,
+    PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng,
+    scaled_discrete_gaussian_mechanism, seed_fixed,
 )
 from synthinfer.privacy.randomness import SeedLike
+from synthinfer.privacy.samplers import discrete_gaussian_variance
 from synthinfer.release.record import ReleaseRecord
 from synthinfer.release.stream import DatasetStream
 
@@ -401,10 +404,10 @@ class NapsuMQ(Generator):
         # derived columns are functions of their sources: the model is fitted without them, on
         # the marginals with each derived column replaced by its source, and generate() adds them
         domain = full_domain.without_derived()
-        fixed = _drop_contained(_model_marginals(self.marginals, full_domain))
-        QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         coarse = _coarse_versions(self.marginals, full_domain)
-        self._check_coarse(coarse)
+        fixed = _drop_contained(_model_marginals(self.marginals, full_domain), coarse)
+        QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
+        self._check_coarse(coarse, full_domain)
         reference = self._user_reference(given_domain)  # validated before any budget is spent
         d_fixed = CanonicalQueries(domain, fixed, reference={}).dimension
         if not self.select_extra and d_fixed == 0:
@@ -523,36 +526,56 @@ class NapsuMQ(Generator):
             queryset = QuerySet(domain, marginals)
             counter.prefetch([m.columns for m in queryset.marginals])  # a file: one scan
             # a marginal named through many-to-one derived columns is measured as its coarse table:
-            # each value sums its group's fine cells (each row is in one group: same sensitivity)
+            # each value sums its group's fine cells (each row is in one group: same sensitivity);
+            # with linear coarse interactions also the moments of its numeric coarse columns
             coarse_maps = {tuple(cols): maps for cols, maps in coarse if maps}
-            groups = [_coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
+            groups = [coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
+            moments = [moment_queries(m, coarse_maps.get(m.columns), self._scores(full_domain), domain)
+                       if self.coarse_interactions == "linear" else [] for m in queryset.marginals]
+            fine_tables = [counter.count(m.columns) for m in queryset.marginals]
             tables = [c if g is None else np.bincount(g, weights=c).round().astype(np.int64)
-                      for c, g in zip((counter.count(m.columns) for m in queryset.marginals), groups)]
+                      for c, g in zip(fine_tables, groups)]
+            moment_values = [q.values(c) for c, qs in zip(fine_tables, moments) for q in qs]
             counts = np.concatenate(tables)
-            noisy_all, sigma = discrete_gaussian_mechanism(
-                counts,
-                sensitivity=queryset.l2_sensitivity,
-                unit_changes=queryset.unit_changes,
-                epsilon=meas_budget.epsilon if plan is None else None,
-                sigma=None if plan is None else plan.measure_sigma,
-                part_of=part_of,
-                delta=meas_budget.delta,
-                ledger=ledger,
-                name="napsu-mq: marginal queries",
-            )
+            del fine_tables
+            if moment_values:  # real-weighted statistics: integer-scaled parts, zCDP (napsu.coarse)
+                noisy_parts, sigma_scale = scaled_discrete_gaussian_mechanism(
+                    [counts, *moment_values], [1] + [MOMENT_SCALE] * len(moment_values),
+                    sensitivity=math.sqrt(squared_sensitivity([len(qs) for qs in moments])),
+                    epsilon=meas_budget.epsilon, delta=meas_budget.delta, ledger=ledger,
+                    name="napsu-mq: marginal queries and coarse moments")
+                noisy_all = noisy_parts[0]
+                sigma = math.sqrt(discrete_gaussian_variance(sigma_scale))
+                moment_variance = discrete_gaussian_variance(sigma_scale * MOMENT_SCALE) / MOMENT_SCALE**2
+            else:
+                noisy_parts = [None]
+                noisy_all, sigma = discrete_gaussian_mechanism(
+                    counts,
+                    sensitivity=queryset.l2_sensitivity,
+                    unit_changes=queryset.unit_changes,
+                    epsilon=meas_budget.epsilon if plan is None else None,
+                    sigma=None if plan is None else plan.measure_sigma,
+                    part_of=part_of,
+                    delta=meas_budget.delta,
+                    ledger=ledger,
+                    name="napsu-mq: marginal queries",
+                )
             del counts, counter
             self.aim_ = None
             aim_record = None
             if any(g is not None for g in groups):  # the measurements as measured, coarse tables grouped
                 values = np.split(noisy_all, np.cumsum([t.size for t in tables])[:-1])
-                self.measurements_ = tuple(
-                    Measurement(m, v, sigma**2, cells=None if g is None else np.arange(g.size), groups=g)
-                    for m, v, g in zip(queryset.marginals, values, groups))
+                measured = [Measurement(m, v, sigma**2, cells=None if g is None else np.arange(g.size), groups=g)
+                            for m, v, g in zip(queryset.marginals, values, groups)]
+                flat = [q for qs in moments for q in qs]
+                measured += [Measurement(q.marginal, v / MOMENT_SCALE, moment_variance, cells=q.cells, groups=q.groups,
+                                         weights=q.weights / MOMENT_SCALE) for q, v in zip(flat, noisy_parts[1:])]
+                self.measurements_ = tuple(measured)
                 if reference is None:
                     reference = _most_frequent_from_measurements(self.measurements_, domain)
                 network = network_for(domain, marginals, reference)
                 self.layout_ = measurement_layout(self.measurements_, domain)
-                noisy = np.asarray(noisy_all, dtype=np.float64)
+                noisy = np.concatenate([m.values for m in self.measurements_])
             else:
                 if reference is None:
                     reference = most_frequent_reference(queryset, noisy_all)
@@ -608,9 +631,7 @@ class NapsuMQ(Generator):
         ties, zero = coarse_ties(q, versions)
         slopes: list = []
         if self.coarse_interactions == "linear":
-            coarse_columns = {c for _, maps in versions for c in maps}
-            scores = {c: full_domain.midpoints(c) for c in coarse_columns if _has_midpoints(full_domain, c)}
-            slopes = coarse_slopes(q, versions, scores)
+            slopes = coarse_slopes(q, versions, self._scores(full_domain))
         near: list[list[int]] = []
         if self.tie_below is not None and selected:
             if self.measurements_ is not None:
@@ -627,12 +648,24 @@ class NapsuMQ(Generator):
         return (network_for(network.queries.domain, marginals, reference, ties, zero, slopes) if ties or zero or slopes
                 else network), counts
 
-    def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]]) -> None:
+    @staticmethod
+    def _scores(domain: Domain) -> dict[str, np.ndarray]:
+        """The number of each category of every numeric column (its bins' midpoints; public)."""
+        return {c: domain.midpoints(c) for c in domain.names if c not in domain.derived and _has_midpoints(domain, c)}
+
+    def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]], domain: Domain) -> None:
         """Coarse marginals tie interactions: the interaction prior and a noise-aware backend
-        must be there to take them (checked before any spend)."""
+        must be there to take them; linear ones measure moments, which MST's jointly calibrated
+        noise plan does not cover (checked before any spend)."""
         named = [cols for cols, maps in coarse if maps]
         if not named:
             return
+        numeric = [cols for cols, maps in coarse if any(c in self._scores(domain) for c in maps)]
+        if self.coarse_interactions == "linear" and numeric and self.select_extra and self.select_extra != "aim":
+            raise ParameterError(f"marginal {numeric[0]} names a numeric column through its groups, and "
+                                 "coarse_interactions='linear' measures its moments in each group: MST's jointly "
+                                 "calibrated noise plan does not cover them; use select_extra='aim' or None, or "
+                                 "coarse_interactions='constant'")
         if self.interaction_sd is None:
             raise ParameterError(f"marginal {named[0]} names a column through a many-to-one derived column, whose "
                                  "interactions are coarse (tied): that needs the interaction prior (interaction_sd); "
@@ -693,17 +726,32 @@ class NapsuMQ(Generator):
         background thread."""
         self.network_.compile_sample_many(_generate_batch(PRECOMPILED_M, self.n_, len(self.domain_)), self.n_)
 
+    def _moments(self) -> list[Measurement]:
+        """The measured moments of numeric coarse columns (weighted measurements)."""
+        return [m for m in self.measurements_ or () if m.weights is not None]
+
+    def _l2_sensitivity(self) -> float:
+        """The measurement's L2 sensitivity: the canonical queries', or with moments (normalised)
+        :func:`synthinfer.napsu.coarse.squared_sensitivity` of the tables and their moments."""
+        moments = self._moments()
+        if not moments:
+            return float(self.queries_.l2_sensitivity)
+        tables = [m.marginal for m in self.measurements_ if m.weights is None]
+        return math.sqrt(squared_sensitivity([sum(q.marginal == t for q in moments) for t in tables]))
+
     def _privacy_record(self) -> dict[str, Any]:
         rec = self.ledger_.to_dict()
         rec.update({
             "mechanism": "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on canonical marginal queries"
             if self.measurements_ is None else
             "NAPSU-MQ (Räisä et al. 2023): analytic Gaussian mechanism on marginal queries, coarse marginals "
-            "measured as their coarse tables" if self.aim_ is None else
+            "measured as their coarse tables" + (" with the moments of numeric columns in each coarse cell "
+                                                  "(integer-scaled, zCDP)" if self._moments() else "")
+            if self.aim_ is None else
             "NAPSU-MQ (Räisä et al. 2023) on AIM's measurements (McKenna et al. 2022): zCDP Gaussian and "
             "exponential mechanisms over rounds",
             "budget": {"epsilon": float(self.epsilon), "delta": float(self.delta_)},
-            "l2_sensitivity": float(self.queries_.l2_sensitivity),
+            "l2_sensitivity": self._l2_sensitivity(),
             "sigma_dp": self.sigma_dp_,
             "n_queries": int(self.queries_.canonical.dimension),
             "seed_fixed": self.seed_fixed_,
@@ -952,19 +1000,6 @@ def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, 
     return out
 
 
-def _coarse_groups(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, domain: Domain) -> np.ndarray | None:
-    """Each cell of ``marginal``'s fine table (C order) -> its cell of the coarse table that maps
-    (source code -> group, :func:`_coarse_versions`) make of it, numbered ``0 .. k - 1`` in the
-    coarse table's C order; ``None`` without maps (a fine marginal)."""
-    if not maps:
-        return None
-    shape = marginal.shape(domain)
-    grid = np.indices(shape).reshape(len(shape), -1)
-    coarse = [np.asarray(maps[c])[grid[i]] if c in maps else grid[i] for i, c in enumerate(marginal.columns)]
-    sizes = [int(np.asarray(maps[c]).max()) + 1 if c in maps else shape[i] for i, c in enumerate(marginal.columns)]
-    return np.unique(np.ravel_multi_index(coarse, sizes), return_inverse=True)[1].ravel().astype(np.int64)
-
-
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
@@ -1015,19 +1050,24 @@ def _source_columns(spec: Any, domain: Domain) -> Any:
     return cols if len(set(cols)) < len(cols) else domain.source_columns(cols)
 
 
-def _drop_contained(marginals: Sequence[Marginal]) -> tuple[Marginal, ...]:
+def _drop_contained(marginals: Sequence[Marginal],
+                    versions: Sequence[tuple[tuple[str, ...], Mapping[str, np.ndarray]]] = ()) -> tuple[Marginal, ...]:
     """The marginals without those contained in another: a contained marginal's counts follow
     from the larger one's, so measuring it would only add noise (it raises n_s in the
-    sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells)."""
+    sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells). ``versions``
+    (:func:`_coarse_versions`, in the same order): a larger marginal that names one of the
+    columns only through its groups does not determine the fine one (``("age",)`` beside
+    ``("age_group", "income")``)."""
+    coarse = [set(maps) for _, maps in versions] or [set()] * len(marginals)
     kept = []
     for i, m in enumerate(marginals):
-        bigger = next((o for j, o in enumerate(marginals) if j != i and set(m.columns) < set(o.columns)), None)
+        bigger = next((o for j, o in enumerate(marginals)
+                       if j != i and set(m.columns) < set(o.columns) and not set(m.columns) & coarse[j]), None)
         if bigger is None:
             kept.append(m)
         else:
             warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
                           "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=4)
     return tuple(kept)
-
 
 __all__ = ["NapsuMQ"]

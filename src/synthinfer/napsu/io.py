@@ -48,7 +48,8 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
             {"columns": list(m.marginal.columns), "cells": m.cells.tolist(), "variance": m.variance,
-             **({} if m.groups is None else {"groups": m.groups.tolist()})}  # a coarse table's groups
+             **({} if m.groups is None else {"groups": m.groups.tolist()}),  # a coarse table's groups
+             **({} if m.weights is None else {"weights": m.weights.tolist()})}  # a moment's weights
             for m in gen.measurements_],
         "seed_fixed": gen.seed_fixed_,
         "ledger": {k: gen.privacy_[k] for k in ("composition", "total", "spent", "charges")},  # as at fit time
@@ -113,7 +114,8 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
         values = np.split(obj.noisy_counts_, np.cumsum(sizes)[:-1])
         obj.measurements_ = tuple(
             Measurement(Marginal(tuple(m["columns"])), v, m["variance"], cells=np.asarray(m["cells"], dtype=np.int64),
-                        groups=None if not m.get("groups") else np.asarray(m["groups"], dtype=np.int64))
+                        groups=None if not m.get("groups") else np.asarray(m["groups"], dtype=np.int64),
+                        weights=None if m.get("weights") is None else np.asarray(m["weights"], dtype=np.float64))
             for m, v in zip(meta["measurements"], values))
         obj.layout_ = measurement_layout(obj.measurements_, domain.without_derived())
     obj.n_ = int(meta["n"])

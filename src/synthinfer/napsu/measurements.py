@@ -15,6 +15,13 @@ A measurement with ``groups`` answers a coarse table on the marginal's scope: va
 the sum of the counts of the cells whose group is ``k`` (a marginal naming an age group, whose
 model holds one-year ages, measured as age groups x race). Each row is in one group, so a
 substitution still moves one value down and one up (the same sensitivity as the fine table).
+
+A measurement with ``weights`` as well answers weighted sums, ``y_k = sum_(c in group k)
+w_c C_M(X)[c] + Z_k``: a **moment** of a numeric column inside each cell of a coarse table
+(``sum of (age - centre_g) / halfwidth_g`` over the rows of age group ``g`` and income ``k``,
+weights in ``[-1, 1]``), the statistic of a linear coarse interaction
+(:func:`synthinfer.napsu.interactions.coarse_slopes`). Its sensitivity is the caller's to state
+(:func:`synthinfer.napsu.moments.moment_sensitivity`).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ class Measurement:
     groups : ndarray of int64 or None
         With grouped values, the value (``0 .. len(values) - 1``, each used) that each of
         ``cells`` counts towards; ``None``: one value per cell. ``cells`` must then be given.
+    weights : ndarray of float64 or None
+        With weighted values (``groups`` required), each of ``cells``' finite weight in its
+        value's sum; ``None``: weights 1.
     """
 
     marginal: Marginal
@@ -63,9 +73,15 @@ class Measurement:
     variance: float
     cells: np.ndarray = field(default=None)  # type: ignore[assignment]  # None -> all cells
     groups: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         values = np.asarray(self.values, dtype=np.float64).ravel()
+        if self.weights is not None:
+            weights = np.asarray(self.weights, dtype=np.float64).ravel()
+            if self.groups is None or weights.shape != np.shape(np.ravel(self.groups)) or not np.all(np.isfinite(weights)):
+                raise ParameterError(f"measurement of {self.marginal}: weights need groups, one finite weight per cell")
+            object.__setattr__(self, "weights", weights)
         if self.groups is not None:
             if self.cells is None:
                 raise ParameterError(f"measurement of {self.marginal}: grouped values need their cells")

@@ -145,9 +145,10 @@ def canonical_layout(queries: CanonicalQueries) -> Layout:
 
 def measurement_layout(measurements: Sequence[Measurement], domain) -> Layout:
     """The layout of a list of measurements (their values concatenated in order; a grouped
-    measurement's entry carries its groups)."""
+    measurement's entry carries its groups, a weighted one its weights too)."""
     return tuple((tuple(domain.index(c) for c in m.marginal.columns), tuple(int(c) for c in m.cells))
                  + (() if m.groups is None else (tuple(int(g) for g in m.groups),))
+                 + (() if m.weights is None else (tuple(float(w) for w in m.weights),))
                  for m in measurements)
 
 

@@ -6,6 +6,7 @@ from synthinfer.privacy.ledger import Charge, PrivacyLedger
 from synthinfer.privacy.mechanisms import (
     discrete_gaussian_epsilon,
     discrete_gaussian_mechanism,
+    scaled_discrete_gaussian_mechanism,
     discrete_gaussian_pld_delta,
     discrete_gaussian_sigma,
     discrete_laplace_mechanism,
@@ -31,6 +32,7 @@ __all__ = [
     "default_delta",
     "discrete_gaussian_epsilon",
     "discrete_gaussian_mechanism",
+    "scaled_discrete_gaussian_mechanism",
     "discrete_gaussian_pld_delta",
     "discrete_gaussian_sigma",
     "discrete_laplace_mechanism",

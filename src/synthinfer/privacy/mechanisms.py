@@ -296,6 +296,49 @@ def discrete_gaussian_mechanism(
     return samplers.discrete_gaussian(x, sigma), math.sqrt(variance)
 
 
+def scaled_discrete_gaussian_mechanism(
+    parts: Sequence[np.ndarray],
+    scales: Sequence[int],
+    *,
+    sensitivity: float,
+    epsilon: float,
+    delta: float,
+    ledger: PrivacyLedger,
+    name: str = "scaled discrete gaussian",
+) -> tuple[list[np.ndarray], float]:
+    """Release integer vectors ``parts[i] + N_Z(0, (sigma s_i)^2)`` (``s_i = scales[i]``, a
+    positive integer): counts at ``s = 1`` beside integer-scaled real statistics (a moment
+    ``sum_c round(s w_c) count_c`` whose weights ``w_c`` lie in ``[-1, 1]``, released as the
+    noisy value divided by ``s``).
+
+    Guarantee: with ``sensitivity`` ``Delta`` bounding, between neighbouring datasets, the L2
+    norm of the change of the *normalised* vector ``(parts[i] / s_i)_i``, the release is
+    ``Delta^2 / (2 sigma^2)``-zCDP: a coordinate of part ``i`` shifted by the integer ``v`` has
+    Rényi divergence at most ``alpha v^2 / (2 sigma^2 s_i^2)`` (Canonne, Kamath & Steinke 2020,
+    Thm 4 at scale ``sigma s_i``) and the independent coordinates' divergences add, so the sum
+    is ``alpha ||v / s||^2 / (2 sigma^2)``. ``sigma`` is :func:`gaussian_sigma` at ``Delta``
+    (zCDP, converted by CKS Cor. 13); the exact PLD calibration of :func:`discrete_gaussian_mechanism`
+    holds for +-1 changes only, which the scaled parts do not make.
+
+    Returns the noisy parts (int64, unnormalised) and ``sigma``; part ``i``'s normalised noise
+    has variance ``discrete_gaussian_variance(sigma s_i) / s_i^2``.
+    """
+    if len(parts) != len(scales) or not parts:
+        raise PrivacyError("one integer scale per part, and at least one part")
+    if any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in scales):
+        raise PrivacyError(f"scales must be positive integers, got {list(scales)!r}")
+    xs = [samplers.as_counts(x) for x in parts]
+    epsilon = _check_positive("epsilon", epsilon)
+    sensitivity = _check_positive("sensitivity", sensitivity)
+    sigma = gaussian_sigma(epsilon, delta, sensitivity)
+    ledger.spend(name, epsilon, delta, mechanism="discrete gaussian (OpenDP), integer-scaled parts",
+                 sensitivity_l2=float(sensitivity), sigma=sigma, scales=sorted({int(k) for k in scales}),
+                 variance=samplers.discrete_gaussian_variance(sigma), rho=samplers.discrete_gaussian_rho(sensitivity, sigma),
+                 accounting="zCDP (Canonne, Kamath & Steinke 2020, Thm 4 per coordinate at scale sigma s_i), "
+                            "converted by their Cor. 13")
+    return [samplers.discrete_gaussian(x, sigma * int(k)) for x, k in zip(xs, scales)], sigma
+
+
 def laplace_mechanism(
     values: np.ndarray,
     *,

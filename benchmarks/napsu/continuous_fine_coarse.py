@@ -7,8 +7,8 @@ a 5-group column (``age_g``: 17-29, 30-44, 45-59, 60-74, 75-90; ``hours-per-week
 30-39, 40, 41-49, 50-99; public maps). The marginals are the paper's 10 with ``(age, income)``
 and ``(hours-per-week, income)`` fine and the other pairs of age with a column through
 ``age_g``, plus the analysis' pairs ``(age_g, race)``, ``(age_g, sex)``, ``(hours_g, race)``,
-``(hours_g, sex)``: every marginal is measured on the fine cells; the marginals naming a group
-column have coarse interactions (:func:`synthinfer.napsu.interactions.coarse_ties`). One fit
+``(hours_g, sex)``: a marginal naming a group column is measured as its coarse table and has
+coarse interactions (:func:`synthinfer.napsu.interactions.coarse_ties`). One fit
 per run (epsilon 1, delta n^-2, Laplace, the given ``--interaction-sd``), ``--m`` datasets
 with whole numbers drawn in the bins, ``analyze``'s Rubin's rules; recorded per coefficient:
 the estimate, its error in real-data standard errors, 95% coverage of the real estimate, and
@@ -18,10 +18,12 @@ the 95% width ratio (synthetic / real).
         --out benchmarks/napsu/results/continuous_fine_coarse.json   # appends one run per call
 
 ``--outcome coarse --coarse-interactions linear`` names the outcome's pairs through the group
-columns too, ``(age_g, income)`` and ``(hours-per-week_g, income)`` (still measured on the fine
-cells), with a slope per group in the number (``NapsuMQ(coarse_interactions="linear")``): the
-log-odds of income are then piecewise linear in age and hours, two parameters per group
-instead of one per value:
+columns too, ``(age_g, income)`` and ``(hours-per-week_g, income)``, with a slope per group in
+the number (``NapsuMQ(coarse_interactions="linear")``), and adds the fine 1-way marginals
+``(age,)`` and ``(hours-per-week,)`` for the shape inside each group: the log-odds of income
+are then piecewise linear in age and hours, two parameters per group instead of one per value.
+Each coarse table is measured as such, with the moment of the number in each of its cells
+(:mod:`synthinfer.napsu.coarse`); the records before moments were measured name no 1-ways:
 
     PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py --outcome coarse \
         --coarse-interactions linear --out benchmarks/napsu/results/continuous_fine_coarse.json
@@ -106,7 +108,7 @@ def main() -> None:
     ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
     a = ap.parse_args()
     marginals = MARGINALS if a.outcome == "fine" else [
-        (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS]
+        (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + [(c,) for c in FINE]
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
 

@@ -23,7 +23,9 @@ the number (``NapsuMQ(coarse_interactions="linear")``), and adds the fine 1-way 
 ``(age,)`` and ``(hours-per-week,)`` for the shape inside each group: the log-odds of income
 are then piecewise linear in age and hours, two parameters per group instead of one per value.
 Each coarse table is measured as such, with the moment of the number in each of its cells
-(:mod:`synthinfer.napsu.coarse`); the records before moments were measured name no 1-ways:
+(:mod:`synthinfer.napsu.coarse`); the records before moments were measured name no 1-ways.
+``--no-fine-one-way`` leaves the 1-ways out: each number's distribution inside a group is then
+log-linear, set by the groups' totals and moments:
 
     PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py --outcome coarse \
         --coarse-interactions linear --out benchmarks/napsu/results/continuous_fine_coarse.json
@@ -106,9 +108,13 @@ def main() -> None:
     ap.add_argument("--outcome", choices=["fine", "coarse"], default="fine",
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
     ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
+    ap.add_argument("--no-fine-one-way", dest="fine_one_way", action="store_false",
+                    help="with --outcome coarse: no fine 1-ways, so age's and hours' distributions inside a group "
+                         "follow their groups (log-linear with linear coarse interactions)")
     a = ap.parse_args()
     marginals = MARGINALS if a.outcome == "fine" else [
-        (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + [(c,) for c in FINE]
+        (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (
+        [(c,) for c in FINE] if a.fine_one_way else [])
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
 

@@ -1055,14 +1055,18 @@ def _drop_contained(marginals: Sequence[Marginal],
     """The marginals without those contained in another: a contained marginal's counts follow
     from the larger one's, so measuring it would only add noise (it raises n_s in the
     sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells). ``versions``
-    (:func:`_coarse_versions`, in the same order): a larger marginal that names one of the
-    columns only through its groups does not determine the fine one (``("age",)`` beside
-    ``("age_group", "income")``)."""
-    coarse = [set(maps) for _, maps in versions] or [set()] * len(marginals)
+    (:func:`_coarse_versions`, in the same order): a larger marginal that names a column only
+    through its groups determines the smaller one only if that names it through the same groups
+    (``("age",)`` beside ``("age_group", "income")`` is measured, ``("age_group",)`` is not)."""
+    maps = [dict(m) for _, m in versions] or [{} for _ in marginals]
+
+    def determines(j: int, i: int) -> bool:
+        return set(marginals[i].columns) < set(marginals[j].columns) and all(
+            c not in maps[j] or (c in maps[i] and np.array_equal(maps[i][c], maps[j][c])) for c in marginals[i].columns)
+
     kept = []
     for i, m in enumerate(marginals):
-        bigger = next((o for j, o in enumerate(marginals)
-                       if j != i and set(m.columns) < set(o.columns) and not set(m.columns) & coarse[j]), None)
+        bigger = next((o for j, o in enumerate(marginals) if j != i and determines(j, i)), None)
         if bigger is None:
             kept.append(m)
         else:

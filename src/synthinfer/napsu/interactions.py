@@ -64,15 +64,15 @@ class InteractionFeatures:
         off-reference components and their values.
     ties : iterable of sequences of canonical query indices
         Groups whose interactions share one parameter. Each group's queries must share their
-        host marginal and scope, of two or more columns (main effects are never tied).
+        host marginal and scope (main effects too: a column measured only in groups).
     zero : iterable of canonical query indices
-        Interactions fixed at zero (no parameter; order two or more, in no tie): a coarse
-        column's group that holds its reference category (:func:`coarse_ties`).
+        Interactions fixed at zero (no parameter; in no tie): a coarse column's group that holds
+        its reference category (:func:`coarse_ties`).
     slopes : iterable of ``(members, weights)``
         Weighted parameters (:func:`coarse_slopes`): each sets ``lambda_j += psi w_j`` for its
-        members ``j`` (canonical query indices sharing a host marginal and scope of two or more
-        columns; they may also be tied or fixed at zero), with finite weights ``w_j``. They come
-        after the other parameters.
+        members ``j`` (canonical query indices sharing a host marginal and scope; they may also
+        be tied or fixed at zero), with finite weights ``w_j``. They come after the other
+        parameters.
 
     Attributes
     ----------
@@ -107,8 +107,6 @@ class InteractionFeatures:
         for j in self.zero:
             if not 0 <= j < d:
                 raise ParameterError(f"zero interaction {j} is not a canonical query index in [0, {d})")
-            if order[j] < 2:
-                raise ParameterError(f"zero interaction {j}: main effects (1-way scopes) are never fixed")
             seen.add(j)
             group_of[j] = -1
         for g in self.ties:
@@ -124,8 +122,6 @@ class InteractionFeatures:
             for j in g:
                 if queries.query_marginal[j] != queries.query_marginal[first] or support[j] != support[first]:
                     raise ParameterError(f"tied queries {list(g)} must share their marginal and scope")
-            if order[first] < 2:
-                raise ParameterError(f"tie {list(g)}: main effects (1-way scopes) are never tied")
             group_of[list(g)] = first
         self.slopes = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in slopes)
         for mem, wts in self.slopes:
@@ -136,8 +132,8 @@ class InteractionFeatures:
             if not np.all(np.isfinite(wts)):
                 raise ParameterError(f"slope weights must be finite, got {list(wts)}")
             if any(queries.query_marginal[j] != queries.query_marginal[mem[0]] or support[j] != support[mem[0]]
-                   for j in mem) or order[mem[0]] < 2:
-                raise ParameterError(f"slope members {list(mem)} must share their marginal and a scope of two or more columns")
+                   for j in mem):
+                raise ParameterError(f"slope members {list(mem)} must share their marginal and scope")
         firsts = np.unique(group_of[group_of >= 0])  # each parameter at its first member's position
         members = [np.flatnonzero(group_of == f) for f in firsts]
         weights = [np.ones(len(m)) for m in members]
@@ -259,15 +255,18 @@ def coarse_ties(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str
     column (:attr:`synthinfer.data.Domain.derived`), e.g. ``(("age", "race"), {"age": age_group})``
     for a marginal ``("age_group", "race")``; ``{}`` for a marginal of source columns.
 
-    For a scope ``D`` of two or more columns, a column ``c`` of ``D`` is *coarse* when every
+    For a scope ``D``, a column ``c`` of ``D`` is *coarse* when every
     version whose columns contain ``D`` names it through a map; its groups are then those of all
     those maps together (their common refinement), and it is fine when any version names it
     directly. The interactions ``lambda_D(v)`` whose values fall in the same group of each
     coarse column and agree on the fine ones share one parameter: the features become
     ``1[x_c in g, x_rest = v_rest]``, functions of the fine column, so the model keeps the fine
-    domain (and its main effects) while the coarse relations cost one parameter per group
-    (docs/continuous-columns.md, "Fine and coarse versions of one column"). Main effects are
-    never tied. A group that holds a coarse column's reference category ``x*_c`` is fixed at
+    domain (and, where a marginal names the column itself, its fine main effects) while the
+    coarse relations cost one parameter per group
+    (docs/continuous-columns.md, "Fine and coarse versions of one column"). A column that every
+    marginal names through its groups has its main effects tied the same way (its distribution
+    inside a group is then uniform, or log-linear with :func:`coarse_slopes`: nothing measures
+    more). A group that holds a coarse column's reference category ``x*_c`` is fixed at
     zero: its value at ``x*_c`` is not an interaction of ``D`` (reference coding sets it to 0), so
     the coarse feature's parameter is 0 and its other members' interactions are too.
 
@@ -279,8 +278,6 @@ def coarse_ties(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str
     groups: dict[tuple, list[int]] = {}
     zero: list[int] = []
     for j, (scope, vals) in enumerate(zip(support, values)):
-        if len(scope) < 2:
-            continue
         holders = [maps for cols, maps in versions if set(scope) <= cols]
         key, coarse, with_reference = [], False, False
         for c, v in zip(scope, vals):
@@ -321,8 +318,6 @@ def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[s
     support, values = _supports(queries)
     slopes: dict[tuple, tuple[list[int], list[float]]] = {}
     for j, (scope, vals) in enumerate(zip(support, values)):
-        if len(scope) < 2:
-            continue
         holders = [maps for cols, maps in versions if set(scope) <= cols]
         if not holders:
             continue

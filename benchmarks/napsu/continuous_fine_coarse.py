@@ -24,8 +24,9 @@ the number (``NapsuMQ(coarse_interactions="linear")``), and adds the fine 1-way 
 are then piecewise linear in age and hours, two parameters per group instead of one per value.
 Each coarse table is measured as such, with the moment of the number in each of its cells
 (:mod:`synthinfer.napsu.coarse`); the records before moments were measured name no 1-ways.
-``--no-fine-one-way`` leaves the 1-ways out: each number's distribution inside a group is then
-log-linear, set by the groups' totals and moments:
+``--one-way-width 0`` leaves the 1-ways out: each number's distribution inside a group is then
+log-linear, set by the groups' totals and moments; ``--one-way-width 5`` measures them in
+5-unit groups (log-linear inside each), which the tails' near-empty one-unit cells need:
 
     PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py --outcome coarse \
         --coarse-interactions linear --out benchmarks/napsu/results/continuous_fine_coarse.json
@@ -63,8 +64,9 @@ MARGINALS = [("age", "income"), ("age_g", "marital-status"), ("age_g", "workclas
              ("hours-per-week_g", "race"), ("hours-per-week_g", "sex")]
 
 
-def fine_domain(public):
-    """The paper's Domain with age and hours in one-unit bins, each with its 5-group column."""
+def fine_domain(public, width: int = 1):
+    """The paper's Domain with age and hours in one-unit bins, each with its 5-group column
+    (``_g``) and, for ``width`` > 1, a column of ``width``-unit groups (``_w``)."""
     from synthinfer.data import Binning, Column, Domain
 
     cols = []
@@ -80,6 +82,12 @@ def fine_domain(public):
         of = np.searchsorted(g, b.midpoints, side="right") - 1
         cols.append(Column(c.name + "_g", tuple(labels), derived_from=c.name,
                            derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
+        if width > 1:
+            edges = list(range(lo, hi, width)) + [hi + 1]
+            labels = [f"{edges[i]}-{edges[i + 1] - 1}" for i in range(len(edges) - 1)]
+            of = np.searchsorted(edges, b.midpoints, side="right") - 1
+            cols.append(Column(c.name + "_w", tuple(labels), derived_from=c.name,
+                               derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
     return Domain(cols)
 
 
@@ -108,27 +116,30 @@ def main() -> None:
     ap.add_argument("--outcome", choices=["fine", "coarse"], default="fine",
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
     ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
-    ap.add_argument("--no-fine-one-way", dest="fine_one_way", action="store_false",
-                    help="with --outcome coarse: no fine 1-ways, so age's and hours' distributions inside a group "
-                         "follow their groups (log-linear with linear coarse interactions)")
+    ap.add_argument("--one-way-width", type=int, default=1,
+                    help="with --outcome coarse: the 1-ways of age and hours in groups of this many units "
+                         "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups)")
     a = ap.parse_args()
     marginals = MARGINALS if a.outcome == "fine" else [
         (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (
-        [(c,) for c in FINE] if a.fine_one_way else [])
+        [] if a.one_way_width == 0 else [(c,) if a.one_way_width == 1 else (c + "_w",) for c in FINE])
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
 
     df, public = cc.load()
-    domain = fine_domain(public)
+    domain = fine_domain(public, a.one_way_width)
+    derived = [c + s for c in FINE for s in ("_g", "_w") if c + s in domain.names]
     data = df.copy()
-    for c in FINE:
+    for name in derived:
+        c = name[:-2]
         codes = domain[c].binning.codes(df[c].to_numpy(float))
-        group = dict(domain[c + "_g"].derive)
-        data[c + "_g"] = [group[domain[c].categories[k]] for k in codes]
+        group = dict(domain[name].derive)
+        data[name] = [group[domain[c].categories[k]] for k in codes]
     real_q, real_se = cc.real_fit(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_fine_coarse.py", *sys.argv[1:]]),
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
+           "one_way_width": a.one_way_width,
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference="laplace", interaction_sd=a.interaction_sd,
@@ -136,7 +147,7 @@ def main() -> None:
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]
     rec["laplace_axes_gap_over_1_nat"] = gen.diagnostics_["laplace"]["axes_gap_over_1_nat"]
-    syn = [s.drop(columns=[c + "_g" for c in FINE]) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
+    syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
     q, ci95, _ = cc.analyse(syn, len(df))
     rq, se = real_q.to_numpy(), real_se.to_numpy()
     rec["coefficients"] = list(real_q.index)

@@ -80,6 +80,8 @@ def test_select_aim_writes_a_release_that_records_aim(files):
      {"select_extra": "aim", "workload": ["a,b", "c, d ,e"], "max_model_cells": 300}),
     (["--select", "aim", "--required-share", "0.5"], {"select_extra": "aim", "required_share": 0.5}),
     (["--select", "mst", "--tie-below", "2.5"], {"select_extra": "mst", "tie_below": 2.5}),
+    (["--select", "mst", "--tie-below", "None"], {"select_extra": "mst", "tie_below": None}),
+    (["--select", "mst"], {"tie_below": "auto", "num_warmup": None, "num_samples": None}),
     (["--coarse-interactions", "linear"], {"coarse_interactions": "linear"}),
     ([], {"coarse_interactions": "constant"}),
     ([], {"select_extra": 0, "workload": None, "max_model_cells": None}),
@@ -106,7 +108,7 @@ def test_select_options_become_napsu_settings(files, monkeypatch, extra, expecte
     (["--select", "mst", "--required-share", "0.5"], r"--required-share applies to --select aim only"),
     (["--select", "aim", "--required-share", "1"], r"--required-share must be in \[0, 1\), got 1"),
     (["--tie-below", "3"], r"--tie-below applies to selected marginals: give --select too"),
-    (["--select", "aim", "--inference", "laplace", "--tie-below", "0"], r"tie_below must be None or a finite number > 0"),
+    (["--select", "aim", "--inference", "laplace", "--tie-below", "0"], r"tie_below must be 'auto', None or a finite number > 0"),
     (["--select", "aim", "--inference", "laplace", "--mst-budget-fraction", "0.2"],
      r"--mst-budget-fraction applies to MST selection"),
     # --select's values and its alias

@@ -341,7 +341,7 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert len(nuts["step_size"]) == 3
     # under the default cell prior NUTS runs plain: no one-sided map, no plateau jumps
     assert gen.cell_prior == 1.0 and nuts["one_sided_parameters"] == nuts["plateau_jump_parameters"] == 0
-    assert f"NUTS: max R-hat {nuts['rhat_max']:.4f}" in gen.summary()
+    assert f"max R-hat {nuts['rhat_max']:.4f}" in gen.summary() and "NUTS: 3 x (100 + 200) draws (as given)" in gen.summary()
     assert ("N(0, 10^2) on main effects and N(0, 1^2) on interactions x cell prior (Dirichlet(1) on each column's "
             "categories)") in gen.summary()
 
@@ -442,3 +442,19 @@ def test_mst_on_a_shared_ledger_stays_within_its_total():
     plans = [c.name for c in big.charges if "parts" in c.details]
     assert plans == ["napsu-mq: MST selection and marginal queries", "napsu-mq: MST selection and marginal queries #2"]
     assert big.spent == pytest.approx((2.0, 2e-6))
+
+
+def test_default_ties_the_selected_marginals_near_empty_interactions_only(toy, fitted):
+    """``tie_below="auto"``: 3 noise sd where marginals are selected under the interaction
+    prior, none otherwise; the draws follow the model and say why."""
+    from synthinfer.napsu.interactions import TIE_BELOW
+
+    assert fitted.tie_below == "auto" and fitted._tie_threshold() is None and "ties" not in fitted.diagnostics_
+    assert fitted.diagnostics_["draws"] == {"num_warmup": 800, "num_samples": 2000, "why": "Supplement E's"}
+    assert NapsuMQ([("x1", "y")], select_extra="mst")._tie_threshold() == TIE_BELOW
+    assert NapsuMQ([("x1", "y")], select_extra="aim")._tie_threshold() == TIE_BELOW
+    assert NapsuMQ([("x1", "y")], select_extra="mst", interaction_sd=None)._tie_threshold() is None
+    assert NapsuMQ([("x1", "y")], select_extra="mst", tie_below=None)._tie_threshold() is None
+    gen = NapsuMQ([("x1", "y")], epsilon=1.0, inference="laplace", select_extra="mst", seed=0, n_chains=1,
+                  num_warmup=10, num_samples=50).fit(toy.data, toy.domain)
+    assert gen.diagnostics_["draws"] == {"num_warmup": 10, "num_samples": 50, "why": "as given"}

@@ -34,7 +34,9 @@ log-linear, set by the groups' totals and moments; ``--one-way-width 5`` measure
 Each run also records age's profile (the share of rows and the rate of income > 50K in age
 bands) in the real data and pooled over the synthetic datasets: where the synthetic rows
 differ from the real ones. ``--epsilon 100`` (the ledger's ceiling, a study of the model only)
-makes the noise negligible, so what remains is the model's structure.
+makes the noise negligible, so what remains is the model's structure. ``--inference nuts``
+samples the posterior (4 chains, ``--num-warmup`` + ``--num-samples`` each) instead of the
+Laplace approximation.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def main() -> None:
     ap.add_argument("--outcome", choices=["fine", "coarse"], default="fine",
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
     ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
+    ap.add_argument("--inference", choices=["laplace", "nuts"], default="laplace")
+    ap.add_argument("--num-warmup", type=int, default=400, help="NUTS only")
+    ap.add_argument("--num-samples", type=int, default=400, help="NUTS only (per chain, 4 chains)")
     ap.add_argument("--one-way-width", type=int, default=1,
                     help="with --outcome coarse: the 1-ways of age and hours in groups of this many units "
                          "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups)")
@@ -139,14 +144,19 @@ def main() -> None:
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_fine_coarse.py", *sys.argv[1:]]),
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
-           "one_way_width": a.one_way_width,
+           "one_way_width": a.one_way_width, "inference": a.inference,
+           **({"num_warmup": a.num_warmup, "num_samples": a.num_samples} if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
-    gen = NapsuMQ(marginals, epsilon=a.epsilon, inference="laplace", interaction_sd=a.interaction_sd,
+    gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
+                  num_warmup=a.num_warmup, num_samples=a.num_samples,
                   coarse_interactions=a.coarse_interactions, seed=a.seed).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]
-    rec["laplace_axes_gap_over_1_nat"] = gen.diagnostics_["laplace"]["axes_gap_over_1_nat"]
+    if a.inference == "laplace":
+        rec["laplace_axes_gap_over_1_nat"] = gen.diagnostics_["laplace"]["axes_gap_over_1_nat"]
+    else:
+        rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences")}
     syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
     q, ci95, _ = cc.analyse(syn, len(df))
     rq, se = real_q.to_numpy(), real_se.to_numpy()

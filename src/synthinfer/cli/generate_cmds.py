@@ -116,18 +116,21 @@ def generate_cmd(
         None, "--required-share",
         help="napsu, --select aim: share of the budget spent measuring --marginals before AIM's rounds "
              "(default 0.5; 0: AIM as published, which measures them at its coarsest noise)."),
-    tie_below: float = typer.Option(
-        None, "--tie-below", metavar="K",
+    tie_below: str = typer.Option(
+        None, "--tie-below", metavar="K|none",
         help="napsu, --select: tie the selected marginals' interactions whose noisy counts are below K noise sd "
-             "(one parameter per marginal and scope; never --marginals): far fewer parameters for NUTS."),
+             "(one parameter per marginal and scope; never --marginals): far fewer parameters for NUTS "
+             "(default 3 with --select; none: no ties)."),
     coarse_interactions: CoarseInteractions = typer.Option(
         None, "--coarse-interactions",
         help="napsu: how the interactions of a column named through a many-to-one derived column vary inside a "
              "group: constant (default; one parameter per group) or linear (also a slope in a numeric column's "
              "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups)."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
-    num_warmup: int = typer.Option(None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800)."),
-    num_samples: int = typer.Option(None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000)."),
+    num_warmup: int = typer.Option(
+        None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800; 400 on a large tied model)."),
+    num_samples: int = typer.Option(
+        None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000; 400 on a large tied model)."),
     chains: int = typer.Option(None, "--chains", help="napsu: NUTS chains (default 4)."),
     reference: str = typer.Option(
         None, "--reference",
@@ -356,7 +359,12 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     if "--required-share" in given:
         kw["required_share"] = given["--required-share"]
     if "--tie-below" in given:
-        kw["tie_below"] = given["--tie-below"]
+        text = str(given["--tie-below"]).strip().lower()
+        try:
+            kw["tie_below"] = None if text == "none" else float(text)
+        except ValueError:
+            raise ParameterError(f"--tie-below must be a number of noise sd or 'none', got {given['--tie-below']!r}") \
+                from None
     return kw
 
 

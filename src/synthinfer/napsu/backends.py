@@ -354,7 +354,8 @@ class AutoBackend:
       95% intervals covered 0.80, and on the one fit compared with NUTS on the same measurements
       they were off-centre by up to 2.6 of NUTS's half-widths (docs/napsu-sampler.md): an
       approximation, not the exact posterior. NUTS on the model with near-empty interactions
-      tied (``tie_below=3``) was the better-calibrated candidate there. Its axis check
+      tied (``tie_below=3``) was calibrated there, which is why ``NapsuMQ``'s default
+      ``tie_below="auto"`` ties the selected marginals' near-empty interactions. Its axis check
       (:func:`synthinfer.napsu.laplace.laplace_gap`) is reported in the summary instead of a
       second warning;
     * larger models under another prior: NUTS, however long it takes, because Laplace's
@@ -397,8 +398,8 @@ class AutoBackend:
         return "laplace", (f"d = {d} > {self.max_nuts_dimension}: NUTS would take hours; the Laplace "
                            "approximation is quick but its intervals can be off-centre at this scale (in a "
                            "coverage study of AIM's models, 0.80 at 95% for the main coefficients; "
-                           "docs/napsu-sampler.md); tie_below=3 with inference='nuts' samples a smaller "
-                           "model's exact posterior in minutes")
+                           "docs/napsu-sampler.md); tie_below=3 (the default where marginals are selected) "
+                           "samples a smaller model's exact posterior in minutes")
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
         sampler, reason = self.choose(problem)

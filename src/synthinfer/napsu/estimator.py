@@ -75,6 +75,12 @@ from synthinfer.release.stream import DatasetStream
 NON_NOISE_AWARE_SIGMA = 0.005
 #: The number of datasets fit() compiles generate()'s sampler for ahead of time (a typical m)
 PRECOMPILED_M = 100
+#: NUTS's (warmup, kept) draws per chain by default: NAPSU-MQ's Supplement E
+SUPPLEMENT_E_DRAWS = (800, 2000)
+#: ... and on a model with near-empty interactions tied above the size NUTS takes in minutes
+#: untied: the draws with which the population coverage study (benchmarks/napsu/adult_coverage.py
+#: --population bootstrap) measured calibrated intervals on AIM's models of the full Adult table
+TIED_DRAWS = (400, 400)
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
@@ -125,8 +131,13 @@ class NapsuMQ(Generator):
         0.5; ``0``: AIM as published, which measures them with the 1-way marginals at its
         coarsest noise level).
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
-        800 + 2000 draws, tree depth 12). For ``"laplace"`` ``n_chains * num_samples`` draws
-        are taken from the Gaussian.
+        800 + 2000 draws, tree depth 12). ``None`` (the default for the draws): Supplement E's,
+        except for a model with near-empty interactions tied and more than
+        :data:`~synthinfer.napsu.backends.AUTO_NUTS_MAX_DIMENSION` parameters, where
+        :data:`TIED_DRAWS` (400 + 400: the population coverage study of AIM's models on the full
+        Adult table was calibrated with these, and the fit takes minutes, not the better part of
+        an hour; R-hat and ESS are checked as always). For ``"laplace"`` ``n_chains *
+        num_samples`` draws are taken from the Gaussian.
     prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
         ``interaction_sd``, of the main effects' normal prior.
     cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the
@@ -135,13 +146,18 @@ class NapsuMQ(Generator):
         probabilities; 0: no cell prior). It removes the plateaus that near-empty cells give
         the posterior under the normal prior alone, so NUTS needs several times fewer
         gradients (docs/napsu-sampler.md; :func:`synthinfer.napsu.likelihood.log_cell_prior`).
-    tie_below : ``None`` (default) or a threshold ``k`` in noise standard deviations: the
-        interactions of the *selected* marginals (MST's or AIM's, never scopes inside
-        ``marginals``) whose cells' noisy counts are below ``k`` noise sd are tied, one
+    tie_below : ``"auto"`` (default), ``None`` or a threshold ``k`` in noise standard
+        deviations: the interactions of the *selected* marginals (MST's or AIM's, never scopes
+        inside ``marginals``) whose cells' noisy counts are below ``k`` noise sd are tied, one
         parameter per marginal and scope (:mod:`synthinfer.napsu.interactions`; chosen from the
         noisy counts, so no privacy cost). The posterior then has far fewer near-empty
         directions, and NUTS far less to do at the scale of real tables. Needs the interaction
-        prior.
+        prior. ``"auto"``: :data:`~synthinfer.napsu.interactions.TIE_BELOW` (3) where marginals
+        are selected, under the interaction prior and noise-aware inference, else ``None``. Why:
+        on AIM's models of the full Adult table, NUTS on the tied model covered at its nominal
+        rates where each repeat's real data were drawn anew (95%: 0.964, 50%: 0.536 over 20
+        repeats at epsilon 1), and the untied model's Laplace approximation, the other choice at
+        that size, covered 0.80 for two of seven coefficients (docs/napsu-sampler.md).
     coarse_interactions : ``"constant"`` (default) or ``"linear"``: how the interactions of a
         column that a marginal names through a many-to-one derived column (an age group of
         one-year ages) vary inside a group. ``"constant"``: one parameter per group
@@ -213,13 +229,13 @@ class NapsuMQ(Generator):
         max_model_cells: int | None = None,
         required_share: float | None = None,
         n_chains: int = 4,
-        num_warmup: int = 800,
-        num_samples: int = 2000,
+        num_warmup: int | None = None,
+        num_samples: int | None = None,
         max_tree_depth: int = 12,
         prior_sd: float = PRIOR_SD,
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
-        tie_below: float | None = None,
+        tie_below: float | Literal["auto"] | None = "auto",
         coarse_interactions: Literal["constant", "linear"] = "constant",
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
@@ -313,6 +329,8 @@ class NapsuMQ(Generator):
         for name, least in (("n_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("max_tree_depth", 1),
                             ("laplace_max_iter", 1), ("laplace_max_restarts", 0)):
             v = getattr(self, name)
+            if v is None and name in ("num_samples", "num_warmup"):
+                continue  # chosen with the model (the class docstring)
             if isinstance(v, bool) or not (isinstance(v, (int, np.integer)) and v >= least):
                 raise ParameterError(f"{name} must be an integer >= {least}, got {v!r}")
         if not (_is_number(self.prior_sd) and math.isfinite(self.prior_sd) and self.prior_sd > 0):
@@ -322,9 +340,10 @@ class NapsuMQ(Generator):
         if self.interaction_sd is not None and not (
                 _is_number(self.interaction_sd) and math.isfinite(self.interaction_sd) and self.interaction_sd > 0):
             raise ParameterError(f"interaction_sd must be None or a finite number > 0, got {self.interaction_sd!r}")
-        if self.tie_below is not None:
+        if self.tie_below is not None and self.tie_below != "auto":
             if not (_is_number(self.tie_below) and math.isfinite(self.tie_below) and self.tie_below > 0):
-                raise ParameterError(f"tie_below must be None or a finite number > 0 (noise sd), got {self.tie_below!r}")
+                raise ParameterError(f"tie_below must be 'auto', None or a finite number > 0 (noise sd), "
+                                     f"got {self.tie_below!r}")
             if self.interaction_sd is None:
                 raise ParameterError("tie_below ties interactions: it needs the interaction prior (interaction_sd)")
             if not backend.noise_aware:
@@ -584,10 +603,11 @@ class NapsuMQ(Generator):
                 self.measurements_ = self.layout_ = None
             timings["network_and_measurement"] = time.perf_counter() - t0
         tie_counts: dict[str, int] = {}
-        if any(maps for _, maps in coarse) or (self.tie_below is not None and selected):
+        tie_below = self._tie_threshold()
+        if any(maps for _, maps in coarse) or (tie_below is not None and selected):
             versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
             network, tie_counts = self._tied_network(network, marginals, reference, fixed, selected, noisy, sigma,
-                                                     versions, full_domain)
+                                                     versions, full_domain, tie_below)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -606,7 +626,7 @@ class NapsuMQ(Generator):
             self.diagnostics_["aim"] = aim_record
         if queries is not queries.canonical:
             self.diagnostics_["ties"] = {
-                "tie_below": None if self.tie_below is None else float(self.tie_below), "ties": len(queries.ties),
+                "tie_below": None if tie_below is None else float(tie_below), "ties": len(queries.ties),
                 "tied_interactions": sum(len(g) for g in queries.ties), **tie_counts,
                 "canonical_queries": queries.canonical.dimension, "parameters": queries.dimension}
         fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
@@ -616,7 +636,8 @@ class NapsuMQ(Generator):
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
 
-    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions, full_domain):
+    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions, full_domain,
+                      tie_below):
         """The network with interactions tied: those of columns the marginals name coarsely
         (derived columns; :func:`synthinfer.napsu.interactions.coarse_ties`, public; with
         ``coarse_interactions="linear"`` also their slopes in numeric columns,
@@ -633,13 +654,13 @@ class NapsuMQ(Generator):
         if self.coarse_interactions == "linear":
             slopes = coarse_slopes(q, versions, self._scores(full_domain))
         near: list[list[int]] = []
-        if self.tie_below is not None and selected:
+        if tie_below is not None and selected:
             if self.measurements_ is not None:
                 sd = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
                 s, sd = canonical_summary(q, self.layout_, noisy, sd)
             else:
                 s, sd = noisy, sigma
-            near = near_empty_ties(q, s, sd, below=float(self.tie_below), keep=[m.columns for m in fixed],
+            near = near_empty_ties(q, s, sd, below=float(tie_below), keep=[m.columns for m in fixed],
                                    exclude=[j for g in ties for j in g] + zero)
         counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
                   "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_ties": len(near),
@@ -647,6 +668,31 @@ class NapsuMQ(Generator):
         ties = ties + near
         return (network_for(network.queries.domain, marginals, reference, ties, zero, slopes) if ties or zero or slopes
                 else network), counts
+
+    def _tie_threshold(self) -> float | None:
+        """``tie_below`` resolved: ``"auto"`` is :data:`TIE_BELOW` where marginals are selected,
+        under the interaction prior and a noise-aware backend, else ``None``."""
+        if self.tie_below != "auto":
+            return self.tie_below
+        from synthinfer.napsu.interactions import TIE_BELOW
+
+        wanted = self.select_extra and self.interaction_sd is not None and get_backend(self.inference).noise_aware
+        return TIE_BELOW if wanted else None
+
+    def _draws(self, tied: bool) -> tuple[int, int, str]:
+        """``(num_warmup, num_samples, why)``: the given ones, else Supplement E's, or
+        :data:`TIED_DRAWS` for a tied model above the size NUTS takes in minutes untied."""
+        from synthinfer.napsu.backends import AUTO_NUTS_MAX_DIMENSION
+
+        if tied and self.network_.dimension > AUTO_NUTS_MAX_DIMENSION:
+            default, why = TIED_DRAWS, (f"near-empty interactions tied, d = {self.network_.dimension} > "
+                                        f"{AUTO_NUTS_MAX_DIMENSION}: the draws of the population coverage study")
+        else:
+            default, why = SUPPLEMENT_E_DRAWS, "Supplement E's"
+        if self.num_warmup is not None and self.num_samples is not None:
+            why = "as given"
+        return (default[0] if self.num_warmup is None else int(self.num_warmup),
+                default[1] if self.num_samples is None else int(self.num_samples), why)
 
     @staticmethod
     def _scores(domain: Domain) -> dict[str, np.ndarray]:
@@ -707,8 +753,9 @@ class NapsuMQ(Generator):
                                    layout=self.layout_, cell_prior=float(self.cell_prior),
                                    interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
                                    near_empty_tied=near_empty_tied)
+        warmup, samples, why = self._draws(near_empty_tied)
         settings = InferenceSettings(
-            n_chains=int(self.n_chains), num_warmup=int(self.num_warmup), num_samples=int(self.num_samples),
+            n_chains=int(self.n_chains), num_warmup=warmup, num_samples=samples,
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
             laplace_max_restarts=int(self.laplace_max_restarts),
         )
@@ -719,6 +766,7 @@ class NapsuMQ(Generator):
         timings.update(res.timings)
         self.diagnostics_ = {"inference": self.inference, "noise_aware": bool(self.noise_aware and backend.noise_aware),
                              "sigma_inference": sigma_inf if np.ndim(sigma_inf) == 0 else "per measurement",
+                             "draws": {"num_warmup": warmup, "num_samples": samples, "why": why},
                              **res.diagnostics, "timings": timings}
 
     def _compile_sampler(self) -> None:
@@ -952,7 +1000,11 @@ class NapsuMQ(Generator):
             nu = d["nuts"]
             rhat = "n/a" if nu["rhat_max"] is None else f"{nu['rhat_max']:.4f}"  # None: one chain, or undefined
             ess = "n/a" if nu["ess_bulk_min"] is None else f"{nu['ess_bulk_min']:.0f}"
-            lines.append(f"  NUTS: max R-hat {rhat}, min bulk ESS {ess}, "
+            draws = d.get("draws")  # absent from fits saved before the draws followed the model
+            lines.append(f"  NUTS: " + ("" if draws is None else
+                                        f"{self.n_chains} x ({draws['num_warmup']} + {draws['num_samples']}) draws "
+                                        f"({draws['why']}), ")
+                         + f"max R-hat {rhat}, min bulk ESS {ess}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
                 lines.append(f"  plateau jumps on {nu['plateau_jump_parameters']} parameters, "

@@ -563,11 +563,11 @@ class NapsuMQ(Generator):
                     sensitivity=math.sqrt(squared_sensitivity([len(qs) for qs in moments])),
                     epsilon=meas_budget.epsilon, delta=meas_budget.delta, ledger=ledger,
                     name="napsu-mq: marginal queries and coarse moments")
-                noisy_all = noisy_parts[0]
+                noisy_all, *noisy_moments = noisy_parts
                 sigma = math.sqrt(discrete_gaussian_variance(sigma_scale))
                 moment_variance = discrete_gaussian_variance(sigma_scale * MOMENT_SCALE) / MOMENT_SCALE**2
             else:
-                noisy_parts = [None]
+                noisy_moments = []
                 noisy_all, sigma = discrete_gaussian_mechanism(
                     counts,
                     sensitivity=queryset.l2_sensitivity,
@@ -588,7 +588,7 @@ class NapsuMQ(Generator):
                             for m, v, g in zip(queryset.marginals, values, groups)]
                 flat = [q for qs in moments for q in qs]
                 measured += [Measurement(q.marginal, v / MOMENT_SCALE, moment_variance, cells=q.cells, groups=q.groups,
-                                         weights=q.weights / MOMENT_SCALE) for q, v in zip(flat, noisy_parts[1:])]
+                                         weights=q.weights / MOMENT_SCALE) for q, v in zip(flat, noisy_moments)]
                 self.measurements_ = tuple(measured)
                 if reference is None:
                     reference = _most_frequent_from_measurements(self.measurements_, domain)

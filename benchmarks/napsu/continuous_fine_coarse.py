@@ -26,7 +26,9 @@ Each coarse table is measured as such, with the moment of the number in each of 
 (:mod:`synthinfer.napsu.coarse`); the records before moments were measured name no 1-ways.
 ``--one-way-width 0`` leaves the 1-ways out: each number's distribution inside a group is then
 log-linear, set by the groups' totals and moments; ``--one-way-width 5`` measures them in
-5-unit groups (log-linear inside each), which the tails' near-empty one-unit cells need:
+5-unit groups (log-linear inside each), which the tails' near-empty one-unit cells need, and
+``--one-way-width -1`` in one-unit bins where rows are many and wide groups in the tails
+(:data:`TAIL_EDGES`):
 
     PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py --outcome coarse \
         --coarse-interactions linear --out benchmarks/napsu/results/continuous_fine_coarse.json
@@ -84,14 +86,20 @@ def fine_domain(public, width: int = 1):
         of = np.searchsorted(g, b.midpoints, side="right") - 1
         cols.append(Column(c.name + "_g", tuple(labels), derived_from=c.name,
                            derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
-        if width > 1:
-            edges = list(range(lo, hi, width)) + [hi + 1]
+        if width > 1 or width == -1:
+            edges = list(range(lo, hi, width)) + [hi + 1] if width > 1 else TAIL_EDGES[c.name]
             labels = [f"{edges[i]}-{edges[i + 1] - 1}" for i in range(len(edges) - 1)]
             of = np.searchsorted(edges, b.midpoints, side="right") - 1
             cols.append(Column(c.name + "_w", tuple(labels), derived_from=c.name,
                                derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
     return Domain(cols)
 
+
+#: ``--one-way-width -1``: the 1-ways' group edges (lower edges, then the upper bound + 1): one
+#: unit where the rows are many, wide groups in the sparse tails (public choices, as a data
+#: holder would make them from published distributions)
+TAIL_EDGES = {"age": [17, 20] + list(range(21, 70)) + [70, 80, 91],
+              "hours-per-week": [1, 10, 20] + list(range(21, 61)) + [61, 71, 100]}
 
 #: age bands of the profile (lower edges, then the upper bound + 1)
 AGE_BANDS = [17, 20, 25, 30, 40, 50, 60, 70, 80, 91]
@@ -123,7 +131,8 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=400, help="NUTS only (per chain, 4 chains)")
     ap.add_argument("--one-way-width", type=int, default=1,
                     help="with --outcome coarse: the 1-ways of age and hours in groups of this many units "
-                         "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups)")
+                         "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups; "
+                         "-1: one unit in the middle, wide groups in the tails, TAIL_EDGES)")
     a = ap.parse_args()
     marginals = MARGINALS if a.outcome == "fine" else [
         (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (

@@ -152,8 +152,9 @@ def main() -> None:
                     help="NapsuMQ's interaction_sd (default: the library's; 0: None, the normal prior on theta)")
     ap.add_argument("--required-share", type=float, default=None,
                     help="with --marginals aim: NapsuMQ's required_share (default: the library's)")
-    ap.add_argument("--tie-below", type=float, default=None,
-                    help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions")
+    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else float(t), default="auto",
+                    help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions below K noise "
+                         "sd (default: the library's, 3 with selection; none: untied, as the studies before it)")
     ap.add_argument("--n-chains", type=int, default=4)
     ap.add_argument("--population", default="fixed", choices=["fixed", "bootstrap"],
                     help="fixed: the table is the real data and truth its estimate; bootstrap: the table is the "
@@ -195,8 +196,7 @@ def main() -> None:
         prior["interaction_sd"] = a.interaction_sd or None
     if a.required_share is not None:
         prior["required_share"] = a.required_share
-    if a.tie_below is not None:
-        prior["tie_below"] = a.tie_below
+    prior["tie_below"] = a.tie_below
     last = [0.0]
 
     def report(stage: str) -> None:  # the fit's stages, and NUTS's draws at most every 30 s
@@ -259,7 +259,7 @@ def main() -> None:
                              "cell_prior": gen.cell_prior,
                              "interaction_sd": gen.interaction_sd,
                              "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
-                             "tie_below": a.tie_below,
+                             "tie_below": (gen.diagnostics_.get("ties") or {}).get("tie_below"),
                              "repeats_requested": a.repeats, "population": a.population},
                 # fixed: the real data's fit; bootstrap: the population's (the truth), each record has its sample's
                 "real": {"estimate": truth.tolist(), "variance": truth_v.tolist()},

@@ -73,8 +73,9 @@ def main() -> None:
                     help="declare education-num derived from education (adult_domain(derived=True)), as the "
                          "coverage study does: no budget on a known dependency")
     ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
-    ap.add_argument("--tie-below", type=float, default=None,
-                    help="NapsuMQ's tie_below for the noise-aware backends (the PGM baseline fits the canonical queries)")
+    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else float(t), default="auto",
+                    help="NapsuMQ's tie_below for the noise-aware backends (default: the library's, 3 with AIM; none: "
+                         "untied, as the runs before it; the PGM baseline fits the canonical queries)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -94,7 +95,7 @@ def main() -> None:
         gen = NapsuMQ(ADULT_PAPER_MARGINALS, epsilon=args.epsilon, delta=n**-2.0, inference=inference,
                       select_extra="aim", num_samples=args.num_samples or max(args.datasets, 25), n_chains=args.chains,
                       num_warmup=args.num_warmup, seed=args.seed, **prior,
-                      **({"tie_below": args.tie_below} if args.tie_below and inference != "mle" else {}))
+                      **({"tie_below": args.tie_below} if inference != "mle" else {}))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             _, fit_w, fit_c = _clock(lambda: gen.fit(ds.data, domain))

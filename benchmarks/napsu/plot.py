@@ -220,9 +220,12 @@ def aim_analysis_population() -> None:
     width = 0.8 / len(runs)
     for k, (label, d) in enumerate(runs):
         levels = np.array(d["settings"]["levels"])
-        s = d["summary"]["1.0"]
-        axes[0].plot(levels, s["coverage_by_level"], marker=".", color=f"C{k}", label=f"{label} ({s['repeats']})")
-        cov = np.array([r["coverage"] for r in d["records"]])[:, -1, :].mean(axis=0)  # 95%, per coefficient
+        for eps, ls in (("1.0", "-"), ("0.5", "--")):  # the second epsilon where a run has it
+            if eps in d["summary"]:
+                s = d["summary"][eps]
+                axes[0].plot(levels, s["coverage_by_level"], marker=".", ls=ls, color=f"C{k}",
+                             label=f"{label}, epsilon {float(eps):g} ({s['repeats']})")
+        cov = np.array([r["coverage"] for r in d["records"] if r["epsilon"] == 1.0])[:, -1, :].mean(axis=0)  # 95%
         axes[2].bar(np.arange(len(names)) + (k - (len(runs) - 1) / 2) * width, cov, width, color=f"C{k}", label=label)
     f = json.loads(fixed.read_text())
     for row in f["rows"]:
@@ -238,12 +241,13 @@ def aim_analysis_population() -> None:
         ax.plot([0, 1], [0, 1], "k--", lw=1)
         ax.set_xlabel("confidence level")
     axes[0].set(ylabel="coverage of the population's coefficient",
-                title="population design: real data drawn anew each repeat (epsilon 1)")
+                title="population design: real data drawn anew each repeat")
     axes[1].set(ylabel="coverage of the fixed real estimate", title="fixed design: observed vs calibrated (epsilon 1)")
     axes[2].axhspan(0.92, 0.98, color="0.9")
     axes[2].set_xticks(np.arange(len(names)), [n.replace("race[", "").rstrip("]") for n in names], rotation=30,
                        ha="right", fontsize=8)
-    axes[2].set(ylabel="95% coverage", ylim=(0, 1.05), title="population design: each coefficient's 95% coverage")
+    axes[2].set(ylabel="95% coverage", ylim=(0, 1.05),
+                title="population design: each coefficient's 95% coverage (epsilon 1)")
     for ax, where in zip(axes, ("upper left", "upper left", "lower left")):
         ax.legend(fontsize=7, loc=where)
     fig.tight_layout()

@@ -38,7 +38,8 @@ bands) in the real data and pooled over the synthetic datasets: where the synthe
 differ from the real ones. ``--epsilon 100`` (the ledger's ceiling, a study of the model only)
 makes the noise negligible, so what remains is the model's structure. ``--inference nuts``
 samples the posterior (4 chains, ``--num-warmup`` + ``--num-samples`` each) instead of the
-Laplace approximation.
+Laplace approximation. ``--smooth-sd age=0.1`` makes age's main effects a penalised spline
+(``NapsuMQ(smooth_sd=...)``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ def main() -> None:
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
     ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
     ap.add_argument("--inference", choices=["laplace", "nuts"], default="laplace")
+    ap.add_argument("--smooth-sd", type=lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split(","))},
+                    default=None, help="NapsuMQ's smooth_sd per column, e.g. age=0.1 (penalised splines)")
     ap.add_argument("--num-warmup", type=int, default=400, help="NUTS only")
     ap.add_argument("--num-samples", type=int, default=400, help="NUTS only (per chain, 4 chains)")
     ap.add_argument("--one-way-width", type=int, default=1,
@@ -153,12 +156,12 @@ def main() -> None:
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_fine_coarse.py", *sys.argv[1:]]),
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
-           "one_way_width": a.one_way_width, "inference": a.inference,
+           "one_way_width": a.one_way_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
            **({"num_warmup": a.num_warmup, "num_samples": a.num_samples} if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
-                  num_warmup=a.num_warmup, num_samples=a.num_samples,
+                  num_warmup=a.num_warmup, num_samples=a.num_samples, smooth_sd=a.smooth_sd,
                   coarse_interactions=a.coarse_interactions, seed=a.seed).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]

@@ -165,9 +165,17 @@ class NapsuMQ(Generator):
         with numeric bins, also a slope per group in the bins' midpoints
         (:func:`synthinfer.napsu.interactions.coarse_slopes`), so the synthetic data keep how
         an outcome changes with the number inside each group (a slope fitted on them is not
-        flattened); a categorical source stays constant. It only shapes the model; such a
-        marginal is measured as its coarse table (without AIM), so inside a group the slopes
-        are informed by the marginals that name the source column itself.
+        flattened); a categorical source stays constant. Without AIM such a marginal is
+        measured as its coarse table, with ``"linear"`` also with the number's moment in each
+        of its cells, the slopes' statistic (:mod:`synthinfer.napsu.coarse`; its own
+        sensitivity, accounted in zCDP).
+    smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
+        slope from one bin to the next, one number for every column with numeric bins (three or
+        more, not named only through groups) or ``{column: sd}`` for some: their main effects
+        become a penalised linear spline
+        (:func:`synthinfer.napsu.interactions.spline_main_effects`, a second-order random walk;
+        the same model family, another prior), so a bin measured below its noise follows its
+        neighbours' trend. Needs the interaction prior.
     interaction_sd : standard deviation ``tau`` of a normal prior on the log-linear
         interactions (reference-coded, order two or more) instead of on the canonical
         parameters (default 1, :data:`synthinfer.napsu.likelihood.INTERACTION_SD`;
@@ -237,6 +245,7 @@ class NapsuMQ(Generator):
         interaction_sd: float | None = INTERACTION_SD,
         tie_below: float | Literal["auto"] | None = "auto",
         coarse_interactions: Literal["constant", "linear"] = "constant",
+        smooth_sd: float | Mapping[str, float] | None = None,
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
@@ -262,6 +271,7 @@ class NapsuMQ(Generator):
         self.interaction_sd = interaction_sd
         self.tie_below = tie_below
         self.coarse_interactions = coarse_interactions
+        self.smooth_sd = smooth_sd
         self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
         self.laplace_max_restarts = laplace_max_restarts
@@ -293,6 +303,7 @@ class NapsuMQ(Generator):
             "interaction_sd": self.interaction_sd,
             "tie_below": self.tie_below,
             "coarse_interactions": self.coarse_interactions,
+            "smooth_sd": self.smooth_sd,
             "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
             "laplace_max_restarts": self.laplace_max_restarts,
@@ -348,6 +359,16 @@ class NapsuMQ(Generator):
                 raise ParameterError("tie_below ties interactions: it needs the interaction prior (interaction_sd)")
             if not backend.noise_aware:
                 raise ParameterError(f"tie_below applies to noise-aware inference, not inference={self.inference!r}")
+        if self.smooth_sd is not None:
+            sds = self.smooth_sd.values() if isinstance(self.smooth_sd, Mapping) else [self.smooth_sd]
+            if not sds or not all(_is_number(v) and math.isfinite(v) and v > 0 for v in sds):
+                raise ParameterError(f"smooth_sd must be None, a finite number > 0 or a mapping of columns to such "
+                                     f"numbers, got {self.smooth_sd!r}")
+            if self.interaction_sd is None:
+                raise ParameterError("smooth_sd puts the splines' changes of slope under the interaction prior: "
+                                     "it needs interaction_sd")
+            if not backend.noise_aware:
+                raise ParameterError(f"smooth_sd applies to noise-aware inference, not inference={self.inference!r}")
         if self.coarse_interactions not in ("constant", "linear"):
             raise ParameterError(f"coarse_interactions must be 'constant' or 'linear', got {self.coarse_interactions!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
@@ -427,6 +448,10 @@ class NapsuMQ(Generator):
         fixed = _drop_contained(_model_marginals(self.marginals, full_domain), coarse)
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         self._check_coarse(coarse, full_domain)
+        if isinstance(self.smooth_sd, Mapping):
+            bad = [c for c in self.smooth_sd if c not in self._scores(full_domain)]
+            if bad:
+                raise ParameterError(f"smooth_sd names column {bad[0]!r}, which is not a column with numeric bins")
         reference = self._user_reference(given_domain)  # validated before any budget is spent
         d_fixed = CanonicalQueries(domain, fixed, reference={}).dimension
         if not self.select_extra and d_fixed == 0:
@@ -604,7 +629,7 @@ class NapsuMQ(Generator):
             timings["network_and_measurement"] = time.perf_counter() - t0
         tie_counts: dict[str, int] = {}
         tie_below = self._tie_threshold()
-        if any(maps for _, maps in coarse) or (tie_below is not None and selected):
+        if any(maps for _, maps in coarse) or (tie_below is not None and selected) or self.smooth_sd is not None:
             versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
             network, tie_counts = self._tied_network(network, marginals, reference, fixed, selected, noisy, sigma,
                                                      versions, full_domain, tie_below)
@@ -644,8 +669,10 @@ class NapsuMQ(Generator):
         :func:`synthinfer.napsu.interactions.coarse_slopes`), then, with ``tie_below``, the
         selected marginals' near-empty ones (:func:`synthinfer.napsu.interactions.near_empty_ties`),
         chosen from the noisy counts: each canonical cell's (AIM: its measurements'
-        inverse-variance combination). Returns the network and the counts of each kind."""
-        from synthinfer.napsu.interactions import coarse_slopes, coarse_ties, near_empty_ties
+        inverse-variance combination); with ``smooth_sd`` numeric columns' main effects as
+        penalised splines (:func:`synthinfer.napsu.interactions.spline_main_effects`). Returns
+        the network and the counts of each kind."""
+        from synthinfer.napsu.interactions import coarse_slopes, coarse_ties, near_empty_ties, spline_main_effects
         from synthinfer.napsu.structured import canonical_summary
 
         q = network.queries
@@ -653,6 +680,15 @@ class NapsuMQ(Generator):
         slopes: list = []
         if self.coarse_interactions == "linear":
             slopes = coarse_slopes(q, versions, self._scores(full_domain))
+        spline_zero: list[int] = []
+        splines: list = []
+        if self.smooth_sd is not None:  # main effects of numeric columns as penalised splines
+            scores = self._scores(full_domain)
+            sds = dict(self.smooth_sd) if isinstance(self.smooth_sd, Mapping) else dict.fromkeys(scores, self.smooth_sd)
+            for c, sd in sds.items():
+                z, sl = spline_main_effects(q, {c: scores[c]}, float(sd) / float(self.interaction_sd),
+                                            exclude=[j for g in ties for j in g] + zero)
+                spline_zero, splines = spline_zero + z, splines + sl
         near: list[list[int]] = []
         if tie_below is not None and selected:
             if self.measurements_ is not None:
@@ -661,11 +697,11 @@ class NapsuMQ(Generator):
             else:
                 s, sd = noisy, sigma
             near = near_empty_ties(q, s, sd, below=float(tie_below), keep=[m.columns for m in fixed],
-                                   exclude=[j for g in ties for j in g] + zero)
+                                   exclude=[j for g in ties for j in g] + zero + spline_zero)
         counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
                   "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_ties": len(near),
-                  "near_empty_interactions": sum(len(g) for g in near)}
-        ties = ties + near
+                  "near_empty_interactions": sum(len(g) for g in near), "spline_parameters": len(splines)}
+        ties, zero, slopes = ties + near, zero + spline_zero, slopes + splines
         return (network_for(network.queries.domain, marginals, reference, ties, zero, slopes) if ties or zero or slopes
                 else network), counts
 
@@ -955,6 +991,8 @@ class NapsuMQ(Generator):
                          f" and {t['coarse_zero']} fixed at 0 (their group holds the reference)")
         if t.get("coarse_slopes"):
             parts.append(f"{t['coarse_slopes']} slopes of numeric coarse columns (linear within their groups)")
+        if t.get("spline_parameters"):
+            parts.append(f"numeric columns' main effects as penalised splines ({t['spline_parameters']} parameters)")
         if t.get("tie_below") is not None:
             near, groups = t.get("near_empty_interactions", t["tied_interactions"]), t.get("near_empty_ties", t["ties"])
             parts.append(f"{near} near-empty interactions (below {t['tie_below']:g} noise sd) tied in {groups} groups")

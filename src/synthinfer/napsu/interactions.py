@@ -92,6 +92,12 @@ class InteractionFeatures:
         The feature's value on each of ``cells``: 1, or a slope's weight of the cell's member.
     slopes : tuple of ``(members, weights)``
         As given (members and weights as tuples).
+    is_slope : ndarray of bool
+        Which parameters are slopes (the last ``len(slopes)``).
+    shrunk : ndarray of bool
+        Which parameters take the interaction prior (:func:`synthinfer.napsu.likelihood.
+        log_interaction_prior`): those of order two or more, and every slope (a deviation from
+        its group's constant, or a spline's change of slope, :func:`spline_main_effects`).
     """
 
     def __init__(self, queries: CanonicalQueries, ties: Iterable[Sequence[int]] = (), zero: Iterable[int] = (),
@@ -171,7 +177,8 @@ class InteractionFeatures:
         vals = np.concatenate(weights) if weights else np.zeros(0)
         #: ``lambda = E phi`` (canonical interactions x parameters; 0/1 but for slopes' weights)
         self.expansion = sparse.csr_array((vals, (rows, cols)), shape=(d, self.dimension))
-        self._is_slope = np.arange(self.dimension) >= self.dimension - len(self.slopes)
+        self.is_slope = np.arange(self.dimension) >= self.dimension - len(self.slopes)
+        self.shrunk = (self.order >= 2) | self.is_slope
 
     # the canonical queries' public facts, unchanged by the parametrisation
     @property
@@ -220,7 +227,7 @@ class InteractionFeatures:
         (:func:`synthinfer.napsu.reparam.one_sided_cells`)."""
         s = np.asarray(s, dtype=np.float64)
         var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, s.shape)
-        counts = np.array([np.inf if slope else s[m].sum() for m, slope in zip(self.members, self._is_slope)])
+        counts = np.array([np.inf if slope else s[m].sum() for m, slope in zip(self.members, self.is_slope)])
         # a member of weight 0 adds nothing, even unmeasured (infinite variance)
         return counts, np.sqrt(np.array([(w**2 * np.where(w == 0, 0.0, var[m])).sum()
                                          for w, m in zip(self._member_weights, self.members)]))
@@ -339,6 +346,50 @@ def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[s
             members.append(j)
             weights.append(float((scores[c][v] - anchor) / half))
     return list(slopes.values())
+
+
+def spline_main_effects(queries: CanonicalQueries, scores: Mapping[str, np.ndarray], ratio: float,
+                        exclude: Iterable[int] = ()) -> tuple[list[int], list[tuple[list[int], list[float]]]]:
+    """The main effects of numeric columns as a penalised linear spline: ``(zero, slopes)`` for
+    :class:`InteractionFeatures` that replace each such column's main effects by a trend and a
+    change of slope at every interior bin.
+
+    For a column ``c`` with ``scores`` (its bins' midpoints, ascending with the codes), three or
+    more categories and no main effect in ``exclude`` (tied or fixed already), with ``x*`` its
+    reference's score, ``u`` its median bin width and ``h`` half its range:
+
+        lambda_c(v) = beta (x_v - x*) / h + sum_k gamma_k ratio ((x_v - x_k)_+ - (x* - x_k)_+) / u
+
+    over the interior bins ``k`` (knots). The span is every function of the bins that is 0 at the
+    reference (a linear spline with a knot at each bin interpolates any values), so the model is
+    the same log-linear family; what changes is the prior. ``beta`` and the ``gamma_k`` are slopes,
+    under the interaction prior ``N(0, tau^2)``, so each change of the log-density's slope from
+    one bin to the next has sd ``ratio * tau``: a second-order random walk on the main effects
+    (the mixed-model form of a penalised spline: Ruppert, Wand & Carroll 2003, *Semiparametric
+    Regression*, ch. 4; Rue & Held 2005, ch. 3). A bin measured below its noise then follows its
+    neighbours' trend instead of sitting at its own prior's scale, which is what fills the
+    near-empty tails of a number in one-unit bins (docs/continuous-columns.md).
+
+    Returns the main effects fixed at zero (replaced) and the slopes ``(members, weights)``.
+    """
+    exclude = {int(j) for j in exclude}
+    support, values = _supports(queries)
+    zero: list[int] = []
+    slopes: list[tuple[list[int], list[float]]] = []
+    for c, x in scores.items():
+        x = np.asarray(x, dtype=np.float64)
+        members = [j for j, sc in enumerate(support) if sc == (c,)]
+        if x.size < 3 or not members or any(j in exclude for j in members) or np.any(np.diff(x) <= 0):
+            continue
+        v = np.array([values[j][0] for j in members])
+        ref = x[queries.reference[c]]
+        half, unit = (x[-1] - x[0]) / 2.0, float(np.median(np.diff(x)))
+        zero += members
+        slopes.append((members, ((x[v] - ref) / half).tolist()))
+        for knot in x[1:-1]:
+            w = ratio * (np.maximum(x[v] - knot, 0.0) - max(ref - knot, 0.0)) / unit
+            slopes.append((members, w.tolist()))
+    return zero, slopes
 
 
 #: Default threshold of :func:`near_empty_ties`, in noise standard deviations.

@@ -91,6 +91,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("required_share", None)  # likewise; it only matters to an AIM fit
     params.setdefault("tie_below", None)  # likewise: no ties
     params.setdefault("coarse_interactions", "constant")  # likewise: no slopes
+    params.setdefault("smooth_sd", None)  # likewise: no splines
     obj = cls(**params)
     obj.release_settings_ = params
     obj.delta_ = params["delta"]  # the release settings hold the delta the fit used

@@ -110,7 +110,7 @@ def log_cell_prior(log_tables: Sequence[jax.Array], weight: float | jax.Array) -
 def log_interaction_prior(lam: jax.Array, is_interaction: np.ndarray, prior_sd: float | jax.Array,
                           interaction_sd: float | jax.Array) -> jax.Array:
     """``sum_j log N(lambda_j | 0, s_j^2)``: ``s_j = interaction_sd`` for the interactions (order
-    two or more) and ``prior_sd`` for the main effects, ``lambda = M theta``
+    two or more, and slopes) and ``prior_sd`` for the main effects, ``lambda = M theta``
     (:func:`synthinfer.napsu.queries.interaction_matrix`). As ``det M = 1`` it is also the density
     of ``theta``, a normal with precision ``M^T diag(s^-2) M``.
 
@@ -234,9 +234,9 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
     # the interactions lambda = M theta (a sparse matrix-vector product; M = I where the
     # parameters are interactions) and each column's 1-way table from the first measured
     # marginal that holds it, for the interaction prior
-    M, order = net.queries.interactions()
+    M, _ = net.queries.interactions()
     M_rows, M_cols, M_vals = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr)), M.indices, M.data
-    is_interaction = order >= 2
+    is_interaction = net.queries.shrunk  # order two or more, and slopes (napsu.interactions)
     first: dict[str, tuple[int, int]] = {}
     for i, m in enumerate(net.queries.queryset.marginals):
         for axis, c in enumerate(m.columns):

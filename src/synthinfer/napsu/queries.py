@@ -139,6 +139,11 @@ class CanonicalQueries:
         """``(M, order)`` of :func:`interaction_matrix`."""
         return interaction_matrix(self)
 
+    @property
+    def shrunk(self) -> np.ndarray:
+        """Which interactions ``lambda = M theta`` take the interaction prior: order two or more."""
+        return interaction_matrix(self)[1] >= 2
+
     def summarise(self, s: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per parameter, its query's noisy count and noise sd: ``(s, sigma)`` as they are."""
         return np.asarray(s, dtype=np.float64), np.broadcast_to(np.asarray(sigma, dtype=np.float64), np.shape(s))

@@ -458,3 +458,19 @@ def test_default_ties_the_selected_marginals_near_empty_interactions_only(toy, f
     gen = NapsuMQ([("x1", "y")], epsilon=1.0, inference="laplace", select_extra="mst", seed=0, n_chains=1,
                   num_warmup=10, num_samples=50).fit(toy.data, toy.domain)
     assert gen.diagnostics_["draws"] == {"num_warmup": 10, "num_samples": 50, "why": "as given"}
+
+
+def test_draws_follow_the_model_unless_given():
+    from types import SimpleNamespace
+
+    from synthinfer.napsu.estimator import SUPPLEMENT_E_DRAWS, TIED_DRAWS
+
+    gen = NapsuMQ([("x1", "y")])
+    gen.network_ = SimpleNamespace(dimension=500)
+    assert gen._draws(tied=True)[:2] == TIED_DRAWS == (400, 400)
+    assert gen._draws(tied=False)[:2] == SUPPLEMENT_E_DRAWS == (800, 2000)
+    gen.network_ = SimpleNamespace(dimension=150)  # small enough for Supplement E's in minutes
+    assert gen._draws(tied=True)[:2] == SUPPLEMENT_E_DRAWS
+    gen = NapsuMQ([("x1", "y")], num_samples=300)
+    gen.network_ = SimpleNamespace(dimension=500)
+    assert gen._draws(tied=True) == (400, 300, gen._draws(tied=True)[2])  # a given count is kept

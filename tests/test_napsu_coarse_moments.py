@@ -126,12 +126,13 @@ def test_linear_moments_refuse_mst_before_any_spend():
 
 
 def test_a_one_way_beside_coarse_pairs_of_its_column_is_measured_unless_they_determine_it():
-    from synthinfer.napsu.estimator import _coarse_versions, _drop_contained, _model_marginals
+    from synthinfer.napsu.coarse import coarse_versions, drop_contained
+    from synthinfer.napsu.estimator import _model_marginals
 
     df, domain = _numeric_age_table(100)
 
     def kept(marginals):
-        return [m.columns for m in _drop_contained(_model_marginals(marginals, domain), _coarse_versions(marginals, domain))]
+        return [m.columns for m in drop_contained(_model_marginals(marginals, domain), coarse_versions(marginals, domain))]
 
     assert kept([("age_group", "inc"), ("age",)]) == [("age", "inc"), ("age",)]  # fine inside the groups
     with pytest.warns(UserWarning, match="determines it"):

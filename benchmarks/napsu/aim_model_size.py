@@ -30,7 +30,8 @@ def model_size(data, domain, epsilon: float) -> dict:
     from synthinfer.data import encode
     from synthinfer.datasets import ADULT_PAPER_MARGINALS
     from synthinfer.napsu.aim import select_aim
-    from synthinfer.napsu.estimator import _drop_contained, _model_marginals, _most_frequent_from_measurements
+    from synthinfer.napsu.coarse import drop_contained
+    from synthinfer.napsu.estimator import _model_marginals, _most_frequent_from_measurements
     from synthinfer.napsu.network import network_for
     from synthinfer.napsu.reparam import one_sided_cells
     from synthinfer.napsu.structured import canonical_summary, measurement_layout
@@ -41,7 +42,7 @@ def model_size(data, domain, epsilon: float) -> dict:
     codes = encode(data, full)[:, [full.index(c) for c in domain.names]]
     n = codes.shape[0]
     budget = PrivacyBudget(epsilon, n**-2.0)
-    fixed = _drop_contained(_model_marginals(ADULT_PAPER_MARGINALS, full))
+    fixed = drop_contained(_model_marginals(ADULT_PAPER_MARGINALS, full))
     t0 = time.perf_counter()
     aim = select_aim(codes, domain, None, required=fixed, budget=budget, ledger=PrivacyLedger(budget))
     selection_s = time.perf_counter() - t0

@@ -24,16 +24,22 @@ nothing when it stays. Each of its ``k`` moment tables changes by ``-w`` and ``+
 values when the row changes coarse cell (at most ``1 + 1``), or by ``w' - w`` in one value when
 it stays (at most ``2^2``). The marginal's squared sensitivity is therefore
 ``max(2 + 2k, 4k)``: ``2`` without moments, ``4`` with one.
+
+Which marginals are coarse, and how: :func:`coarse_versions` (each marginal on the model's
+columns with the maps of the columns it names through groups) and :func:`drop_contained` (a
+marginal another one determines is not measured).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from synthinfer.data import Domain, Marginal
+from synthinfer.data import Domain, Marginal, as_marginals
+from synthinfer.errors import SynthinferWarning
 
 #: Moment weights are measured as the integers ``round(MOMENT_SCALE * w)`` (``|w| <= 1``): the
 #: discrete Gaussian needs integer inputs, and at this scale the rounding moves a weight by at
@@ -112,4 +118,50 @@ def squared_sensitivity(moment_tables: Sequence[int]) -> int:
     return int(sum(max(2 + 2 * k, 4 * k) for k in moment_tables))
 
 
-__all__ = ["MOMENT_SCALE", "MomentQuery", "coarse_groups", "moment_queries", "squared_sensitivity"]
+def coarse_versions(marginals, domain: Domain) -> list[tuple[tuple[str, ...], dict[str, np.ndarray]]]:
+    """Each marginal as named, on the model's columns, with the code map of every source column
+    it names only through a many-to-one derived column (``{}`` for none): the input of
+    :func:`synthinfer.napsu.interactions.coarse_ties`. A one-to-one map (a code and its label)
+    is the source itself."""
+    out = []
+    for m in as_marginals(marginals):
+        maps: dict[str, np.ndarray] = {}
+        direct = {c for c in m.columns if c not in domain.derived}
+        for c in m.columns:
+            if c in domain.derived:
+                src, mp = domain.derived[c]
+                if src not in direct and np.unique(mp).size < mp.size:
+                    # two derived columns of one source in one marginal: their common refinement
+                    maps[src] = mp if src not in maps else np.unique(np.stack([maps[src], mp]), axis=1,
+                                                                     return_inverse=True)[1].ravel()
+        out.append((domain.source_columns(m.columns), maps))
+    return out
+
+
+def drop_contained(marginals: Sequence[Marginal],
+                   versions: Sequence[tuple[tuple[str, ...], Mapping[str, np.ndarray]]] = ()) -> tuple[Marginal, ...]:
+    """The marginals without those contained in another: a contained marginal's counts follow
+    from the larger one's, so measuring it would only add noise (it raises n_s in the
+    sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells). ``versions``
+    (:func:`coarse_versions`, in the same order): a larger marginal that names a column only
+    through its groups determines the smaller one only if that names it through the same groups
+    (``("age",)`` beside ``("age_group", "income")`` is measured, ``("age_group",)`` is not)."""
+    maps = [dict(m) for _, m in versions] or [{} for _ in marginals]
+
+    def determines(j: int, i: int) -> bool:
+        return set(marginals[i].columns) < set(marginals[j].columns) and all(
+            c not in maps[j] or (c in maps[i] and np.array_equal(maps[i][c], maps[j][c])) for c in marginals[i].columns)
+
+    kept = []
+    for i, m in enumerate(marginals):
+        bigger = next((o for j, o in enumerate(marginals) if j != i and determines(j, i)), None)
+        if bigger is None:
+            kept.append(m)
+        else:
+            warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
+                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=4)
+    return tuple(kept)
+
+
+__all__ = ["MOMENT_SCALE", "MomentQuery", "coarse_groups", "coarse_versions", "drop_contained", "moment_queries",
+           "squared_sensitivity"]

@@ -56,7 +56,9 @@ from synthinfer.napsu.backends import (
     check_model_size,
     get_backend,
 )
-from synthinfer.napsu.coarse import MOMENT_SCALE, coarse_groups, moment_queries, squared_sensitivity
+from synthinfer.napsu.coarse import (
+    MOMENT_SCALE, coarse_groups, coarse_versions, drop_contained, moment_queries, squared_sensitivity,
+)
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement
 from synthinfer.napsu.network import network_for
@@ -444,8 +446,8 @@ class NapsuMQ(Generator):
         # derived columns are functions of their sources: the model is fitted without them, on
         # the marginals with each derived column replaced by its source, and generate() adds them
         domain = full_domain.without_derived()
-        coarse = _coarse_versions(self.marginals, full_domain)
-        fixed = _drop_contained(_model_marginals(self.marginals, full_domain), coarse)
+        coarse = coarse_versions(self.marginals, full_domain)
+        fixed = drop_contained(_model_marginals(self.marginals, full_domain), coarse)
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         self._check_coarse(coarse, full_domain)
         if isinstance(self.smooth_sd, Mapping):
@@ -1104,26 +1106,6 @@ def _model_marginals(marginals, domain: Domain) -> list[Marginal]:
     return out
 
 
-def _coarse_versions(marginals, domain: Domain) -> list[tuple[tuple[str, ...], dict[str, np.ndarray]]]:
-    """Each marginal as named, on the model's columns, with the code map of every source column
-    it names only through a many-to-one derived column (``{}`` for none): the input of
-    :func:`synthinfer.napsu.interactions.coarse_ties`. A one-to-one map (a code and its label)
-    is the source itself."""
-    out = []
-    for m in as_marginals(marginals):
-        maps: dict[str, np.ndarray] = {}
-        direct = {c for c in m.columns if c not in domain.derived}
-        for c in m.columns:
-            if c in domain.derived:
-                src, mp = domain.derived[c]
-                if src not in direct and np.unique(mp).size < mp.size:
-                    # two derived columns of one source in one marginal: their common refinement
-                    maps[src] = mp if src not in maps else np.unique(np.stack([maps[src], mp]), axis=1,
-                                                                     return_inverse=True)[1].ravel()
-        out.append((domain.source_columns(m.columns), maps))
-    return out
-
-
 def _has_midpoints(domain: Domain, column: str) -> bool:
     """Whether ``column`` has numeric bins (:meth:`synthinfer.data.Domain.midpoints`)."""
     try:
@@ -1139,29 +1121,5 @@ def _source_columns(spec: Any, domain: Domain) -> Any:
     cols = (spec,) if isinstance(spec, str) else tuple(spec.columns) if isinstance(spec, Marginal) else tuple(spec)
     return cols if len(set(cols)) < len(cols) else domain.source_columns(cols)
 
-
-def _drop_contained(marginals: Sequence[Marginal],
-                    versions: Sequence[tuple[tuple[str, ...], Mapping[str, np.ndarray]]] = ()) -> tuple[Marginal, ...]:
-    """The marginals without those contained in another: a contained marginal's counts follow
-    from the larger one's, so measuring it would only add noise (it raises n_s in the
-    sensitivity sqrt(2 n_s) while the canonical queries keep none of its cells). ``versions``
-    (:func:`_coarse_versions`, in the same order): a larger marginal that names a column only
-    through its groups determines the smaller one only if that names it through the same groups
-    (``("age",)`` beside ``("age_group", "income")`` is measured, ``("age_group",)`` is not)."""
-    maps = [dict(m) for _, m in versions] or [{} for _ in marginals]
-
-    def determines(j: int, i: int) -> bool:
-        return set(marginals[i].columns) < set(marginals[j].columns) and all(
-            c not in maps[j] or (c in maps[i] and np.array_equal(maps[i][c], maps[j][c])) for c in marginals[i].columns)
-
-    kept = []
-    for i, m in enumerate(marginals):
-        bigger = next((o for j, o in enumerate(marginals) if j != i and determines(j, i)), None)
-        if bigger is None:
-            kept.append(m)
-        else:
-            warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
-                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=4)
-    return tuple(kept)
 
 __all__ = ["NapsuMQ"]

@@ -168,7 +168,8 @@ def main() -> None:
     if a.inference == "laplace":
         rec["laplace_axes_gap_over_1_nat"] = gen.diagnostics_["laplace"]["axes_gap_over_1_nat"]
     else:
-        rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences")}
+        rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences",
+                                                                 "gradient_evaluations_per_draw")}
     syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
     q, ci95, _ = cc.analyse(syn, len(df))
     rq, se = real_q.to_numpy(), real_se.to_numpy()

@@ -139,3 +139,51 @@ def test_a_one_way_beside_coarse_pairs_of_its_column_is_measured_unless_they_det
         assert kept([("age_group", "inc"), ("age_group",)]) == [("age", "inc")]  # the group totals again
     with pytest.warns(UserWarning, match="determines it"):
         assert kept([("age", "inc"), ("age_group",)]) == [("age", "inc")]
+
+
+def test_two_numeric_coarse_columns_in_one_marginal_keep_the_stated_sensitivity(monkeypatch):
+    """k = 2 moment tables in one marginal (squared sensitivity 8), groups of one category (no
+    moment) and a fine 1-way of one of the numbers (the coarse ``(a_g, c)`` is dropped: the
+    3-way determines it): every substitute of a row stays within the stated sensitivity, and a
+    row moving edge to edge inside its coarse cell attains it."""
+    from synthinfer.data import Binning, Column, Domain
+    import synthinfer.napsu.estimator as est
+
+    ba, bb = Binning((0., 1., 3., 4., 10., 11., 12.)), Binning((0., 2., 5., 6., 9.))  # uneven bins
+    la, lb = list(ba.labels()), list(bb.labels())
+    ga, gb = ["g0", "g0", "g1", "g2", "g2", "g2"], ["h0", "h1", "h1", "h1"]  # g1 and h0 hold one category
+    dom = Domain([Column("a", tuple(la), binning=ba), Column("a_g", ("g0", "g1", "g2"), derived_from="a",
+                                                             derive=tuple(zip(la, ga))),
+                  Column("b", tuple(lb), binning=bb), Column("b_g", ("h0", "h1"), derived_from="b",
+                                                             derive=tuple(zip(lb, gb))),
+                  Column("c", (0, 1))])
+    rng = np.random.default_rng(0)
+    ai, bi, ci = rng.integers(0, 6, 60), rng.integers(0, 4, 60), rng.integers(0, 2, 60)
+    df = pd.DataFrame({"a": np.array(la)[ai], "a_g": np.array(ga)[ai], "b": np.array(lb)[bi],
+                       "b_g": np.array(gb)[bi], "c": ci})
+    seen = []
+
+    def capture(parts, scales, **kw):
+        seen.append((np.concatenate([np.asarray(p) / s for p, s in zip(parts, scales)]), kw))
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(est, "scaled_discrete_gaussian_mechanism", capture)
+
+    def measured(frame):
+        with pytest.raises(RuntimeError, match="captured"), pytest.warns(UserWarning, match="determines it"):
+            NapsuMQ([("a_g", "b_g", "c"), ("a_g", "c"), ("b",)], epsilon=1.0, inference="laplace",
+                    coarse_interactions="linear", seed=0).fit(frame, dom)
+        return seen[-1]
+
+    base, kw = measured(df)
+    assert kw["sensitivity"] ** 2 == pytest.approx(8 + 2)  # k = 2, and the fine 1-way
+    for x, y, z in [(0, 0, 0), (1, 3, 1), (2, 1, 0), (5, 2, 1), (3, 0, 1)]:
+        other = df.copy()
+        other.loc[0] = [la[x], ga[x], lb[y], gb[y], z]
+        assert np.sum((measured(other)[0] - base) ** 2) <= kw["sensitivity"] ** 2 + 1e-9
+    # both numbers from one edge of their groups to the other, the coarse cells unchanged: the
+    # k = 2 marginal's moments move by 2 each (8), the fine (b,) 1-way by -1 and +1 (2)
+    i = int(np.flatnonzero((ai == 0) & (bi == 1))[0])
+    other = df.copy()
+    other.loc[i, ["a", "b"]] = [la[1], lb[3]]
+    assert np.sum((measured(other)[0] - base) ** 2) == pytest.approx(kw["sensitivity"] ** 2)

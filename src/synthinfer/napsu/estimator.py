@@ -45,6 +45,7 @@ from synthinfer.errors import (
     DomainError,
     OutOfDomainError,
     ParameterError,
+    PrivacyError,
     SynthinferWarning,
     UnknownColumnError,
 )
@@ -585,6 +586,8 @@ class NapsuMQ(Generator):
             counts = np.concatenate(tables)
             del fine_tables
             if moment_values:  # real-weighted statistics: integer-scaled parts, zCDP (napsu.coarse)
+                if plan is not None:  # _check_coarse refuses this before any spend; never measure outside a plan
+                    raise PrivacyError("moments cannot be measured inside MST's jointly calibrated noise plan")
                 noisy_parts, sigma_scale = scaled_discrete_gaussian_mechanism(
                     [counts, *moment_values], [1] + [MOMENT_SCALE] * len(moment_values),
                     sensitivity=math.sqrt(squared_sensitivity([len(qs) for qs in moments])),

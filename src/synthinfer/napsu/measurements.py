@@ -21,7 +21,7 @@ w_c C_M(X)[c] + Z_k``: a **moment** of a numeric column inside each cell of a co
 (``sum of (age - centre_g) / halfwidth_g`` over the rows of age group ``g`` and income ``k``,
 weights in ``[-1, 1]``), the statistic of a linear coarse interaction
 (:func:`synthinfer.napsu.interactions.coarse_slopes`). Its sensitivity is the caller's to state
-(:func:`synthinfer.napsu.moments.moment_sensitivity`).
+(:func:`synthinfer.napsu.coarse.squared_sensitivity`).
 """
 
 from __future__ import annotations

@@ -83,6 +83,8 @@ def test_select_aim_writes_a_release_that_records_aim(files):
     (["--select", "mst", "--tie-below", "None"], {"select_extra": "mst", "tie_below": None}),
     (["--select", "mst"], {"tie_below": "auto", "num_warmup": None, "num_samples": None}),
     (["--coarse-interactions", "linear"], {"coarse_interactions": "linear"}),
+    (["--smooth-sd", "0.2"], {"smooth_sd": 0.2}),
+    (["--smooth-sd", "a=0.1, b=0.5"], {"smooth_sd": {"a": 0.1, "b": 0.5}}),
     ([], {"coarse_interactions": "constant"}),
     ([], {"select_extra": 0, "workload": None, "max_model_cells": None}),
 ])
@@ -108,6 +110,7 @@ def test_select_options_become_napsu_settings(files, monkeypatch, extra, expecte
     (["--select", "mst", "--required-share", "0.5"], r"--required-share applies to --select aim only"),
     (["--select", "aim", "--required-share", "1"], r"--required-share must be in \[0, 1\), got 1"),
     (["--tie-below", "3"], r"--tie-below applies to selected marginals: give --select too"),
+    (["--smooth-sd", "a=x"], r"--smooth-sd must be a number or COL=SD pairs"),
     (["--select", "aim", "--inference", "laplace", "--tie-below", "0"], r"tie_below must be 'auto', None or a finite number > 0"),
     (["--select", "aim", "--inference", "laplace", "--mst-budget-fraction", "0.2"],
      r"--mst-budget-fraction applies to MST selection"),

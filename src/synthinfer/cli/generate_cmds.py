@@ -45,6 +45,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--required-share": ("napsu",),
     "--tie-below": ("napsu",),
     "--coarse-interactions": ("napsu",),
+    "--smooth-sd": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
     "--num-samples": ("napsu",),
@@ -126,6 +127,10 @@ def generate_cmd(
         help="napsu: how the interactions of a column named through a many-to-one derived column vary inside a "
              "group: constant (default; one parameter per group) or linear (also a slope in a numeric column's "
              "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups)."),
+    smooth_sd: str = typer.Option(
+        None, "--smooth-sd", metavar="SD|COL=SD,...",
+        help="napsu: numeric columns' main effects as penalised splines whose slope changes from one bin to the "
+             "next with this sd (every numeric column, or COL=SD pairs separated by commas)."),
     mst_budget_fraction: float = typer.Option(None, "--mst-budget-fraction", help="napsu: share of the budget for MST (default 0.1)."),
     num_warmup: int = typer.Option(
         None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800; 400 on a large tied model)."),
@@ -158,6 +163,7 @@ def generate_cmd(
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
         "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
+        "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
         "--edges-share": edges_share, "--epochs": epochs,
@@ -368,6 +374,18 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def _parse_smooth_sd(text: str) -> float | dict[str, float]:
+    """``--smooth-sd``: one number, or ``COL=SD`` pairs separated by commas."""
+    try:
+        if "=" not in text:
+            return float(text)
+        pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+        return {col.strip(): float(sd) for col, sd in pairs}
+    except ValueError:
+        raise ParameterError(f"--smooth-sd must be a number or COL=SD pairs separated by commas, got {text!r}") \
+            from None
+
+
 def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, given: dict[str, Any],
                     selection: dict[str, Any], dom):
     """The generator for ``--generator name``, with the options given on the command line
@@ -381,6 +399,8 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)
+        if "--smooth-sd" in given:
+            kw["smooth_sd"] = _parse_smooth_sd(given["--smooth-sd"])
         return NapsuMQ(list(given["--marginals"]), epsilon=epsilon, delta=delta, seed=seed, **kw)
     if name == "privbayes":
         kw = {"edges_share": given["--edges-share"]} if "--edges-share" in given else {}

@@ -265,6 +265,10 @@ def test_auto_samples_a_model_with_near_empty_ties_with_nuts():
     canon = MarkovNetwork(q)
     assert AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(canon, y, 5.0, 500, 10.0,
                                                                      interaction_sd=1.0))[0] == "laplace"
+    # slopes of numeric coarse columns: NUTS whatever the size (Laplace missed such slopes)
+    sampler, reason = AutoBackend(max_nuts_dimension=0).choose(PosteriorProblem(tied, y, 5.0, 500, 10.0,
+                                                                               interaction_sd=1.0, coarse_slopes=True))
+    assert sampler == "nuts" and "slopes of numeric coarse columns" in reason
 
 
 # -- coarse interactions (marginals naming many-to-one derived columns) -----------------------

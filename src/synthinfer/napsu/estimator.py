@@ -135,7 +135,8 @@ class NapsuMQ(Generator):
         coarsest noise level).
     n_chains, num_warmup, num_samples, max_tree_depth : NUTS settings (Supplement E: 4 chains of
         800 + 2000 draws, tree depth 12). ``None`` (the default for the draws): Supplement E's,
-        except for a model with near-empty interactions tied and more than
+        except for a tied model (near-empty interactions tied, or slopes of numeric coarse
+        columns) with more than
         :data:`~synthinfer.napsu.backends.AUTO_NUTS_MAX_DIMENSION` parameters, where
         :data:`TIED_DRAWS` (400 + 400: the population coverage study of AIM's models on the full
         Adult table was calibrated with these, and the fit takes minutes, not the better part of
@@ -171,7 +172,8 @@ class NapsuMQ(Generator):
         flattened); a categorical source stays constant. Without AIM such a marginal is
         measured as its coarse table, with ``"linear"`` also with the number's moment in each
         of its cells, the slopes' statistic (:mod:`synthinfer.napsu.coarse`; its own
-        sensitivity, accounted in zCDP).
+        sensitivity, accounted in zCDP). With slopes, ``inference="auto"`` samples with NUTS
+        whatever the model's size (:class:`~synthinfer.napsu.backends.AutoBackend`).
     smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
         slope from one bin to the next, one number for every column with numeric bins (three or
         more, not named only through groups) or ``{column: sd}`` for some: their main effects
@@ -651,7 +653,8 @@ class NapsuMQ(Generator):
         self.ledger_ = ledger
         self.seed_fixed_ = seed_fixed(self.seed)
         with single_threaded_blas():  # see synthinfer._jax: BLAS threads only contend at this size
-            self._infer(rng, stage, timings, near_empty_tied=bool(tie_counts.get("near_empty_ties")))
+            self._infer(rng, stage, timings, near_empty_tied=bool(tie_counts.get("near_empty_ties")),
+                        coarse_slopes=bool(tie_counts.get("coarse_slopes")))
         if aim_record is not None:
             self.diagnostics_["aim"] = aim_record
         if queries is not queries.canonical:
@@ -722,11 +725,12 @@ class NapsuMQ(Generator):
 
     def _draws(self, tied: bool) -> tuple[int, int, str]:
         """``(num_warmup, num_samples, why)``: the given ones, else Supplement E's, or
-        :data:`TIED_DRAWS` for a tied model above the size NUTS takes in minutes untied."""
+        :data:`TIED_DRAWS` for a tied model (near-empty ties or coarse slopes) above the size
+        NUTS takes in minutes untied."""
         from synthinfer.napsu.backends import AUTO_NUTS_MAX_DIMENSION
 
         if tied and self.network_.dimension > AUTO_NUTS_MAX_DIMENSION:
-            default, why = TIED_DRAWS, (f"near-empty interactions tied, d = {self.network_.dimension} > "
+            default, why = TIED_DRAWS, (f"a tied model, d = {self.network_.dimension} > "
                                         f"{AUTO_NUTS_MAX_DIMENSION}: the draws of the population coverage study")
         else:
             default, why = SUPPLEMENT_E_DRAWS, "Supplement E's"
@@ -781,7 +785,7 @@ class NapsuMQ(Generator):
         return d_fixed, "the marginals' own count"
 
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
-               near_empty_tied: bool = False) -> None:
+               near_empty_tied: bool = False, coarse_slopes: bool = False) -> None:
         backend = get_backend(self.inference)
         if not self.noise_aware:
             sigma_inf = NON_NOISE_AWARE_SIGMA
@@ -793,8 +797,8 @@ class NapsuMQ(Generator):
         problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd),
                                    layout=self.layout_, cell_prior=float(self.cell_prior),
                                    interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
-                                   near_empty_tied=near_empty_tied)
-        warmup, samples, why = self._draws(near_empty_tied)
+                                   near_empty_tied=near_empty_tied, coarse_slopes=coarse_slopes)
+        warmup, samples, why = self._draws(near_empty_tied or coarse_slopes)
         settings = InferenceSettings(
             n_chains=int(self.n_chains), num_warmup=warmup, num_samples=samples,
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),

@@ -152,7 +152,7 @@ def main() -> None:
                     help="NapsuMQ's interaction_sd (default: the library's; 0: None, the normal prior on theta)")
     ap.add_argument("--required-share", type=float, default=None,
                     help="with --marginals aim: NapsuMQ's required_share (default: the library's)")
-    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else float(t), default="auto",
+    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else t if t == "auto" else float(t), default="auto",
                     help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions below K noise "
                          "sd (default: the library's, 3 with selection; none: untied, as the studies before it)")
     ap.add_argument("--n-chains", type=int, default=4)

@@ -73,7 +73,7 @@ def main() -> None:
                     help="declare education-num derived from education (adult_domain(derived=True)), as the "
                          "coverage study does: no budget on a known dependency")
     ap.add_argument("--required-share", type=float, default=None, help="NapsuMQ's required_share (default: the library's)")
-    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else float(t), default="auto",
+    ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else t if t == "auto" else float(t), default="auto",
                     help="NapsuMQ's tie_below for the noise-aware backends (default: the library's, 3 with AIM; none: "
                          "untied, as the runs before it; the PGM baseline fits the canonical queries)")
     ap.add_argument("--out", default=str(OUT))

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from test_napsu_interactions import BY_HALVES, _numeric_age_table
 
+from synthinfer import float64
 from synthinfer._jax import jnp
 from synthinfer.data import Marginal
 from synthinfer.errors import ParameterError, PrivacyError
@@ -99,7 +100,8 @@ def test_measured_moments_recover_the_slope_inside_each_group(tmp_path):
     for kind in ("linear", "constant"):
         gen = NapsuMQ([("age_group", "inc"), ("age_group", "race"), ("age",)], epsilon=20.0, inference="laplace",
                       seed=1, n_chains=1, num_samples=20, coarse_interactions=kind).fit(df, domain)
-        table = np.asarray(gen.network_.query_marginals(jnp.asarray(gen.draws_[0].mean(0)))[0]).reshape(6, 2)
+        with float64():  # the network's programs are float64 (outside, JAX truncates theta to float32)
+            table = np.asarray(gen.network_.query_marginals(jnp.asarray(gen.draws_[0].mean(0)))[0]).reshape(6, 2)
         logits[kind] = np.log(table[:, 1] / table[:, 0])
     # the within-group rises (real: about 1.5 and 0.98 nats from each group's first age to its last)
     rise = lambda lg: np.array([lg[2] - lg[0], lg[5] - lg[3]])  # noqa: E731

@@ -247,7 +247,7 @@ def aim_analysis_population() -> None:
     axes[2].set_xticks(np.arange(len(names)), [n.replace("race[", "").rstrip("]") for n in names], rotation=30,
                        ha="right", fontsize=8)
     axes[2].set(ylabel="95% coverage", ylim=(0, 1.05),
-                title="population design: each coefficient's 95% coverage (epsilon 1)")
+                title="population design: 95% coverage per coefficient, epsilon 1")
     for ax, where in zip(axes, ("upper left", "upper left", "lower left")):
         ax.legend(fontsize=7, loc=where)
     fig.tight_layout()

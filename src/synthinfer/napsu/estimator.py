@@ -579,7 +579,8 @@ class NapsuMQ(Generator):
             # with linear coarse interactions also the moments of its numeric coarse columns
             coarse_maps = {tuple(cols): maps for cols, maps in coarse if maps}
             groups = [coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
-            moments = [moment_queries(m, coarse_maps.get(m.columns), self._scores(full_domain), domain)
+            scores = self._scores(full_domain)
+            moments = [moment_queries(m, coarse_maps.get(m.columns), scores, domain)
                        if self.coarse_interactions == "linear" else [] for m in queryset.marginals]
             fine_tables = [counter.count(m.columns) for m in queryset.marginals]
             tables = [c if g is None else np.bincount(g, weights=c).round().astype(np.int64)

@@ -206,8 +206,9 @@ class InteractionFeatures:
         return self.canonical.l2_sensitivity
 
     def interactions(self) -> tuple[sparse.csr_array, np.ndarray]:
-        """``(I, order)``: the parameters are interactions already (a tie is one interaction)."""
-        return sparse.identity(self.dimension, format="csr"), self.order
+        """``(I, shrunk)``: the parameters are interactions already (a tie is one interaction),
+        and :attr:`shrunk` says which take the interaction prior."""
+        return sparse.identity(self.dimension, format="csr"), self.shrunk
 
     def to_canonical(self) -> np.ndarray:
         """The dense ``d x d'`` matrix ``A = M^-1 E`` with ``theta = A phi``: the canonical

@@ -234,9 +234,8 @@ def _posterior_objectives(net: MarkovNetwork, layout: Layout | None) -> tuple[Ca
     # the interactions lambda = M theta (a sparse matrix-vector product; M = I where the
     # parameters are interactions) and each column's 1-way table from the first measured
     # marginal that holds it, for the interaction prior
-    M, _ = net.queries.interactions()
+    M, is_interaction = net.queries.interactions()  # order two or more, and slopes (napsu.interactions)
     M_rows, M_cols, M_vals = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr)), M.indices, M.data
-    is_interaction = net.queries.shrunk  # order two or more, and slopes (napsu.interactions)
     first: dict[str, tuple[int, int]] = {}
     for i, m in enumerate(net.queries.queryset.marginals):
         for axis, c in enumerate(m.columns):

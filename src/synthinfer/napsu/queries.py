@@ -136,13 +136,10 @@ class CanonicalQueries:
         return tuple(np.array([c]) for c in self.query_cell)
 
     def interactions(self) -> tuple[sparse.csr_array, np.ndarray]:
-        """``(M, order)`` of :func:`interaction_matrix`."""
-        return interaction_matrix(self)
-
-    @property
-    def shrunk(self) -> np.ndarray:
-        """Which interactions ``lambda = M theta`` take the interaction prior: order two or more."""
-        return interaction_matrix(self)[1] >= 2
+        """``(M, shrunk)``: :func:`interaction_matrix`'s ``M`` and which interactions take the
+        interaction prior (order two or more)."""
+        M, order = interaction_matrix(self)
+        return M, order >= 2
 
     def summarise(self, s: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per parameter, its query's noisy count and noise sd: ``(s, sigma)`` as they are."""

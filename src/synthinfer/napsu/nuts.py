@@ -177,6 +177,11 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior
     return jax.lax.fori_loop(start, stop, step, state)
 
 
+def _shape_stand_in(theta: jax.Array, *args: Any) -> jax.Array:
+    """A log density with the shapes of the real one (:func:`compile_nuts`)."""
+    return jnp.sum(theta)
+
+
 _NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
 
 
@@ -227,8 +232,9 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
         z = jax.ShapeDtypeStruct((d,), np.float64)
         index = jax.ShapeDtypeStruct((), np.int32)
-        state = jax.eval_shape(lambda z0, data: _chain_start(z0, data,
-                                                             neg_log_posterior=objective(network, "neg_log_posterior", layout)[0],
+        # the state's shapes do not depend on the density: a stand-in with the same output
+        # (a float64 scalar) spares tracing the likelihood once more (most of a small model's wait)
+        state = jax.eval_shape(lambda z0, data: _chain_start(z0, data, neg_log_posterior=_shape_stand_in,
                                                              num_samples=settings["num_samples"],
                                                              target_accept=settings["target_accept"]), z, shapes)
         return _nuts_jit(network, layout).lower(state, jax_key_data_spec(), z, shapes, index, index, **settings)

@@ -34,6 +34,7 @@ import math
 import os
 import secrets
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -59,11 +60,19 @@ def _test_only_rng() -> np.random.Generator | None:
 
 
 @lru_cache(maxsize=1)
-def _dp():
-    import opendp.prelude as dp
+def _dp() -> SimpleNamespace:
+    """OpenDP's core modules as one namespace (the names of ``opendp.prelude``), with the
+    features synthinfer uses enabled. Not the prelude itself: it imports ``opendp.extras``,
+    which imports scikit-learn (about a second on a cold start, before the first noise)."""
+    import opendp.domains
+    import opendp.measurements
+    import opendp.measures
+    import opendp.metrics
+    import opendp.mod
 
-    dp.enable_features(*_OPENDP_FEATURES)
-    return dp
+    opendp.mod.enable_features(*_OPENDP_FEATURES)
+    return SimpleNamespace(**{name: getattr(mod, name) for mod in (opendp.domains, opendp.metrics, opendp.measures)
+                              for name in mod.__all__}, m=opendp.measurements)
 
 
 def _check_scale(scale: float) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from synthinfer.errors import ConvergenceWarning
-from synthinfer.mcmc import ESS_BULK_PER_CHAIN, RHAT_MAX, convergence_diagnostics
+from synthinfer.mcmc import ESS_BULK_PER_CHAIN, RHAT_CEILING, RHAT_MAX, convergence_diagnostics, rhat_null_limits
 
 
 def _idata(**posterior):
@@ -80,3 +80,54 @@ def test_constant_component_has_undefined_rhat_and_fails():
         out = convergence_diagnostics(_idata(x=x))
     assert out["ok"] is False and out["rhat"][1] is None
     json.dumps(out, allow_nan=False)
+
+
+def _ar1_block(rng, chains, draws, k, rho):
+    """``k`` independent stationary AR(1) series per chain: converged chains with autocorrelation."""
+    x = np.empty((chains, draws, k))
+    x[:, 0] = rng.standard_normal((chains, k))
+    e = rng.standard_normal((chains, draws, k)) * np.sqrt(1 - rho**2)
+    for t in range(1, draws):
+        x[:, t] = rho * x[:, t - 1] + e[:, t]
+    return x
+
+
+def test_null_limit_matches_the_simulated_largest_rhat():
+    """At alpha = 0.5 the limit is the median of the largest R-hat of converged chains; simulated
+    (20 replicates of 4 x 200 draws, 100 quantities, rho = 0.3) they agree to 3e-3, where the
+    median itself is ~1.02 (so a wrong degrees of freedom or ESS would miss by more)."""
+    rng = np.random.default_rng(5)
+    largest, predicted = [], []
+    for _ in range(20):
+        x = _ar1_block(rng, 4, 200, 100, 0.3)
+        largest.append(float(az.rhat(_idata(x=x))["x"].max()))
+        predicted.append(float(np.median(rhat_null_limits(x, alpha=0.5))))
+    assert np.median(largest) > 1.015
+    assert abs(np.median(largest) - np.median(predicted)) < 3e-3
+
+
+def test_many_converged_quantities_pass_where_the_fixed_bound_fails():
+    """360 stationary chains of 4 x 400 draws (ESS ~ 870): the largest R-hat is above 1.01, as
+    it is in every such replicate, and the policy passes them: 1.01 is exceeded by chance."""
+    x = _ar1_block(np.random.default_rng(6), 4, 400, 360, 0.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        out = convergence_diagnostics(_idata(x=x))
+    assert out["rhat_max"] > 1.01 and out["ok"] is True
+    assert 1.01 < out["rhat_limit_max"] < RHAT_CEILING
+
+
+def test_one_chain_away_in_a_few_of_many_quantities_fails():
+    """The same chains with one of them 0.5 sd away in 3 of 360 quantities (7 standard errors of
+    its mean): flagged, and the warning names the limit it exceeded."""
+    x = _ar1_block(np.random.default_rng(7), 4, 400, 360, 0.3)
+    x[3, :, :3] += 0.5
+    with pytest.warns(ConvergenceWarning, match=r"the limit for converged chains .* over 360 quantities"):
+        out = convergence_diagnostics(_idata(x=x))
+    assert out["ok"] is False
+
+
+def test_few_quantities_and_long_chains_keep_the_fixed_bound():
+    x = _ar1_block(np.random.default_rng(8), 4, 2000, 3, 0.3)
+    out = convergence_diagnostics(_idata(x=x))
+    assert out["ok"] is True and out["rhat_limit_max"] == RHAT_MAX

@@ -1047,6 +1047,9 @@ class NapsuMQ(Generator):
         if "nuts" in d:
             nu = d["nuts"]
             rhat = "n/a" if nu["rhat_max"] is None else f"{nu['rhat_max']:.4f}"  # None: one chain, or undefined
+            limit = nu.get("rhat_limit_max")  # absent from fits saved before the limit followed the parameters
+            if limit is not None and nu["rhat_max"] is not None and limit > nu["rhat_threshold"]:
+                rhat += f" (limit {limit:.3f} for {self.network_.dimension} parameters)"
             ess = "n/a" if nu["ess_bulk_min"] is None else f"{nu['ess_bulk_min']:.0f}"
             draws = d.get("draws")  # absent from fits saved before the draws followed the model
             lines.append(f"  NUTS: " + ("" if draws is None else

@@ -4,8 +4,8 @@
 ``load_adult(categorical=True)`` with ``adult_domain(derived=True)`` and nothing else set: the
 default ties the selected marginals' near-empty interactions, ``inference="auto"`` samples the
 tied model with NUTS and the draws follow the model (4 x (400 + 400) above 200 parameters). One
-fit per seed; wall and process CPU time, the load average, the sampler's choice and diagnostics,
-and the warnings the user sees.
+fit per seed; wall and process CPU time (and the fit's stages), the load average, the sampler's
+choice and diagnostics, and the warnings the user sees.
 
     PYTHONPATH=src python benchmarks/napsu/default_fit.py --seeds 0,1 \\
         --out benchmarks/napsu/results/default_fit.json
@@ -44,7 +44,9 @@ def main() -> None:
         runs.append({"seed": seed, "fit_wall_s": time.perf_counter() - t, "fit_cpu_s": time.process_time() - c,
                      "loadavg_before": load, "loadavg_after": os.getloadavg(), "d": int(gen.network_.dimension),
                      "auto": gen.diagnostics_.get("auto"), "draws": gen.diagnostics_["draws"],
-                     "rhat_max": nuts.get("rhat_max"), "ess_bulk_min": nuts.get("ess_bulk_min"),
+                     "timings": gen.diagnostics_.get("timings"),
+                     "rhat_max": nuts.get("rhat_max"), "rhat_limit_max": nuts.get("rhat_limit_max"),
+                     "ess_bulk_min": nuts.get("ess_bulk_min"),
                      "gradients_per_draw": nuts.get("gradient_evaluations_per_draw"),
                      "warnings": [str(w.message)[:120] for w in caught]})
         print(json.dumps(runs[-1]), flush=True)

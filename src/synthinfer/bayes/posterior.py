@@ -14,7 +14,8 @@ Normal-Inverse-Gamma prior is conjugate for the Gaussian location-scale and line
 models (weights act as fractional counts in the sufficient statistics).
 
 NUTS fits are checked against synthinfer's convergence policy (:mod:`synthinfer.mcmc`: split
-R-hat < 1.01 and bulk ESS >= 100 per chain), with a ConvergenceWarning when it fails.
+R-hat < 1.01, or the limit converged chains reach over many parameters, and bulk ESS >= 100 per
+chain), with a ConvergenceWarning when it fails.
 """
 
 from __future__ import annotations

@@ -158,10 +158,12 @@ def convergence_diagnostics(
         rhat = _flat(az.rhat(idata, var_names=names), names) if n_chains >= 2 else None
     need = float(ess_per_chain * n_chains)
     limit = None
-    if rhat is not None:  # 1.01, or what converged chains reach by chance over this many quantities
+    if rhat is not None and (rhat_max >= RHAT_CEILING or not names):  # the limit cannot rise above rhat_max
+        limit = np.full(rhat.shape, float(rhat_max))
+    elif rhat is not None:  # rhat_max, or what converged chains reach by chance over this many quantities
         null = rhat_null_limits(np.concatenate([np.asarray(posterior[v].values, dtype=np.float64).reshape(
-            n_chains, posterior.sizes["draw"], -1) for v in names], axis=-1)) if names else np.zeros(0)
-        limit = np.clip(null, rhat_max, max(rhat_max, RHAT_CEILING))
+            n_chains, posterior.sizes["draw"], -1) for v in names], axis=-1))
+        limit = np.clip(null, rhat_max, RHAT_CEILING)
     out = {
         "rhat_max": None if rhat is None else _json_number(np.max(rhat, initial=-np.inf)),
         "ess_bulk_min": _json_number(np.min(ess_bulk, initial=np.inf)),

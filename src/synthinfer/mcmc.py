@@ -181,6 +181,9 @@ def convergence_diagnostics(
         worst = int(np.argmax(np.where(bad, np.nan_to_num(rhat - limit, nan=np.inf), -np.inf)))
         if not math.isfinite(rhat[worst]):
             problems.append("R-hat undefined")
+        elif limit[worst] >= RHAT_CEILING:
+            problems.append(f"R-hat {rhat[worst]:.4f} > {RHAT_CEILING} (more than converged chains reach, whatever "
+                            "their number or autocorrelation)")
         elif limit[worst] > rhat_max:
             problems.append(f"R-hat {rhat[worst]:.4f} > {limit[worst]:.4f} (the limit for converged chains of this "
                             f"autocorrelation over {rhat.size} quantities)")

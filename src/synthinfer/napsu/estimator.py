@@ -61,7 +61,7 @@ from synthinfer.napsu.coarse import (
     MOMENT_SCALE, coarse_groups, coarse_versions, drop_contained, moment_queries, squared_sensitivity,
 )
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
-from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement
+from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, combine_repeated
 from synthinfer.napsu.network import network_for
 from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
 from synthinfer.napsu.structured import measurement_layout
@@ -788,15 +788,21 @@ class NapsuMQ(Generator):
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
                near_empty_tied: bool = False, coarse_slopes: bool = False) -> None:
         backend = get_backend(self.inference)
+        layout, noisy = self.layout_, self.noisy_counts_
+        if self.measurements_ is not None:
+            # repeats (AIM's rounds) as one measurement each: the same posterior, a cheaper likelihood
+            merged = combine_repeated(self.measurements_, INTEGER_ROUNDING_VARIANCE)
+            if len(merged) < len(self.measurements_):
+                layout = measurement_layout(merged, self.network_.queries.domain)
+                noisy = np.concatenate([m.values for m in merged])
         if not self.noise_aware:
             sigma_inf = NON_NOISE_AWARE_SIGMA
         elif self.measurements_ is not None:
-            sigma_inf = np.concatenate([np.full(m.values.size, math.sqrt(max(m.variance, INTEGER_ROUNDING_VARIANCE)))
-                                        for m in self.measurements_])
+            sigma_inf = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in merged])
         else:
             sigma_inf = math.sqrt(max(self.sigma_dp_**2, INTEGER_ROUNDING_VARIANCE))
-        problem = PosteriorProblem(self.network_, self.noisy_counts_, sigma_inf, self.n_, float(self.prior_sd),
-                                   layout=self.layout_, cell_prior=float(self.cell_prior),
+        problem = PosteriorProblem(self.network_, noisy, sigma_inf, self.n_, float(self.prior_sd),
+                                   layout=layout, cell_prior=float(self.cell_prior),
                                    interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
                                    near_empty_tied=near_empty_tied, coarse_slopes=coarse_slopes)
         warmup, samples, why = self._draws(near_empty_tied or coarse_slopes)

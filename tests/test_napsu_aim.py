@@ -307,6 +307,27 @@ def test_bad_input_raises_before_any_budget(codes):
         max_likelihood_flops=5)
 
 
+def test_default_likelihood_cap_leaves_room_beyond_the_required_marginals(monkeypatch):
+    """The default cap on the likelihood's work is raised to twice what the required and 1-way
+    marginals cost where that is more, instead of refusing the required marginals."""
+    import synthinfer.napsu.aim as aim_module
+    from synthinfer.napsu.junction_tree import JunctionTree
+    from synthinfer.napsu.structured import likelihood_flops
+
+    rng = np.random.default_rng(3)
+    dom = Domain({c: list(range(4)) for c in "abcd"})
+    x = rng.integers(0, 4, (1500, 4))
+    required = [("a", "b", "c")]
+    budget = PrivacyBudget(8.0, 1e-6)
+    monkeypatch.setattr(aim_module, "DEFAULT_MAX_LIKELIHOOD_FLOPS", 10)
+    res = select_aim(x, dom, required=required, budget=budget, ledger=PrivacyLedger(budget), estimation_iters=20)
+    scopes = [(0, 1, 2)] + [(i,) for i in range(4)]
+    tree = JunctionTree.build(dom, [required[0], *[(c,) for c in "abcd"]])
+    initial = likelihood_flops(tree, dom.shape, scopes)
+    assert res.max_likelihood_flops == 2 * initial > 10
+    assert initial <= res.likelihood_flops <= 2 * initial
+
+
 def test_budget_too_small_for_the_rounds_names_the_epsilon_needed(codes):
     """The first measurements' noise sd sqrt(T / (0.9 rho)) must not exceed n: refused before any
     spend, naming the smallest epsilon that allows it (rho >= T / (0.9 n^2))."""

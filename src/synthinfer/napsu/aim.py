@@ -60,7 +60,8 @@ clique of the required marginals, which are measured whatever their size), and o
 noise-aware likelihood of the measured scopes plus it costs at most ``max_likelihood_flops``
 per evaluation (:func:`synthinfer.napsu.structured.likelihood_flops`, the message-passing
 plan's estimate; this one applies to candidates inside the tree too, whose blocks change the
-work). All depend only on what was measured, so eligibility is public.
+work; default :data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`, sized for the default sampler's five
+minutes, or twice the required and 1-way marginals' cost where that is larger). All depend only on what was measured, so eligibility is public.
 
 **Budget too small.** The first measurements have noise ``sigma_0 = sqrt(T / (alpha rho))``.
 When ``sigma_0`` exceeds ``n`` the first measurements (every column's 1-way marginal) are
@@ -116,10 +117,13 @@ DEFAULT_MAX_MODEL_CELLS = 4_000
 DEFAULT_MAX_CLIQUE_CELLS = 1_000
 #: Default cap on the noise-aware likelihood's work per evaluation (the message-passing plan's
 #: flop estimate, :func:`synthinfer.napsu.structured.likelihood_flops`), which sets the cost of
-#: every gradient of the Laplace fit and of NUTS: on the full Adult table about 1e7 flops took
-#: 10 ms and 4e7 flops 40-70 ms per gradient (benchmarks/napsu/scale_gradient.py), so 1e8 keeps a
-#: gradient near 0.1-0.2 s. AIM's models of that table at epsilon 1 stay near 2e7.
-DEFAULT_MAX_LIKELIHOOD_FLOPS = 100_000_000
+#: every gradient of the Laplace fit and of NUTS, whose default run takes ~90,000 of them. On the
+#: full Adult table at epsilon 1 a gradient took ~2 ms at 1e6 estimated flops, ~4 ms at 3e6 and
+#: 6-10 ms at 6e6-1.3e7 (one core); uncapped, AIM's models ranged over 1e6-1.3e7. At 3e6 the
+#: sampler stays within the default fit's five minutes on two cores, and the models' utility did
+#: not fall measurably (docs/performance.md). Raised to twice the required and 1-way marginals'
+#: own cost where that is larger, so that selection has room.
+DEFAULT_MAX_LIKELIHOOD_FLOPS = 3_000_000
 #: Mirror-descent iterations per PGM re-estimate (warm-started from the previous round's).
 DEFAULT_ESTIMATION_ITERS = 300
 
@@ -590,7 +594,7 @@ def select_aim(
     ledger: PrivacyLedger,
     max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
     max_clique_cells: int | None = None,
-    max_likelihood_flops: int = DEFAULT_MAX_LIKELIHOOD_FLOPS,
+    max_likelihood_flops: int | None = None,
     rounds: int | None = None,
     estimation_iters: int = DEFAULT_ESTIMATION_ITERS,
     required_share: float = 0.0,
@@ -628,11 +632,12 @@ def select_aim(
     max_clique_cells : int, optional
         Cap on the largest clique table (default: :data:`DEFAULT_MAX_CLIQUE_CELLS`, or the
         largest clique of the required and 1-way marginals' junction tree when that is larger).
-    max_likelihood_flops : int
+    max_likelihood_flops : int, optional
         Cap on the noise-aware likelihood's work per evaluation with a candidate measured
         (:func:`synthinfer.napsu.structured.likelihood_flops` of the measured scopes; it applies
         to candidates inside the tree's cliques too, since a new block or a whole-clique
-        measurement changes the work; :data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`).
+        measurement changes the work). Default: :data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`, or twice
+        the required and 1-way marginals' own cost when that is larger.
     rounds : int, optional
         The rounds bound ``T`` that sets the initial per-round cost ``rho / T`` (default
         ``16 k``); annealing spends faster, so at most ``T`` rounds run.
@@ -683,7 +688,8 @@ def select_aim(
     max_model_cells = _int_setting("max_model_cells", max_model_cells, 1)
     if max_clique_cells is not None:
         max_clique_cells = _int_setting("max_clique_cells", max_clique_cells, 1)
-    max_likelihood_flops = _int_setting("max_likelihood_flops", max_likelihood_flops, 1)
+    if max_likelihood_flops is not None:
+        max_likelihood_flops = _int_setting("max_likelihood_flops", max_likelihood_flops, 1)
     estimation_iters = _int_setting("estimation_iters", estimation_iters, 0)
     if budget.delta <= 0:
         raise ParameterError("AIM uses the Gaussian mechanism and needs delta > 0")
@@ -715,7 +721,9 @@ def select_aim(
             f"tree of the required marginals and the 1-way marginals; use max_clique_cells >= {initial_clique}")
     initial_scopes = list(dict.fromkeys(tuple(sorted(domain.index(c) for c in m.columns)) for m in up_front + initial))
     initial_flops = likelihood_flops(initial_tree, domain.shape, initial_scopes)
-    if max_likelihood_flops < initial_flops:
+    if max_likelihood_flops is None:
+        max_likelihood_flops = max(DEFAULT_MAX_LIKELIHOOD_FLOPS, 2 * initial_flops)
+    elif max_likelihood_flops < initial_flops:
         raise ParameterError(
             f"max_likelihood_flops={max_likelihood_flops} is below the {initial_flops} flops per likelihood "
             f"evaluation that the required marginals and the 1-way marginals alone need; use max_likelihood_flops >= "

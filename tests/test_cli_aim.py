@@ -79,6 +79,7 @@ def test_select_aim_writes_a_release_that_records_aim(files):
     (["--select", "aim", "--workload", "a,b", "--workload", "c, d ,e", "--max-model-cells", "300"],
      {"select_extra": "aim", "workload": ["a,b", "c, d ,e"], "max_model_cells": 300}),
     (["--select", "aim", "--required-share", "0.5"], {"select_extra": "aim", "required_share": 0.5}),
+    (["--select", "aim", "--max-likelihood-flops", "8000000"], {"select_extra": "aim", "max_likelihood_flops": 8000000}),
     (["--select", "mst", "--tie-below", "2.5"], {"select_extra": "mst", "tie_below": 2.5}),
     (["--select", "mst", "--tie-below", "None"], {"select_extra": "mst", "tie_below": None}),
     (["--select", "mst"], {"tie_below": "auto", "num_warmup": None, "num_samples": None}),
@@ -122,6 +123,9 @@ def test_select_options_become_napsu_settings(files, monkeypatch, extra, expecte
     # AIM's bad input, refused by select_aim before its charge
     (["--select", "aim", "--inference", "laplace", "--max-model-cells", "0"],
      r"--max-model-cells must be a positive integer, got 0"),
+    (["--select", "aim", "--inference", "laplace", "--max-likelihood-flops", "0"],
+     r"--max-likelihood-flops must be a positive integer, got 0"),
+    (["--max-likelihood-flops", "100"], r"--max-likelihood-flops applies to --select aim only"),
     (["--select", "aim", "--inference", "laplace", "--max-model-cells", "10"],
      r"max_model_cells=10 is below the 13 clique-table cells .* required marginals .* alone .* >= 13"),
     (["--select", "aim", "--inference", "laplace", "--workload", "a,zz"], r"workload: column 'zz' is not in the Domain"),

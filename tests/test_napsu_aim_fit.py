@@ -108,6 +108,13 @@ def test_bad_settings_fail_before_any_budget_is_spent(table, monkeypatch):
         NapsuMQ([("a", "c")], inference="laplace", workload=[("a", "b")], delta=1e-6).fit(table, DOM, ledger=ledger)
     with pytest.raises(ParameterError, match="max_model_cells"):
         NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", max_model_cells=0).fit(table, DOM, ledger=ledger)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ParameterError, match=f"max_likelihood_flops must be a positive integer, got {bad!r}"):
+            NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", max_likelihood_flops=bad).fit(
+                table, DOM, ledger=ledger)
+    with pytest.raises(ParameterError, match="max_likelihood_flops and required_share apply to select_extra='aim'"):
+        NapsuMQ([("a", "c")], inference="laplace", select_extra="mst", max_likelihood_flops=10**6).fit(
+            table, DOM, ledger=ledger)
     with pytest.raises(ParameterError, match="required_share must be a number in \\[0, 1\\), got 1.5"):
         NapsuMQ([("a", "c")], inference="laplace", select_extra="aim", required_share=1.5).fit(table, DOM, ledger=ledger)
     with pytest.raises(ParameterError, match="required_share apply to select_extra='aim' only"):

@@ -42,6 +42,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--select-mst": ("napsu",),
     "--workload": ("napsu",),
     "--max-model-cells": ("napsu",),
+    "--max-likelihood-flops": ("napsu",),
     "--required-share": ("napsu",),
     "--tie-below": ("napsu",),
     "--coarse-interactions": ("napsu",),
@@ -113,6 +114,10 @@ def generate_cmd(
     max_model_cells: int = typer.Option(
         None, "--max-model-cells",
         help="napsu, --select aim: cap on the model's junction-tree cells (default 4000); the fit's cost grows with it."),
+    max_likelihood_flops: int = typer.Option(
+        None, "--max-likelihood-flops",
+        help="napsu, --select aim: cap on the noise-aware likelihood's flops per evaluation (default 3000000, "
+             "about five minutes for the full Adult table on two cores); the sampler's time grows with it."),
     required_share: float = typer.Option(
         None, "--required-share",
         help="napsu, --select aim: share of the budget spent measuring --marginals before AIM's rounds "
@@ -161,7 +166,8 @@ def generate_cmd(
     """Fit a DP generator (NAPSU-MQ by default) to DATA and write m synthetic datasets as a release."""
     specific = {
         "--marginals": marginals or None, "--inference": inference, "--select": select, "--select-mst": select_mst,
-        "--workload": workload or None, "--max-model-cells": max_model_cells, "--required-share": required_share,
+        "--workload": workload or None, "--max-model-cells": max_model_cells,
+        "--max-likelihood-flops": max_likelihood_flops, "--required-share": required_share,
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
         "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
@@ -325,8 +331,9 @@ def _show_stage(bar, task, stage: str) -> None:
 
 
 def _selection(given: dict[str, Any]) -> dict[str, Any]:
-    """NapsuMQ's selection settings (``select_extra``, ``workload``, ``max_model_cells``) from
-    ``--select`` (or its alias ``--select-mst N``), ``--workload`` and ``--max-model-cells``,
+    """NapsuMQ's selection settings (``select_extra``, ``workload``, ``max_model_cells``,
+    ``max_likelihood_flops``) from ``--select`` (or its alias ``--select-mst N``), ``--workload``,
+    ``--max-model-cells`` and ``--max-likelihood-flops``,
     checked before any work."""
     if "--select" in given and "--select-mst" in given:
         raise ParameterError("--select-mst N is an alias of --select N: give only one of them")
@@ -344,7 +351,8 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
     if isinstance(select, int) and select < 0:
         flag = "--select" if "--select" in given else "--select-mst"
         raise ParameterError(f"{flag}: the number of 2-way marginals must be >= 0, got {select}")
-    aim_only = [f for f in ("--workload", "--max-model-cells", "--required-share") if f in given]
+    aim_only = [f for f in ("--workload", "--max-model-cells", "--max-likelihood-flops", "--required-share")
+                if f in given]
     if aim_only and select != "aim":
         verb = "apply" if len(aim_only) > 1 else "applies"
         raise ParameterError(f"{' and '.join(aim_only)} {verb} to --select aim only")
@@ -355,13 +363,16 @@ def _selection(given: dict[str, Any]) -> dict[str, Any]:
                              "whole budget over its rounds")
     if "--tie-below" in given and not select:
         raise ParameterError("--tie-below applies to selected marginals: give --select too")
-    if "--max-model-cells" in given and given["--max-model-cells"] < 1:
-        raise ParameterError(f"--max-model-cells must be a positive integer, got {given['--max-model-cells']}")
+    for flag in ("--max-model-cells", "--max-likelihood-flops"):
+        if flag in given and given[flag] < 1:
+            raise ParameterError(f"{flag} must be a positive integer, got {given[flag]}")
     kw: dict[str, Any] = {} if select is None else {"select_extra": select}
     if "--workload" in given:
         kw["workload"] = list(given["--workload"])
     if "--max-model-cells" in given:
         kw["max_model_cells"] = given["--max-model-cells"]
+    if "--max-likelihood-flops" in given:
+        kw["max_likelihood_flops"] = given["--max-likelihood-flops"]
     if "--required-share" in given:
         kw["required_share"] = given["--required-share"]
     if "--tie-below" in given:

@@ -128,6 +128,12 @@ class NapsuMQ(Generator):
     max_model_cells : with ``select_extra="aim"``, the cap on the junction tree's total clique
         cells (default :data:`synthinfer.napsu.aim.DEFAULT_MAX_MODEL_CELLS`): the posterior's
         cost grows with it.
+    max_likelihood_flops : with ``select_extra="aim"``, the cap on the noise-aware likelihood's
+        work per evaluation (flops of :func:`synthinfer.napsu.structured.likelihood_flops`;
+        default :data:`synthinfer.napsu.aim.DEFAULT_MAX_LIKELIHOOD_FLOPS`, which keeps the default
+        sampler near five minutes on the full Adult table on two cores): every gradient of the
+        Laplace fit and of NUTS costs about proportionally more above ~1e6. Raise it for a
+        richer model when time allows.
     required_share : with ``select_extra="aim"``, the share of the budget (in zCDP's rho) spent
         measuring ``marginals`` (those of two or more columns), all at one noise level, before
         AIM's rounds share the rest (default :data:`synthinfer.napsu.aim.DEFAULT_REQUIRED_SHARE`,
@@ -240,6 +246,7 @@ class NapsuMQ(Generator):
         mst_budget_fraction: float = 0.1,
         workload: Sequence[Sequence[str] | str | Marginal] | None = None,
         max_model_cells: int | None = None,
+        max_likelihood_flops: int | None = None,
         required_share: float | None = None,
         n_chains: int = 4,
         num_warmup: int | None = None,
@@ -266,6 +273,7 @@ class NapsuMQ(Generator):
         self.mst_budget_fraction = mst_budget_fraction
         self.workload = workload
         self.max_model_cells = max_model_cells
+        self.max_likelihood_flops = max_likelihood_flops
         self.required_share = required_share
         self.n_chains = n_chains
         self.num_warmup = num_warmup
@@ -298,6 +306,7 @@ class NapsuMQ(Generator):
             "mst_budget_fraction": self.mst_budget_fraction,
             "workload": None if self.workload is None else [list(m.columns) for m in as_marginals(self.workload)],
             "max_model_cells": self.max_model_cells,
+            "max_likelihood_flops": self.max_likelihood_flops,
             "required_share": self.required_share,
             "n_chains": self.n_chains,
             "num_warmup": self.num_warmup,
@@ -332,11 +341,18 @@ class NapsuMQ(Generator):
                     isinstance(self.max_model_cells, (int, np.integer)) and not isinstance(self.max_model_cells, bool)
                     and self.max_model_cells > 0):
                 raise ParameterError(f"max_model_cells must be a positive integer, got {self.max_model_cells!r}")
+            if self.max_likelihood_flops is not None and not (
+                    isinstance(self.max_likelihood_flops, (int, np.integer))
+                    and not isinstance(self.max_likelihood_flops, bool) and self.max_likelihood_flops > 0):
+                raise ParameterError(
+                    f"max_likelihood_flops must be a positive integer, got {self.max_likelihood_flops!r}")
             if self.required_share is not None and not (
                     _is_number(self.required_share) and 0 <= self.required_share < 1):
                 raise ParameterError(f"required_share must be a number in [0, 1), got {self.required_share!r}")
-        elif self.workload is not None or self.max_model_cells is not None or self.required_share is not None:
-            raise ParameterError("workload, max_model_cells and required_share apply to select_extra='aim' only")
+        elif (self.workload is not None or self.max_model_cells is not None or self.max_likelihood_flops is not None
+              or self.required_share is not None):
+            raise ParameterError("workload, max_model_cells, max_likelihood_flops and required_share apply to "
+                                 "select_extra='aim' only")
         if self.select_extra and self.select_extra != "aim" and not (
                 _is_number(self.mst_budget_fraction) and 0 < self.mst_budget_fraction < 1):
             raise ParameterError(f"mst_budget_fraction must be in (0, 1), got {self.mst_budget_fraction!r}")
@@ -509,6 +525,8 @@ class NapsuMQ(Generator):
                 workload = [_source_columns(m, full_domain) for m in workload]
             aim = select_aim(counter, domain, workload, required=fixed, budget=budget, ledger=ledger,
                              max_model_cells=self.max_model_cells or DEFAULT_MAX_MODEL_CELLS,
+                             max_likelihood_flops=None if self.max_likelihood_flops is None
+                             else int(self.max_likelihood_flops),
                              required_share=(DEFAULT_REQUIRED_SHARE if self.required_share is None
                                              else float(self.required_share)))
             timings["selection_and_measurement"] = time.perf_counter() - t0

@@ -105,6 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--reference", default="most_frequent", help="NapsuMQ's reference (default: its default)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "default_fit.json"))
     a = ap.parse_args()
     from synthinfer.datasets import adult_domain, load_adult
@@ -118,9 +119,10 @@ def main() -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             gen = NapsuMQ([("age", "race", "sex", "income")], epsilon=a.epsilon, select_extra="aim",
-                          seed=seed).fit(data, domain)
+                          seed=seed, reference=a.reference).fit(data, domain)
         nuts = gen.diagnostics_.get("nuts", {})
-        runs.append({"seed": seed, "fit_wall_s": time.perf_counter() - t, "fit_cpu_s": time.process_time() - c,
+        runs.append({"seed": seed, "reference": {c: gen.domain_[c].categories[k] for c, k in gen.queries_.reference.items()},
+                     "fit_wall_s": time.perf_counter() - t, "fit_cpu_s": time.process_time() - c,
                      "loadavg_before": load, "loadavg_after": os.getloadavg(), "d": int(gen.network_.dimension),
                      "auto": gen.diagnostics_.get("auto"), "draws": gen.diagnostics_["draws"],
                      "timings": gen.diagnostics_.get("timings"),

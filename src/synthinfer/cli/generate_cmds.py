@@ -145,7 +145,7 @@ def generate_cmd(
     reference: str = typer.Option(
         None, "--reference",
         help="napsu: reference categories of the canonical parametrisation: most_frequent (default; by noisy "
-             "counts), first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
+             "counts), well_measured (moved off categories that leave main-effect cells near-empty), first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
     ),
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "
@@ -425,13 +425,13 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
 def _parse_reference(text: str, dom) -> str | dict:
     """``most_frequent``, ``first``, or ``col=cat,col=cat`` matched to the Domain's categories
     by their text (so ``y=1`` finds the integer category 1)."""
-    if text in ("most_frequent", "first"):
+    if text in ("most_frequent", "well_measured", "first"):
         return text
     out = {}
     for pair in text.split(","):
         col, sep, cat = pair.partition("=")
         if not sep:
-            raise ParameterError(f"--reference: expected most_frequent, first or COL=CATEGORY pairs, got {pair!r}")
+            raise ParameterError(f"--reference: expected most_frequent, well_measured, first or COL=CATEGORY pairs, got {pair!r}")
         col, cat = col.strip(), cat.strip()
         cats = getattr(dom[col], "categories", ()) if col in dom.names else ()  # NapsuMQ names a bad one
         out[col] = next((c for c in cats if str(c) == cat), cat)  # unmatched: NapsuMQ names it

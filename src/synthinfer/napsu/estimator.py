@@ -63,7 +63,7 @@ from synthinfer.napsu.coarse import (
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, combine_repeated
 from synthinfer.napsu.network import network_for
-from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference
+from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference, well_measured_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
     PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng,
@@ -206,7 +206,11 @@ class NapsuMQ(Generator):
         (Supplement C): ``"most_frequent"`` (default) picks each column's most frequent
         category from the *noisy* counts (post-processing, no privacy cost), so the cells the
         parametrisation drops are large ones and NUTS mixes far better on sparse tables;
-        ``"first"`` uses each column's first category; a mapping ``{column: category}`` fixes
+        ``"well_measured"`` starts there and moves a column's reference where the cells that
+        fix the main effects (at most one column off the reference) are not near-empty in the
+        measured tables (:func:`synthinfer.napsu.queries.well_measured_reference`; e.g.
+        relationship's reference away from Husband, which structurally excludes every marital
+        status but married); ``"first"`` uses each column's first category; a mapping ``{column: category}`` fixes
         some (the others take their first category). The family of distributions is the same;
         the N(0, prior_sd^2 I) prior is relative to the reference.
     seed : int or numpy Generator for reproducible tests; ``None`` (the default, and the
@@ -262,7 +266,7 @@ class NapsuMQ(Generator):
         laplace_max_iter: int = 6000,
         laplace_max_restarts: int = 5,
         noise_aware: bool = True,
-        reference: Literal["most_frequent", "first"] | Mapping[str, Any] = "most_frequent",
+        reference: Literal["most_frequent", "well_measured", "first"] | Mapping[str, Any] = "most_frequent",
         seed: SeedLike = None,
     ):
         self.marginals = marginals
@@ -394,10 +398,22 @@ class NapsuMQ(Generator):
             raise ParameterError(f"coarse_interactions must be 'constant' or 'linear', got {self.coarse_interactions!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
-        if not (self.reference in ("most_frequent", "first") or isinstance(self.reference, Mapping)):
+        if not (self.reference in ("most_frequent", "well_measured", "first") or isinstance(self.reference, Mapping)):
             raise ParameterError(
-                f"reference must be 'most_frequent', 'first' or a mapping column -> category, got {self.reference!r}"
+                f"reference must be 'most_frequent', 'well_measured', 'first' or a mapping column -> category, "
+                f"got {self.reference!r}"
             )
+
+    def _automatic_reference(self, measurements: Sequence[Measurement], domain: Domain) -> dict[str, int]:
+        """The reference categories from the noisy measurements (post-processing): each column's
+        most frequent, then with ``reference="well_measured"`` moved where the cells fixing the
+        main effects are well measured (:func:`synthinfer.napsu.queries.well_measured_reference`)."""
+        reference = _most_frequent_from_measurements(measurements, domain)
+        if self.reference == "well_measured":
+            tables = [(m.marginal.columns, m.values, math.sqrt(m.variance)) for m in _full_tables(measurements)
+                      if m.cells.size == m.marginal.size(domain)]
+            reference = well_measured_reference(tables, domain, reference)
+        return reference
 
     def _user_reference(self, domain: Domain) -> dict[str, int] | None:
         """The user's reference categories as codes (``None`` for the automatic choices)."""
@@ -563,7 +579,7 @@ class NapsuMQ(Generator):
             # AIM has measured everything; the model's marginals hold every measured scope
             t0 = time.perf_counter()
             if reference is None:
-                reference = _most_frequent_from_measurements(aim.measurements, domain)
+                reference = self._automatic_reference(aim.measurements, domain)
             network = network_for(domain, marginals, reference)
             self.measurements_ = tuple(aim.measurements)
             self.aim_ = aim
@@ -642,13 +658,17 @@ class NapsuMQ(Generator):
                                          weights=q.weights / MOMENT_SCALE) for q, v in zip(flat, noisy_moments)]
                 self.measurements_ = tuple(measured)
                 if reference is None:
-                    reference = _most_frequent_from_measurements(self.measurements_, domain)
+                    reference = self._automatic_reference(self.measurements_, domain)
                 network = network_for(domain, marginals, reference)
                 self.layout_ = measurement_layout(self.measurements_, domain)
                 noisy = np.concatenate([m.values for m in self.measurements_])
             else:
                 if reference is None:
                     reference = most_frequent_reference(queryset, noisy_all)
+                    if self.reference == "well_measured":
+                        noisy_tables = [(m.columns, part, sigma)
+                                        for m, part in zip(queryset.marginals, queryset.split(noisy_all))]
+                        reference = well_measured_reference(noisy_tables, domain, reference)
                 network = network_for(domain, marginals, reference)
                 noisy = noisy_all[network.queries.kept]
                 self.measurements_ = self.layout_ = None
@@ -1109,6 +1129,12 @@ class NapsuMQ(Generator):
 
 def _contained(m: Marginal, others: Sequence[Marginal]) -> bool:
     return any(set(m.columns) <= set(o.columns) for o in others)
+
+
+def _full_tables(measurements: Sequence[Measurement]) -> list[Measurement]:
+    """The measurements of whole tables (every cell, one value each), repeats combined."""
+    return [m for m in combine_repeated(measurements, INTEGER_ROUNDING_VARIANCE)
+            if m.groups is None and m.cells.size == m.values.size and np.array_equal(m.cells, np.arange(m.cells.size))]
 
 
 def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, int]:

@@ -209,6 +209,28 @@ def test_evicted_networks_are_freed_and_others_keep_their_programs(monkeypatch):
     assert kept._cache_size() == 1  # the other network's compiled objective survives
 
 
+def test_networks_are_dropped_when_memory_maps_run_short(monkeypatch):
+    """Compiled code holds memory mappings; near the system's limit only the newest network is
+    kept (and the others freed), whatever MAX_CACHED_NETWORKS allows."""
+    import weakref
+
+    maps = network_module._memory_maps()
+    if maps is not None:  # Linux: this process's mappings and the limit
+        assert 0 < maps[0] < maps[1]
+    monkeypatch.setattr(network_module, "MAX_CACHED_NETWORKS", 8)
+    monkeypatch.setattr(network_module, "_memory_maps", lambda: (100, 1000))
+    first = _network(DOMAIN, [Marginal(("x1", "y"))])
+    second = _network(DOMAIN, [Marginal(("x2", "y"))])
+    assert {id(n) for n in network_module._NETWORKS.values()} >= {id(first), id(second)}
+    gone = weakref.ref(first)
+    del first
+    monkeypatch.setattr(network_module, "_memory_maps", lambda: (600, 1000))  # past MAP_SHARE = 0.5
+    third = _network(DOMAIN, [Marginal(("y",)), Marginal(("x1", "x2"))])  # a new network: no other test makes it
+    assert list(network_module._NETWORKS.values()) == [third]
+    assert gone() is None  # freed at once (collected), not at the next garbage collection
+    assert second is not None
+
+
 # -- the one-sided map (synthinfer.napsu.reparam) ----------------------------------------
 # Two empty cells in the toy's 3-way table of 2000 rows (reference cell (0, 0, 0) = 600).
 SPARSE = np.array([600.0, 400.0, 300.0, 0.0, 350.0, 200.0, 150.0, 0.0])

@@ -35,6 +35,7 @@ unrolled over the few cliques, which keeps run time per call in the tens of micr
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import threading
 from collections import OrderedDict
@@ -481,7 +482,14 @@ def _sample_rows(table: jax.Array, rows: jax.Array, u: jax.Array) -> jax.Array:
 
 
 #: how many networks :func:`network_for` keeps (each holds its compiled programs)
-MAX_CACHED_NETWORKS = 8
+MAX_CACHED_NETWORKS = 4
+#: share of the process's memory-map limit (Linux ``vm.max_map_count``, 65,530 by default)
+#: above which :func:`network_for` keeps only the newest network. XLA's CPU code lives in
+#: memory mappings of its own, about 10,000 for the programs of one fit of AIM's 15-column
+#: Adult model, freed only with the network; past the limit the next compilation fails
+#: ("LLVM compilation error: Cannot allocate memory") and the process crashes, which eight
+#: cached networks of that size reached within one study.
+MAP_SHARE = 0.5
 _NETWORKS: OrderedDict[tuple, MarkovNetwork] = OrderedDict()
 _NETWORKS_LOCK = threading.Lock()
 
@@ -497,8 +505,9 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
 
     Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
     programs, which the network owns (:attr:`MarkovNetwork.programs`). The last
-    :data:`MAX_CACHED_NETWORKS` networks are kept; an older one is dropped and, once no fit
-    holds it, freed with its programs.
+    :data:`MAX_CACHED_NETWORKS` networks are kept, only the newest once the process's memory
+    mappings pass :data:`MAP_SHARE` of the system's limit; an older one is dropped and, once no
+    fit holds it, freed with its programs.
     """
     # key on the completed reference, so {} and an explicit all-first mapping share a network
     zero = tuple(sorted({int(j) for j in zero}))
@@ -517,9 +526,25 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
 
         queries = InteractionFeatures(queries, ties, zero, slopes)
     net = MarkovNetwork(queries)
+    maps = _memory_maps()
+    crowded = maps is not None and maps[0] > MAP_SHARE * maps[1]
     with _NETWORKS_LOCK:
         net = _NETWORKS.setdefault(key, net)
         _NETWORKS.move_to_end(key)
-        while len(_NETWORKS) > MAX_CACHED_NETWORKS:
+        while len(_NETWORKS) > (1 if crowded else MAX_CACHED_NETWORKS):
             _NETWORKS.popitem(last=False)
+    if crowded:
+        gc.collect()  # a network and its programs' closures form cycles: free their code now
     return net
+
+
+def _memory_maps() -> tuple[int, int] | None:
+    """``(memory mappings of this process, the system's limit)`` where Linux tells (else None)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+        with open("/proc/self/maps", "rb") as f:
+            used = sum(1 for _ in f)
+    except (OSError, ValueError):
+        return None
+    return used, limit

@@ -91,8 +91,10 @@ def gradient_seconds(problem, repeats: int = 20) -> tuple[float, float, float]:
 
 
 def run(caps: list[int], seeds: list[int]) -> list[dict]:
+    from synthinfer._jax import jax
     from synthinfer.data import encode
     from synthinfer.datasets import adult_domain, load_adult
+    from synthinfer.napsu.network import _memory_maps
     from synthinfer.napsu.structured import plan
 
     data, domain = load_adult(categorical=True).data, adult_domain(derived=True)
@@ -112,6 +114,10 @@ def run(caps: list[int], seeds: list[int]) -> list[dict]:
                 "cliques_over_2_columns": [[names[v] for v in c] for c in net.junction_tree.cliques if len(c) > 2],
                 "mbi_utility": mbi_point_estimate(gen, encode(data[list(model.names)], model))["utility"],
             })
+            # mbi's programs live in JAX's global caches, one set per model shape: without this
+            # a dozen models pass the process's memory-map limit (vm.max_map_count)
+            jax.clear_caches()
+            rows[-1]["memory_maps"] = _memory_maps()
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

@@ -139,7 +139,7 @@ def plot(res: dict, path: Path) -> None:
                   label=label)
     a.set(xscale="log", xlabel="likelihood flops (plan estimate)", ylabel="gradient, ms (min of 20, one core)",
           title="gradient cost of AIM's models")
-    b.set(xlabel="gradient, ms", ylabel="mean TV, 2-way marginals (mbi on the measurements)",
+    b.set(xlabel="gradient, ms", ylabel="mean TV of 2-way marginals (mbi)",
           title="utility of the selected measurements")
     a.legend()
     b.legend()

@@ -145,7 +145,8 @@ def generate_cmd(
     reference: str = typer.Option(
         None, "--reference",
         help="napsu: reference categories of the canonical parametrisation: most_frequent (default; by noisy "
-             "counts), well_measured (moved off categories that leave main-effect cells near-empty), first, or COL=CATEGORY pairs separated by commas (other columns: first category).",
+             "counts), well_measured (moved off categories that leave main-effect cells near-empty), first, or "
+             "COL=CATEGORY pairs separated by commas (other columns: first category).",
     ),
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "
@@ -431,7 +432,8 @@ def _parse_reference(text: str, dom) -> str | dict:
     for pair in text.split(","):
         col, sep, cat = pair.partition("=")
         if not sep:
-            raise ParameterError(f"--reference: expected most_frequent, well_measured, first or COL=CATEGORY pairs, got {pair!r}")
+            raise ParameterError(f"--reference: expected most_frequent, well_measured, first or COL=CATEGORY pairs, "
+                                 f"got {pair!r}")
         col, cat = col.strip(), cat.strip()
         cats = getattr(dom[col], "categories", ()) if col in dom.names else ()  # NapsuMQ names a bad one
         out[col] = next((c for c in cats if str(c) == cat), cat)  # unmatched: NapsuMQ names it

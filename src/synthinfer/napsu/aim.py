@@ -61,7 +61,8 @@ noise-aware likelihood of the measured scopes plus it costs at most ``max_likeli
 per evaluation (:func:`synthinfer.napsu.structured.likelihood_flops`, the message-passing
 plan's estimate; this one applies to candidates inside the tree too, whose blocks change the
 work; default :data:`DEFAULT_MAX_LIKELIHOOD_FLOPS`, sized for the default sampler's five
-minutes, or twice the required and 1-way marginals' cost where that is larger). All depend only on what was measured, so eligibility is public.
+minutes, or twice the required and 1-way marginals' cost where that is larger). All depend
+only on what was measured, so eligibility is public.
 
 **Budget too small.** The first measurements have noise ``sigma_0 = sqrt(T / (alpha rho))``.
 When ``sigma_0`` exceeds ``n`` the first measurements (every column's 1-way marginal) are
@@ -118,11 +119,12 @@ DEFAULT_MAX_CLIQUE_CELLS = 1_000
 #: Default cap on the noise-aware likelihood's work per evaluation (the message-passing plan's
 #: flop estimate, :func:`synthinfer.napsu.structured.likelihood_flops`), which sets the cost of
 #: every gradient of the Laplace fit and of NUTS, whose default run takes ~90,000 of them. On the
-#: full Adult table at epsilon 1 a gradient took ~2 ms at 1e6 estimated flops, ~4 ms at 3e6 and
-#: 6-10 ms at 6e6-1.3e7 (one core); uncapped, AIM's models ranged over 1e6-1.3e7. At 3e6 the
-#: sampler stays within the default fit's five minutes on two cores, and the models' utility did
-#: not fall measurably (docs/performance.md). Raised to twice the required and 1-way marginals'
-#: own cost where that is larger, so that selection has room.
+#: full Adult table at epsilon 1, uncapped, AIM's models ranged over 1e6-1.3e7 flops and 2-10 ms a
+#: gradient (one core); at 3e6, 2.3-4.5 ms, which keeps the default fit within five minutes on two
+#: cores, for a little utility (mean TV of the 2-way marginals 0.034 against 0.032; the worst
+#: pair's 0.19 against 0.13: benchmarks/napsu/likelihood_cap.py, docs/structured-likelihood.md).
+#: Raised to twice the required and 1-way marginals' own cost where that is larger, so that
+#: selection has room.
 DEFAULT_MAX_LIKELIHOOD_FLOPS = 3_000_000
 #: Mirror-descent iterations per PGM re-estimate (warm-started from the previous round's).
 DEFAULT_ESTIMATION_ITERS = 300

@@ -410,8 +410,8 @@ class NapsuMQ(Generator):
         main effects are well measured (:func:`synthinfer.napsu.queries.well_measured_reference`)."""
         reference = _most_frequent_from_measurements(measurements, domain)
         if self.reference == "well_measured":
-            tables = [(m.marginal.columns, m.values, math.sqrt(m.variance)) for m in _full_tables(measurements)
-                      if m.cells.size == m.marginal.size(domain)]
+            tables = [(m.marginal.columns, m.values, math.sqrt(m.variance))
+                      for m in combine_repeated(measurements, INTEGER_ROUNDING_VARIANCE) if _is_whole_table(m, domain)]
             reference = well_measured_reference(tables, domain, reference)
         return reference
 
@@ -1131,10 +1131,10 @@ def _contained(m: Marginal, others: Sequence[Marginal]) -> bool:
     return any(set(m.columns) <= set(o.columns) for o in others)
 
 
-def _full_tables(measurements: Sequence[Measurement]) -> list[Measurement]:
-    """The measurements of whole tables (every cell, one value each), repeats combined."""
-    return [m for m in combine_repeated(measurements, INTEGER_ROUNDING_VARIANCE)
-            if m.groups is None and m.cells.size == m.values.size and np.array_equal(m.cells, np.arange(m.cells.size))]
+def _is_whole_table(m: Measurement, domain: Domain) -> bool:
+    """Whether ``m`` measures every cell of its marginal, one value each (not a part, nor a
+    coarse or weighted table; its cells are distinct and ascending, so all of them in order)."""
+    return m.groups is None and m.cells.size == m.marginal.size(domain)
 
 
 def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, int]:
@@ -1143,8 +1143,7 @@ def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, 
     from the first full measurement holding it, summed over its other columns."""
     out: dict[str, int] = {}
     for m in measurements:
-        table_size = m.marginal.size(domain)
-        if m.cells.size != table_size or m.groups is not None:  # partial, or a coarse table
+        if not _is_whole_table(m, domain):
             continue
         table = m.values.reshape(m.marginal.shape(domain))
         for axis, name in enumerate(m.marginal.columns):

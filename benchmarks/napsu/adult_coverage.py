@@ -65,6 +65,14 @@ coverage beside the one a calibrated posterior with the same interval widths wou
         --inference nuts --tie-below 3 --num-warmup 400 --num-samples 400 --population bootstrap \
         --epsilons 1.0 --out benchmarks/napsu/results/adult_coverage_aim_analysis_nuts_tied3_population.json
 
+The default a user gets (``NapsuMQ(ANALYSIS, select_extra="aim")``: the library's sampler, draws
+and ties), with either reference coding:
+
+    PYTHONPATH=src python benchmarks/napsu/adult_coverage.py --table full --marginals aim-analysis \
+        --inference auto --num-warmup default --num-samples default --population bootstrap \
+        --epsilons 1.0 --reference well_measured \
+        --out benchmarks/napsu/results/adult_coverage_default_well_measured_population.json
+
 At the scale of real tables: all 15 columns, the paper's marginals forced and AIM's selection
 (all-2-way workload), the same downstream logit:
 
@@ -131,8 +139,9 @@ def main() -> None:
     ap.add_argument("--start", type=int, default=0, help="first repeat index (to continue an interrupted run)")
     ap.add_argument("--merge", help="JSON of earlier repeats to include (e.g. the interrupted run's --out)")
     ap.add_argument("--m", type=int, default=100)
-    ap.add_argument("--num-warmup", type=int, default=800)
-    ap.add_argument("--num-samples", type=int, default=2000)
+    draws = lambda t: None if t == "default" else int(t)  # noqa: E731  default: the library's choice by model size
+    ap.add_argument("--num-warmup", type=draws, default=800, help="NUTS warm-up draws per chain ('default': the library's)")
+    ap.add_argument("--num-samples", type=draws, default=2000, help="NUTS draws per chain ('default': the library's)")
     ap.add_argument("--inference", default="nuts",
                     help="a registered NAPSU-MQ inference backend (nuts, laplace, importance, or one --plugin adds)")
     ap.add_argument("--plugin", help="a Python file to run first, e.g. one that registers a variant backend "
@@ -156,6 +165,8 @@ def main() -> None:
                     help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions below K noise "
                          "sd (default: the library's, 3 with selection; none: untied, as the studies before it)")
     ap.add_argument("--n-chains", type=int, default=4)
+    ap.add_argument("--reference", default="most_frequent", choices=["most_frequent", "well_measured", "first"],
+                    help="NapsuMQ(reference=...): each column's reference category in the model's coding")
     ap.add_argument("--population", default="fixed", choices=["fixed", "bootstrap"],
                     help="fixed: the table is the real data and truth its estimate; bootstrap: the table is the "
                          "population, each repeat's real data n rows drawn from it with replacement, truth the "
@@ -197,6 +208,7 @@ def main() -> None:
     if a.required_share is not None:
         prior["required_share"] = a.required_share
     prior["tie_below"] = a.tie_below
+    prior["reference"] = a.reference
     last = [0.0]
 
     def report(stage: str) -> None:  # the fit's stages, and NUTS's draws at most every 30 s
@@ -211,9 +223,12 @@ def main() -> None:
             real_q, real_v = logit(data, domain)
         for eps in epsilons:
             t0 = time.time()
-            gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference, n_chains=a.n_chains,
-                          num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
-                          seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain, progress=report)
+            with warnings.catch_warnings(record=True) as caught:  # what the user would see (ConvergenceWarning)
+                warnings.simplefilter("always", ConvergenceWarning)
+                gen = NapsuMQ(forced, epsilon=eps, delta=n**-2.0, select_extra=select, inference=a.inference,
+                              n_chains=a.n_chains, num_warmup=a.num_warmup, num_samples=a.num_samples, **prior,
+                              seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain, progress=report)
+            caught = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
             t_fit = time.time() - t0
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))
             qv = [logit(f, domain) for f in frames]
@@ -249,6 +264,8 @@ def main() -> None:
                 "sampler": gen.diagnostics_.get("auto", {}).get("sampler", a.inference),
                 "step_size": gen.diagnostics_.get("nuts", {}).get("step_size"),
                 "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
+                "draws": gen.diagnostics_.get("nuts", {}).get("draws"),
+                "warnings": [str(w.message) for w in caught],
             })
             payload = {
                 "settings": {"marginals": forced if not select else {"forced": forced, "selection": select},
@@ -260,6 +277,7 @@ def main() -> None:
                              "interaction_sd": gen.interaction_sd,
                              "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
                              "tie_below": (gen.diagnostics_.get("ties") or {}).get("tie_below"),
+                             "reference": a.reference,
                              "repeats_requested": a.repeats, "population": a.population},
                 # fixed: the real data's fit; bootstrap: the population's (the truth), each record has its sample's
                 "real": {"estimate": truth.tolist(), "variance": truth_v.tolist()},
@@ -355,6 +373,8 @@ def summarise(records: list[dict]) -> dict:
             # convergence targets per fit: R-hat < 1.01 and bulk ESS >= 400 for every parameter
             "share_fits_rhat_below_1.01": float(np.mean([r["rhat_max"] < 1.01 for r in rs])),
             "share_fits_ess_at_least_400": float(np.mean([r["ess_bulk_min"] >= 400 for r in rs])),
+            "share_fits_warned": (float(np.mean([bool(r["warnings"]) for r in rs]))
+                                  if all("warnings" in r for r in rs) else None),  # records from before lack it
             "fit_seconds_median": float(np.median([r["fit_seconds"] for r in rs])),
             "gradient_evaluations_median": float(np.median([r["gradient_evaluations"] for r in rs])),
         }

@@ -379,3 +379,26 @@ def test_smallest_passing_keeps_the_passing_side_and_counts_few_evaluations():
     # a margin that is -inf where it passes (a delta of exactly 0) falls back to bisection
     x = _smallest_passing(lambda v: -math.inf if v >= 0.6 else 1.0, 0.5, 1.0, 1e-4)
     assert 0.6 <= x <= 0.6 * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("epsilon, delta, k", [(1.0, 2000**-2.0, 2), (0.5, 1e-9, 40)])
+def test_pld_calibration_starts_at_the_analytic_scale_and_composes_few_plds(epsilon, delta, k, monkeypatch):
+    """The search starts from the continuous Gaussian's analytic scale (a root of
+    ``gaussian_delta``) and composes at most 5 PLDs at moderate epsilon (8 from the bracket
+    [zCDP / 2, zCDP]); the answer still passes the PLD check."""
+    from synthinfer.privacy import discrete_gaussian_pld_delta, gaussian_delta
+    from synthinfer.privacy import mechanisms
+
+    start = mechanisms._analytic_gaussian_sigma(epsilon, delta, math.sqrt(k))
+    assert gaussian_delta(start, epsilon, math.sqrt(k)) == pytest.approx(delta, rel=1e-9)
+    scales = []
+
+    def counted(sigma, eps, changes):
+        scales.append(sigma)
+        return discrete_gaussian_pld_delta(sigma, eps, changes)
+
+    monkeypatch.setattr(mechanisms, "discrete_gaussian_pld_delta", counted)
+    sigma, by_pld = mechanisms._pld_sigma.__wrapped__(epsilon, delta, k)  # not the cached answer
+    assert by_pld and scales[0] == start
+    assert len(set(scales)) <= 5
+    assert discrete_gaussian_pld_delta(sigma, epsilon, k) <= delta

@@ -15,7 +15,7 @@ from synthinfer.errors import ParameterError
 from synthinfer.napsu import CanonicalQueries, MarkovNetwork
 from synthinfer.napsu.likelihood import log_likelihood
 from synthinfer.napsu.measurements import Measurement, combine_repeated
-from synthinfer.napsu.queries import most_frequent_reference
+from synthinfer.napsu.reference import most_frequent_reference
 from synthinfer.napsu.structured import (
     TreeLikelihoodPlan,
     canonical_layout,
@@ -373,7 +373,8 @@ def test_vmap_over_thetas():
 def test_adult_paper_model():
     data = load_adult(paper_subset=True)
     base = CanonicalQueries(data.domain, ADULT_PAPER_MARGINALS)
-    ref = most_frequent_reference(base.queryset, base.queryset.count(data.data))
+    qs = base.queryset
+    ref = most_frequent_reference(zip((m.columns for m in qs.marginals), qs.split(qs.count(data.data))), data.domain)
     q = CanonicalQueries(data.domain, ADULT_PAPER_MARGINALS, reference=ref)
     net = MarkovNetwork(q)
     tree = plan(net, canonical_layout(q))

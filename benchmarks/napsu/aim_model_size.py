@@ -31,7 +31,8 @@ def model_size(data, domain, epsilon: float) -> dict:
     from synthinfer.datasets import ADULT_PAPER_MARGINALS
     from synthinfer.napsu.aim import select_aim
     from synthinfer.napsu.coarse import drop_contained
-    from synthinfer.napsu.estimator import _model_marginals, _most_frequent_from_measurements
+    from synthinfer.napsu.estimator import _model_marginals
+    from synthinfer.napsu.reference import automatic_reference
     from synthinfer.napsu.network import network_for
     from synthinfer.napsu.reparam import one_sided_cells
     from synthinfer.napsu.structured import canonical_summary, measurement_layout
@@ -48,7 +49,7 @@ def model_size(data, domain, epsilon: float) -> dict:
     selection_s = time.perf_counter() - t0
     selected = [m for m in aim.marginals if not any(set(m.columns) < set(o.columns) for o in aim.marginals)
                 and not any(set(m.columns) <= set(f.columns) for f in fixed)]
-    network = network_for(domain, tuple(fixed) + tuple(selected), _most_frequent_from_measurements(aim.measurements, domain))
+    network = network_for(domain, tuple(fixed) + tuple(selected), automatic_reference(aim.measurements, domain, "most_frequent"))
     q = network.queries
     y = np.concatenate([m.values for m in aim.measurements])
     sd = np.concatenate([np.full(m.values.size, m.variance**0.5) for m in aim.measurements])

@@ -168,7 +168,7 @@ def build_model(name: str, clique_cap: int, measured: Path | None = None) -> dic
     from synthinfer.datasets import load_adult
     from synthinfer.datasets.loaders import ADULT_PAPER_COLUMNS, ADULT_PAPER_MARGINALS
     from synthinfer.napsu.network import network_for
-    from synthinfer.napsu.queries import most_frequent_reference
+    from synthinfer.napsu.reference import most_frequent_reference
 
     n_cols, mst, extra, cap = parse_model(name, clique_cap)
     full = load_adult(categorical=True)
@@ -193,7 +193,8 @@ def build_model(name: str, clique_cap: int, measured: Path | None = None) -> dic
                                             "noisy_all": np.asarray(noisy_all).tolist(), "sigma": float(sigma),
                                             "selection_s": selection_s, "spent": spent}))
     t0 = time.perf_counter()
-    network = network_for(domain, marginals, most_frequent_reference(queryset, noisy_all))
+    network = network_for(domain, marginals, most_frequent_reference(
+        zip((m.columns for m in queryset.marginals), queryset.split(noisy_all)), domain))
     network_s = time.perf_counter() - t0
     return {"network": network, "noisy": noisy_all[network.queries.kept], "noisy_all": noisy_all,
             "queryset": queryset, "sigma": float(sigma), "n": n, "marginals": marginals, "selected": selected,

@@ -63,7 +63,8 @@ from synthinfer.napsu.coarse import (
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, combine_repeated
 from synthinfer.napsu.network import network_for
-from synthinfer.napsu.queries import CanonicalQueries, most_frequent_reference, well_measured_reference
+from synthinfer.napsu.queries import CanonicalQueries
+from synthinfer.napsu.reference import automatic_reference
 from synthinfer.napsu.structured import measurement_layout
 from synthinfer.privacy import (
     PrivacyBudget, PrivacyLedger, default_delta, discrete_gaussian_mechanism, jax_key, make_rng,
@@ -208,7 +209,7 @@ class NapsuMQ(Generator):
         parametrisation drops are large ones and NUTS mixes far better on sparse tables;
         ``"well_measured"`` starts there and moves a column's reference where the cells that
         fix the main effects (at most one column off the reference) are not near-empty in the
-        measured tables (:func:`synthinfer.napsu.queries.well_measured_reference`; e.g.
+        measured tables (:func:`synthinfer.napsu.reference.well_measured_reference`; e.g.
         relationship's reference away from Husband, which structurally excludes every marital
         status but married); ``"first"`` uses each column's first category; a mapping ``{column: category}`` fixes
         some (the others take their first category). The family of distributions is the same;
@@ -404,17 +405,6 @@ class NapsuMQ(Generator):
                 f"got {self.reference!r}"
             )
 
-    def _automatic_reference(self, measurements: Sequence[Measurement], domain: Domain) -> dict[str, int]:
-        """The reference categories from the noisy measurements (post-processing): each column's
-        most frequent, then with ``reference="well_measured"`` moved where the cells fixing the
-        main effects are well measured (:func:`synthinfer.napsu.queries.well_measured_reference`)."""
-        reference = _most_frequent_from_measurements(measurements, domain)
-        if self.reference == "well_measured":
-            tables = [(m.marginal.columns, m.values, math.sqrt(m.variance))
-                      for m in combine_repeated(measurements, INTEGER_ROUNDING_VARIANCE) if _is_whole_table(m, domain)]
-            reference = well_measured_reference(tables, domain, reference)
-        return reference
-
     def _user_reference(self, domain: Domain) -> dict[str, int] | None:
         """The user's reference categories as codes (``None`` for the automatic choices)."""
         if isinstance(self.reference, str):
@@ -579,7 +569,7 @@ class NapsuMQ(Generator):
             # AIM has measured everything; the model's marginals hold every measured scope
             t0 = time.perf_counter()
             if reference is None:
-                reference = self._automatic_reference(aim.measurements, domain)
+                reference = automatic_reference(aim.measurements, domain, self.reference)
             network = network_for(domain, marginals, reference)
             self.measurements_ = tuple(aim.measurements)
             self.aim_ = aim
@@ -658,17 +648,15 @@ class NapsuMQ(Generator):
                                          weights=q.weights / MOMENT_SCALE) for q, v in zip(flat, noisy_moments)]
                 self.measurements_ = tuple(measured)
                 if reference is None:
-                    reference = self._automatic_reference(self.measurements_, domain)
+                    reference = automatic_reference(self.measurements_, domain, self.reference)
                 network = network_for(domain, marginals, reference)
                 self.layout_ = measurement_layout(self.measurements_, domain)
                 noisy = np.concatenate([m.values for m in self.measurements_])
             else:
                 if reference is None:
-                    reference = most_frequent_reference(queryset, noisy_all)
-                    if self.reference == "well_measured":
-                        noisy_tables = [(m.columns, part, sigma)
-                                        for m, part in zip(queryset.marginals, queryset.split(noisy_all))]
-                        reference = well_measured_reference(noisy_tables, domain, reference)
+                    reference = automatic_reference([Measurement(m, part, sigma**2) for m, part in
+                                                     zip(queryset.marginals, queryset.split(noisy_all))],
+                                                    domain, self.reference)
                 network = network_for(domain, marginals, reference)
                 noisy = noisy_all[network.queries.kept]
                 self.measurements_ = self.layout_ = None
@@ -1129,27 +1117,6 @@ class NapsuMQ(Generator):
 
 def _contained(m: Marginal, others: Sequence[Marginal]) -> bool:
     return any(set(m.columns) <= set(o.columns) for o in others)
-
-
-def _is_whole_table(m: Measurement, domain: Domain) -> bool:
-    """Whether ``m`` measures every cell of its marginal, one value each (not a part, nor a
-    coarse or weighted table; its cells are distinct and ascending, so all of them in order)."""
-    return m.groups is None and m.cells.size == m.marginal.size(domain)
-
-
-def _most_frequent_from_measurements(measurements, domain: Domain) -> dict[str, int]:
-    """Each column's most frequent category from the noisy full measurements (AIM measures
-    every column's 1-way marginal): post-processing, no privacy cost. A column's counts come
-    from the first full measurement holding it, summed over its other columns."""
-    out: dict[str, int] = {}
-    for m in measurements:
-        if not _is_whole_table(m, domain):
-            continue
-        table = m.values.reshape(m.marginal.shape(domain))
-        for axis, name in enumerate(m.marginal.columns):
-            if name not in out:
-                out[name] = int(np.argmax(table.sum(axis=tuple(a for a in range(table.ndim) if a != axis))))
-    return out
 
 
 def _is_number(v: Any) -> bool:

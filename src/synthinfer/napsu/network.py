@@ -48,7 +48,8 @@ import numpy as np
 from synthinfer._jax import ProgramCache, jax, jnp, quick_compiler_options
 from synthinfer.errors import ParameterError
 from synthinfer.napsu.junction_tree import JunctionTree
-from synthinfer.napsu.queries import CanonicalQueries, complete_reference
+from synthinfer.napsu.queries import CanonicalQueries
+from synthinfer.napsu.reference import complete_reference
 
 if TYPE_CHECKING:
     from synthinfer.data import Domain, Marginal

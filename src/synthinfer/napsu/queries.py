@@ -25,20 +25,8 @@ invertible, transform of the canonical basis: they are linearly independent (tog
 constant) and span every marginal query. Every kept query is a cell of an original marginal,
 so the L2 sensitivity is still at most ``sqrt(2 n_s)`` (Theorem 3.5).
 
-Choice of reference. Every choice spans the same family of distributions, but the dropped
-cells are those with a reference component, and their probabilities are functions of many
-parameters at once. If a dropped cell is (nearly) empty, the posterior has a one-sided,
-prior-dominated direction that no coordinate follows, which is what makes NUTS slow on Adult
-(e.g. ``(age 75-90, Federal-gov)`` with 4 rows when ``Federal-gov`` is the reference). With
-each column's most frequent category as the reference (:func:`most_frequent_reference`),
-the dropped cells are the large ones in most rows, and most near-empty cells own their
-parameter. Not all: in a rare row every cell is small against the summed noise of its row
-(Adult's ``(age 75-90, Married-civ-spouse)``, implied count ~140 +- 70, is dropped and can
-empty), and no choice of reference avoids that; NUTS's one-sided map
-(:mod:`synthinfer.napsu.reparam`) therefore works on every cell's log count, not on the
-parameters' axes. The prior
-``N(0, 10^2 I)`` on ``theta`` is stated relative to the reference; the paper does not say which
-one it used, so this is a choice within the specification, not a change of model family.
+Choice of reference: every choice spans the same family of distributions; which one the fit
+uses, and why it matters for sampling, is :mod:`synthinfer.napsu.reference`.
 """
 
 from __future__ import annotations
@@ -53,7 +41,7 @@ from scipy import sparse
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.marginals import Marginal, QuerySet
-from synthinfer.errors import DomainError, ParameterError
+from synthinfer.napsu.reference import complete_reference
 
 
 class CanonicalQueries:
@@ -72,7 +60,7 @@ class CanonicalQueries:
     reference : mapping of column name to category code, optional
         The reference category of each column (default 0 for every column; missing columns
         default to 0). For a private fit, choose it from *noisy* counts (post-processing,
-        :func:`most_frequent_reference`), never from the raw data.
+        :mod:`synthinfer.napsu.reference`), never from the raw data.
 
     Attributes
     ----------
@@ -175,102 +163,6 @@ class CanonicalQueries:
             f"CanonicalQueries({len(self.queryset)} marginals, "
             f"{self.dimension} of {self.queryset.dimension} queries kept)"
         )
-
-
-def complete_reference(domain: Domain, reference: Mapping[str, int] | None) -> dict[str, int]:
-    out = {name: 0 for name in domain.names}
-    for name, code in (reference or {}).items():
-        if name not in out:
-            raise DomainError(f"reference: unknown column {name!r}")
-        k = domain[name].size
-        if not (isinstance(code, (int, np.integer)) and 0 <= int(code) < k):
-            raise DomainError(f"reference[{name!r}] must be a category code in [0, {k}), got {code!r}")
-        out[name] = int(code)
-    return out
-
-
-def most_frequent_reference(queryset: QuerySet, counts: np.ndarray) -> dict[str, int]:
-    """Each column's category with the largest count, from the marginal counts ``counts``.
-
-    ``counts`` is the full concatenated query vector of ``queryset`` (all cells of every
-    marginal). For a private fit pass the *noisy* counts: the choice is then post-processing
-    of the Gaussian mechanism's output and costs no privacy. A column's count comes from the
-    first marginal that contains it (its cells summed over the other columns).
-    """
-    counts = np.asarray(counts, dtype=np.float64)
-    if counts.shape != (queryset.dimension,):
-        raise ParameterError(f"counts must have shape ({queryset.dimension},), got {counts.shape}")
-    out: dict[str, int] = {}
-    for m, part in zip(queryset.marginals, queryset.split(counts)):
-        table = part.reshape(m.shape(queryset.domain))
-        for axis, name in enumerate(m.columns):
-            if name not in out:
-                other = tuple(a for a in range(table.ndim) if a != axis)
-                out[name] = int(np.argmax(table.sum(axis=other)))
-    return out
-
-
-def well_measured_reference(
-    tables: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray | float]],
-    domain: Domain,
-    start: Mapping[str, int],
-    *,
-    below: float = 3.0,
-    max_sweeps: int = 10,
-) -> dict[str, int]:
-    """Reference categories under which the cells that fix the main effects are well measured.
-
-    In the reference-coded model (:func:`interaction_matrix`) a main effect ``lambda_c(v)`` is
-    the log-ratio of the cells ``(x_c = v, x* elsewhere)`` and ``x*``, and in each measured
-    table those are the cells with at most one component off the reference. Where such a cell
-    is (structurally) empty, e.g. ``(Separated, Husband)`` when Husband is the reference of
-    relationship, its main effect has only a one-sided bound and every interaction of ``v``
-    must compensate it: a long ridge against the interaction prior that NUTS crosses slowly.
-    This picks, by coordinate descent from ``start`` (e.g. :func:`most_frequent_reference`),
-    each column's category that minimises the number of such cells whose noisy count is below
-    ``below`` noise sd, over the tables of two or more columns; ties keep the current choice.
-
-    ``tables`` are ``(columns, noisy table, noise sd)`` (sd a scalar or per cell): the choice is
-    post-processing of released counts and costs no privacy.
-    """
-    multi = []
-    for cols, table, sd in tables:
-        cols = tuple(cols)
-        if len(cols) < 2:
-            continue
-        t = np.asarray(table, dtype=np.float64).reshape([domain[c].size for c in cols])
-        multi.append((cols, t < below * np.broadcast_to(np.asarray(sd, dtype=np.float64), t.shape)))
-    ref = {c: int(start.get(c, 0)) for c in domain.names}
-
-    def score(columns: set[str]) -> int:
-        total = 0
-        for cols, weak in multi:
-            if not columns & set(cols):
-                continue
-            grids = np.ix_(*[np.arange(domain[c].size) for c in cols])
-            off = sum((g != ref[c]).astype(np.int64) for g, c in zip(grids, cols))
-            total += int(np.count_nonzero(weak & (off <= 1)))
-        return total
-
-    for _ in range(max_sweeps):
-        changed = False
-        for c in domain.names:
-            if not any(c in cols for cols, _ in multi):
-                continue
-            current = ref[c]
-            best, best_score = current, score({c})
-            for k in range(domain[c].size):
-                if k == current:
-                    continue
-                ref[c] = k
-                sc = score({c})
-                if sc < best_score:
-                    best, best_score = k, sc
-            ref[c] = best
-            changed |= best != current
-        if not changed:
-            break
-    return ref
 
 
 def interaction_matrix(queries: CanonicalQueries) -> tuple[sparse.csr_array, np.ndarray]:

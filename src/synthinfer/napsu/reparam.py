@@ -59,7 +59,7 @@ counts only (post-processing).
 Dropped cells. The map works along coordinate axes; a near-empty cell *without* its own
 parameter (dropped by the canonical parametrisation) has a one-sided direction that follows
 no axis. NAPSU-MQ chooses the reference categories so that the dropped cells are the large
-ones (:func:`synthinfer.napsu.queries.most_frequent_reference`), but in a rare row every
+ones (:func:`synthinfer.napsu.reference.most_frequent_reference`), but in a rare row every
 cell is small: on Adult, ``(age 75-90, Married-civ-spouse)`` (implied count ~140 +- 70) can
 empty, the row's other marital statuses rising together while the age parameter compensates,
 and the parameters along that direction had the lowest ESS (``theta`` of ``(age 75-90,

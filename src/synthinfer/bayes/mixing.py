@@ -20,7 +20,8 @@ private table (:data:`MIN_SIZE_RATIO`) and many of them.
 
 The per-dataset posteriors of a formula GLM (:func:`mix_posteriors`) are sampled by
 :class:`synthinfer.bayes.GeneralisedPosterior` with the log loss (Bayes' rule on the synthetic
-rows), exactly where the model is conjugate and by NUTS (BlackJAX) otherwise; an analyst's own
+rows), exactly where the model is conjugate and by NUTS (BlackJAX) otherwise, each dataset
+collapsed to its distinct rows with their counts (:func:`distinct_rows`); an analyst's own
 log-density (:func:`mix_logdensity_posteriors`) by NUTS. Either way all datasets run in one
 vectorised program (:func:`synthinfer.bayes.nuts.nuts_batch`).
 """
@@ -138,8 +139,9 @@ def mix_posteriors(
     bmodel = _FAMILIES[model](n_features=len(names) - intercept, fit_intercept=intercept)
     post = GeneralisedPosterior(bmodel, LogLoss(1.0), prior, num_warmup=num_warmup, num_samples=num_samples,
                                 num_chains=num_chains, max_tree_depth=max_tree_depth, seed=seed)
-    try:
-        draws = post.sample_many([(None, d) for d in designs])  # (m, C, S, dim), unconstrained
+    collapsed = [distinct_rows(X, y) for X, y in designs]
+    try:  # (m, C, S, dim), unconstrained
+        draws = post.sample_many([(None, (X, y)) for X, y, _ in collapsed], counts=[c for *_, c in collapsed])
     except np.linalg.LinAlgError as e:
         raise AnalysisError(f"formula {formula!r}: the design is singular on a synthetic dataset ({e})") from None
     k = len(names)
@@ -148,6 +150,16 @@ def mix_posteriors(
         posterior["sigma"] = np.exp(draws[..., k])
     return _to_idata(posterior, {"coef": ["term"]}, {"term": names}, type(bmodel).__name__, post.method_,
                      m=m, n=n, n_syn=n_syn, seed=seed)
+
+
+def distinct_rows(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(X, y)`` as its distinct rows and their multiplicities. The log loss is a sum over
+    rows, so weighting each distinct row by its count gives the same posterior; with
+    categorical columns, as every NAPSU-MQ release has, a dataset of any size has at most as
+    many distinct rows as its design has cells (e.g. 200 for the Adult logit), so each
+    likelihood evaluation costs that many rows instead of ``n_syn``."""
+    rows, counts = np.unique(np.column_stack([X, y]), axis=0, return_counts=True)
+    return rows[:, :-1], rows[:, -1], counts.astype(np.float64)
 
 
 def _check_release(datasets: Sequence[pd.DataFrame], n: int) -> tuple[list[pd.DataFrame], int, int]:

@@ -156,11 +156,13 @@ class GeneralisedPosterior(ParamsMixin):
             return new, w
         return loss, None
 
-    def _row_weights(self, loss: Any, m: int) -> np.ndarray:
-        """Per-row weights of the synthetic rows (importance weights, and w for the exact path)."""
+    def _row_weights(self, loss: Any, m: int, count: np.ndarray | None = None) -> np.ndarray:
+        """Per-row weights of the synthetic rows: importance weights, or each row's multiplicity
+        ``count`` (a dataset collapsed to its distinct rows; the loss is a sum over rows, so the
+        same posterior), else 1."""
         if isinstance(loss, ImportanceWeightedLoss):
             return loss.row_weights(m)
-        return np.ones(m)
+        return np.ones(m) if count is None else np.asarray(count, dtype=np.float64)
 
     def _prepare(self, real: Any, synthetic: Any) -> tuple[dict | None, dict | None]:
         r = None if real is None else self.model.prepare(real)
@@ -192,31 +194,45 @@ class GeneralisedPosterior(ParamsMixin):
         return self
 
     @uses_float64
-    def sample_many(self, pairs: Sequence[tuple[Any, Any]], seed: SeedLike = None) -> np.ndarray:
+    def sample_many(self, pairs: Sequence[tuple[Any, Any]], seed: SeedLike = None, *,
+                    counts: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
         """Posterior draws for many (real, synthetic) configurations in one vectorised run.
 
         Returns unconstrained draws of shape (len(pairs), num_chains, num_samples, dim). The
         loss's ``w_beta='calibrate'`` is not allowed here (calibrate once with :meth:`fit` or
         :func:`~synthinfer.bayes.calibration.calibrate_beta_weight` and pass the number).
+        ``counts``: per pair, the multiplicity of each synthetic row (its data collapsed to
+        distinct rows) or None; not with importance weights, which are per row already.
         """
         self._check()
         base = self._base_loss()
         if isinstance(base, BetaLoss) and base.w_beta == "calibrate":
             raise ParameterError("sample_many needs a numeric w_beta; calibrate first")
+        counts = [None] * len(pairs) if counts is None else list(counts)
+        if len(counts) != len(pairs):
+            raise ParameterError(f"counts must have one entry per pair ({len(pairs)}), got {len(counts)}")
+        if isinstance(self._loss(), ImportanceWeightedLoss) and any(c is not None for c in counts):
+            raise ParameterError("counts cannot be combined with an ImportanceWeightedLoss (its weights are per row)")
         self.method_ = self._resolve_method()
         prepared = [self._prepare(r, s) for r, s in pairs]
+        for (_, syn), c in zip(prepared, counts):
+            if c is not None and (np.shape(c) != (_n_rows(syn),) or not np.all(np.asarray(c) > 0)):
+                raise ParameterError(f"counts must be {_n_rows(syn)} positive multiplicities, one per synthetic row")
         rng = make_rng(self.seed if seed is None else seed)
-        draws, _ = self._sample_batch([p[0] for p in prepared], [p[1] for p in prepared], self._loss(), rng)
+        draws, _ = self._sample_batch([p[0] for p in prepared], [p[1] for p in prepared], self._loss(), rng, counts)
         return draws
 
-    def _sample_batch(self, reals: list, syns: list, loss: Any, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    def _sample_batch(self, reals: list, syns: list, loss: Any, rng: np.random.Generator,
+                      counts: list | None = None) -> tuple[np.ndarray, dict]:
+        counts = [None] * len(syns) if counts is None else counts
         if self.method_ == "exact":
-            out = np.stack([self._sample_exact(r, s, loss, rng) for r, s in zip(reals, syns)])
+            out = np.stack([self._sample_exact(r, s, loss, rng, c) for r, s, c in zip(reals, syns, counts)])
             return out, {}
-        return self._sample_nuts(reals, syns, loss, rng)
+        return self._sample_nuts(reals, syns, loss, rng, counts)
 
     # ---------------------------------------------------------- closed forms
-    def _weighted_stats(self, r: dict | None, s: dict | None, loss: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _weighted_stats(self, r: dict | None, s: dict | None, loss: Any,
+                        count: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Stack real (weight 1) and synthetic (weight w * importance weight) rows."""
         ys, Xs, ws = [], [], []
         if r is not None:
@@ -227,15 +243,16 @@ class GeneralisedPosterior(ParamsMixin):
             m = len(s["y"])
             ys.append(s["y"])
             Xs.append(s.get("X", np.zeros((m, 0))))
-            ws.append(self._base_loss().w * self._row_weights(loss, m))
+            ws.append(self._base_loss().w * self._row_weights(loss, m, count))
         if not ys:
             return np.zeros(0), np.zeros((0, 0)), np.zeros(0)
         return np.concatenate(ys), np.concatenate(Xs), np.concatenate(ws)
 
-    def _sample_exact(self, r: dict | None, s: dict | None, loss: Any, rng: np.random.Generator) -> np.ndarray:
+    def _sample_exact(self, r: dict | None, s: dict | None, loss: Any, rng: np.random.Generator,
+                      count: np.ndarray | None = None) -> np.ndarray:
         """Exact draws from the weighted Normal-Inverse-Gamma posterior (unconstrained coordinates)."""
         p = self._prior()
-        y, X, w = self._weighted_stats(r, s, loss)
+        y, X, w = self._weighted_stats(r, s, loss, count)
         S, C = self.num_samples, self.num_chains
         if isinstance(self.model, GaussianLocationScale):
             mu_n, kappa_n, a_n, b_n = nig_posterior(y, w, p)
@@ -257,7 +274,8 @@ class GeneralisedPosterior(ParamsMixin):
         return np.concatenate([coef, 0.5 * np.log(s2)[..., None]], axis=-1)
 
     # ------------------------------------------------------------------ NUTS
-    def _sample_nuts(self, reals: list, syns: list, loss: Any, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    def _sample_nuts(self, reals: list, syns: list, loss: Any, rng: np.random.Generator,
+                     counts: list | None = None) -> tuple[np.ndarray, dict]:
         model, prior = self.model, self._prior()
         template = next((d for d in (*reals, *syns) if d is not None), None)
         if template is None:
@@ -267,7 +285,9 @@ class GeneralisedPosterior(ParamsMixin):
         batch_r = {k: np.stack([_pad(r, template, nr)[k] for r in reals]) for k in template}
         batch_s = {k: np.stack([_pad(s, template, ns)[k] for s in syns]) for k in template}
         wr = np.stack([np.r_[np.ones(_n_rows(r)), np.zeros(nr - _n_rows(r))] for r in reals])
-        ws = np.stack([np.r_[self._row_weights(loss, _n_rows(s)) if s is not None else [], np.zeros(ns - _n_rows(s))] for s in syns])
+        counts = [None] * len(syns) if counts is None else counts
+        ws = np.stack([np.r_[self._row_weights(loss, _n_rows(s), c) if s is not None else [], np.zeros(ns - _n_rows(s))]
+                       for s, c in zip(syns, counts)])
         inits = []
         for r, s in zip(reals, syns):
             base = model.init_position(r if r is not None else (s if s is not None else template))

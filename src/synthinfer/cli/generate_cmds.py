@@ -144,9 +144,10 @@ def generate_cmd(
     chains: int = typer.Option(None, "--chains", help="napsu: NUTS chains (default 4)."),
     reference: str = typer.Option(
         None, "--reference",
-        help="napsu: reference categories of the canonical parametrisation: most_frequent (default; by noisy "
-             "counts), well_measured (moved off categories that leave main-effect cells near-empty), first, or "
-             "COL=CATEGORY pairs separated by commas (other columns: first category).",
+        help="napsu: reference categories of the canonical parametrisation, from the noisy counts: "
+             "well_measured (default: the most frequent, moved off categories that leave main-effect cells "
+             "near-empty), most_frequent, first, or COL=CATEGORY pairs separated by commas (other columns: "
+             "first category).",
     ),
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "

@@ -218,16 +218,20 @@ def test_distinct_rows_with_counts_are_the_same_posterior():
     y_lin = X @ [0.5, -1.0] + rng.normal(size=4000).round(1)  # few distinct values
     y_bin = (rng.random(4000) < 1 / (1 + np.exp(-(X @ [0.7, -0.4] - 0.2)))).astype(float)
     for model, y, atol in ((LinearRegression(n_features=2), y_lin, 1e-9), (LogisticRegression(n_features=2), y_bin, None)):
-        Xu, yu, c = distinct_rows(X, y)
-        assert c.sum() == len(y) and len(yu) < len(y) / 3
+        # two datasets in one run, the second with fewer distinct rows (padded in the batch)
+        sets = [(X, y), (np.minimum(X, 1.0), y)]
+        collapsed = [distinct_rows(*xy) for xy in sets]
+        assert all(c.sum() == len(y) for *_, c in collapsed) and len(collapsed[1][1]) < len(collapsed[0][1]) < len(y) / 3
         post = GeneralisedPosterior(model, num_warmup=300, num_samples=1000, num_chains=2, seed=0)
-        full = post.sample_many([(None, (X, y))], seed=1)
-        collapsed = post.sample_many([(None, (Xu, yu))], seed=1, counts=[c])
+        full = post.sample_many([(None, xy) for xy in sets], seed=1)
+        short = post.sample_many([(None, (Xu, yu)) for Xu, yu, _ in collapsed], seed=1, counts=[c for *_, c in collapsed])
         if atol is not None:
-            np.testing.assert_allclose(collapsed, full, atol=atol)
+            np.testing.assert_allclose(short, full, atol=atol)
         else:  # two NUTS runs: means within 4 Monte Carlo standard errors (ESS >= 400 of 2,000 draws)
-            a, b = full.reshape(-1, 3), collapsed.reshape(-1, 3)
-            assert np.all(np.abs(a.mean(0) - b.mean(0)) < 4 * np.sqrt(2 / 400) * a.std(0))
-            np.testing.assert_allclose(b.std(0), a.std(0), rtol=0.15)
-    with pytest.raises(ParameterError, match="multiplicities"):
-        post.sample_many([(None, (Xu, yu))], counts=[c[:-1]])
+            for a, b in zip(full.reshape(2, -1, 3), short.reshape(2, -1, 3)):
+                assert np.all(np.abs(a.mean(0) - b.mean(0)) < 4 * np.sqrt(2 / 400) * a.std(0))
+                np.testing.assert_allclose(b.std(0), a.std(0), rtol=0.15)
+    Xu, yu, c = collapsed[0]
+    for bad in (c[:-1], np.r_[c[:-1], np.inf]):
+        with pytest.raises(ParameterError, match="multiplicities"):
+            post.sample_many([(None, (Xu, yu))], counts=[bad])

@@ -216,7 +216,7 @@ class GeneralisedPosterior(ParamsMixin):
         self.method_ = self._resolve_method()
         prepared = [self._prepare(r, s) for r, s in pairs]
         for (_, syn), c in zip(prepared, counts):
-            if c is not None and (np.shape(c) != (_n_rows(syn),) or not np.all(np.asarray(c) > 0)):
+            if c is not None and (np.shape(c) != (_n_rows(syn),) or not np.all(np.isfinite(c) & (np.asarray(c) > 0))):
                 raise ParameterError(f"counts must be {_n_rows(syn)} positive multiplicities, one per synthetic row")
         rng = make_rng(self.seed if seed is None else seed)
         draws, _ = self._sample_batch([p[0] for p in prepared], [p[1] for p in prepared], self._loss(), rng, counts)
@@ -289,7 +289,9 @@ class GeneralisedPosterior(ParamsMixin):
         ws = np.stack([np.r_[self._row_weights(loss, _n_rows(s), c) if s is not None else [], np.zeros(ns - _n_rows(s))]
                        for s, c in zip(syns, counts)])
         inits = []
-        for r, s in zip(reals, syns):
+        for r, s, c in zip(reals, syns, counts):
+            if r is None and s is not None and c is not None:  # the start from the rows as they were
+                s = {k: np.repeat(v, np.asarray(c, dtype=np.int64), axis=0) for k, v in s.items()}
             base = model.init_position(r if r is not None else (s if s is not None else template))
             inits.append(base + 0.1 * rng.standard_normal((self.num_chains, model.dim)))
         inits = np.stack(inits)

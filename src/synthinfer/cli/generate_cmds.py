@@ -425,7 +425,7 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
 
 
 def _parse_reference(text: str, dom) -> str | dict:
-    """``most_frequent``, ``first``, or ``col=cat,col=cat`` matched to the Domain's categories
+    """``well_measured``, ``most_frequent``, ``first``, or ``col=cat,col=cat`` matched to the Domain's categories
     by their text (so ``y=1`` finds the integer category 1)."""
     if text in ("most_frequent", "well_measured", "first"):
         return text

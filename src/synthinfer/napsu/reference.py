@@ -151,6 +151,8 @@ def automatic_reference(measurements: Sequence[Measurement], domain: Domain,
     measurements combined (:func:`~synthinfer.napsu.measurements.combine_repeated`)."""
     reference = most_frequent_reference(whole_tables(measurements, domain), domain)
     if rule == "well_measured":
+        # the floor (the likelihood's rounding variance, sd 0.29) moves no decision on integer
+        # noisy counts: any threshold 3 sd in (0, 1] marks exactly the counts <= 0
         combined = combine_repeated(measurements, INTEGER_ROUNDING_VARIANCE)
         reference = well_measured_reference(whole_tables(combined, domain), domain, reference)
     return reference

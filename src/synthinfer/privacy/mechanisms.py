@@ -91,6 +91,10 @@ def discrete_gaussian_pld_delta(sigma: float, epsilon: float, unit_changes: int)
     return Composition.of([PrivacyLoss.discrete_gaussian(float(sigma), int(unit_changes))]).delta(float(epsilon))
 
 
+#: The first relative step of :func:`_pld_sigma`'s bracketing (doubled at each further step).
+_BRACKET_STEP = 0.002
+
+
 @lru_cache(maxsize=256)
 def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> tuple[float, bool]:
     """(sigma, whether the PLD set it); ``False``: the zCDP scale, kept where the PLD is not
@@ -102,29 +106,28 @@ def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> tuple[float, 
     def margin(s: float) -> float:  # each new scale composes a PLD (cached in composition._pld)
         return _log_ratio(discrete_gaussian_pld_delta(s, epsilon, unit_changes), delta)
 
+    def passes(s: float) -> bool:  # written so that a NaN margin fails
+        return margin(s) <= 0
+
     # The search starts at the continuous Gaussian's analytic scale (Balle & Wang 2018), which
     # the answer lies within about 1% of at moderate epsilon, and widens its step geometrically
     # until it brackets the answer inside [ceiling / 2, ceiling]: about 4-5 PLD compositions
     # where the bracket [ceiling / 2, ceiling] took 8. Only the start is analytic; every
-    # returned scale passed the PLD check (_smallest_passing).
+    # returned scale passed the PLD check (_smallest_passing), or is the zCDP ceiling.
     floor = ceiling / 2.0
     lo = hi = min(max(_analytic_gaussian_sigma(epsilon, delta, math.sqrt(unit_changes)), floor), ceiling)
     step = _BRACKET_STEP
-    if margin(lo) > 0:  # the start fails: step up to a passing scale
-        while margin(hi) > 0:
+    if not passes(lo):  # the start fails: step up to a passing scale
+        while not passes(hi):
             if hi >= ceiling:
                 return ceiling, False  # the PLD is not tighter than zCDP here: keep the proven value
             lo, hi, step = hi, min(hi * (1.0 + step), ceiling), 2.0 * step
     else:  # the start passes: step down to a failing one
-        while margin(lo) <= 0:
+        while passes(lo):
             if lo <= floor:
                 return ceiling, False  # not expected (the PLD never halves sigma); keep the proven zCDP value
             hi, lo, step = lo, max(lo / (1.0 + step), floor), 2.0 * step
     return _smallest_passing(margin, lo, hi, _PLD_SIGMA_RTOL), True
-
-
-#: The first relative step of :func:`_pld_sigma`'s bracketing (doubled at each further step).
-_BRACKET_STEP = 0.002
 
 
 def _analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:

@@ -133,6 +133,26 @@ def logit(frame, domain) -> tuple[np.ndarray, np.ndarray]:
         return np.full(X.shape[1], np.nan), np.full(X.shape[1], np.nan)
 
 
+#: The same logit as the analyst writes it for :func:`synthinfer.analysis.analyze` (age at its
+#: bucket midpoint), and its terms in the order of :data:`NAMES`.
+ANALYST_FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
+ANALYST_TERMS = ["Intercept", "age"] + [f"C(race, Treatment('White'))[T.{n[5:-1]}]" for n in NAMES[2:6]] + ["C(sex)[T.Male]"]
+
+
+def analyst(frames, domain, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """What an analyst gets from ``analyze()`` with every default (the batched fit, the
+    separation remedy, the real-data floor of T): ``(q_bar, se, df, dropped, separated
+    datasets)`` in the order of :data:`NAMES`."""
+    from synthinfer.analysis import analyze
+
+    mid = domain.midpoints("age")
+    data = [f.assign(age=mid[f["age"].cat.codes.to_numpy()]) for f in frames]
+    res = analyze(data, ANALYST_FORMULA, "logit", n=n, progress=False)
+    order = [list(res.params.index).index(t) for t in ANALYST_TERMS]
+    pick = lambda x: np.asarray(x, dtype=np.float64)[order]  # noqa: E731
+    return (pick(res.params), pick(res.bse), pick(res.df), pick(res.n_dropped), len(res.separated))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=20)
@@ -164,6 +184,9 @@ def main() -> None:
     ap.add_argument("--tie-below", type=lambda t: None if t.lower() == "none" else t if t == "auto" else float(t), default="auto",
                     help="NapsuMQ(tie_below=...): tie the selected marginals' near-empty interactions below K noise "
                          "sd (default: the library's, 3 with selection; none: untied, as the studies before it)")
+    ap.add_argument("--analysis", default="statsmodels", choices=["statsmodels", "analyze"],
+                    help="statsmodels: each dataset's logit by statsmodels, estimates with variance >= 1e3 dropped, "
+                         "Rubin's rules (the paper's study); analyze: synthinfer.analysis.analyze with every default")
     ap.add_argument("--n-chains", type=int, default=4)
     ap.add_argument("--reference", default="most_frequent", choices=["most_frequent", "well_measured", "first"],
                     help="NapsuMQ(reference=...): each column's reference category in the model's coding")
@@ -236,15 +259,19 @@ def main() -> None:
             v = np.array([x[1] for x in qv])
             drop = ~((v > 0) & (v < DROP_VARIANCE))  # also degenerate fits with v <= 0
             q[drop], v[drop] = np.nan, np.nan
-            res = rubins_rules(q, v, n=n, n_syn=n)
-            se = np.sqrt(res.T_star)
+            separated = None
+            if a.analysis == "analyze":
+                q_bar, se, df, dropped, separated = analyst(frames, domain, n)
+            else:
+                res = rubins_rules(q, v, n=n, n_syn=n)
+                q_bar, se, df, dropped = res.q_bar, np.sqrt(res.T_star), res.df, drop.sum(0)
             cover, cover_sample, ratio, single = [], [], [], []
             for lev in LEVELS:
-                tq = stats.t.ppf(0.5 + lev / 2, res.df)
+                tq = stats.t.ppf(0.5 + lev / 2, df)
                 zq = stats.norm.ppf(0.5 + lev / 2)
                 half = tq * se
-                cover.append((np.abs(truth - res.q_bar) <= half).astype(float).tolist())
-                cover_sample.append((np.abs(real_q - res.q_bar) <= half).astype(float).tolist())
+                cover.append((np.abs(truth - q_bar) <= half).astype(float).tolist())
+                cover_sample.append((np.abs(real_q - q_bar) <= half).astype(float).tolist())
                 ratio.append((half / (zq * np.sqrt(real_v))).tolist())
                 # the first dataset analysed as if it were the real data (the paper's Fig. 1 baseline)
                 single.append((np.abs(truth - q[0]) <= zq * np.sqrt(v[0])).astype(float).tolist())
@@ -253,7 +280,8 @@ def main() -> None:
                                                "gradient_evaluations": other.get("gradient_evaluations", 0)})
             records.append({
                 "repeat": r, "epsilon": eps, "coverage": cover, "width_ratio": ratio, "coverage_single": single,
-                "q_bar": res.q_bar.tolist(), "dropped": drop.sum(0).tolist(),
+                "q_bar": np.asarray(q_bar).tolist(), "dropped": np.asarray(dropped).tolist(), "analysis": a.analysis,
+                "separated_datasets": separated,
                 **({"coverage_sample": cover_sample, "real_estimate": real_q.tolist(), "real_variance": real_v.tolist()}
                    if a.population == "bootstrap" else {}),
                 "fit_seconds": t_fit, "total_seconds": time.time() - t0,
@@ -277,7 +305,7 @@ def main() -> None:
                              "interaction_sd": gen.interaction_sd,
                              "required_share": gen.diagnostics_.get("aim", {}).get("required_share"),
                              "tie_below": (gen.diagnostics_.get("ties") or {}).get("tie_below"),
-                             "reference": a.reference,
+                             "reference": a.reference, "analysis": a.analysis,
                              "repeats_requested": a.repeats, "population": a.population},
                 # fixed: the real data's fit; bootstrap: the population's (the truth), each record has its sample's
                 "real": {"estimate": truth.tolist(), "variance": truth_v.tolist()},

@@ -42,7 +42,6 @@ from synthinfer.data.private_bins import (
 )
 from synthinfer.errors import (
     ArgumentTypeError,
-    DomainError,
     OutOfDomainError,
     ParameterError,
     PrivacyError,
@@ -63,6 +62,7 @@ from synthinfer.napsu.coarse import (
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, combine_repeated
 from synthinfer.napsu.network import network_for
+from synthinfer.napsu.parametrisation import numeric_scores, tied_network
 from synthinfer.napsu.queries import CanonicalQueries
 from synthinfer.napsu.reference import automatic_reference
 from synthinfer.napsu.structured import measurement_layout
@@ -478,7 +478,7 @@ class NapsuMQ(Generator):
         QuerySet(domain, fixed)  # validates columns (UnknownColumnError) and duplicates
         self._check_coarse(coarse, full_domain)
         if isinstance(self.smooth_sd, Mapping):
-            bad = [c for c in self.smooth_sd if c not in self._scores(full_domain)]
+            bad = [c for c in self.smooth_sd if c not in numeric_scores(full_domain)]
             if bad:
                 raise ParameterError(f"smooth_sd names column {bad[0]!r}, which is not a column with numeric bins")
         reference = self._user_reference(given_domain)  # validated before any budget is spent
@@ -605,7 +605,7 @@ class NapsuMQ(Generator):
             # with linear coarse interactions also the moments of its numeric coarse columns
             coarse_maps = {tuple(cols): maps for cols, maps in coarse if maps}
             groups = [coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
-            scores = self._scores(full_domain)
+            scores = numeric_scores(full_domain)
             moments = [moment_queries(m, coarse_maps.get(m.columns), scores, domain)
                        if self.coarse_interactions == "linear" else [] for m in queryset.marginals]
             fine_tables = [counter.count(m.columns) for m in queryset.marginals]
@@ -667,8 +667,11 @@ class NapsuMQ(Generator):
         tie_below = self._tie_threshold()
         if any(maps for _, maps in coarse) or (tie_below is not None and selected) or self.smooth_sd is not None:
             versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
-            network, tie_counts = self._tied_network(network, marginals, reference, fixed, selected, noisy, sigma,
-                                                     versions, full_domain, tie_below)
+            network, tie_counts = tied_network(
+                network, marginals, reference, versions=versions, fixed=fixed, selected=selected,
+                scores=numeric_scores(full_domain), coarse_interactions=self.coarse_interactions,
+                smooth_sd=self.smooth_sd, interaction_sd=self.interaction_sd, tie_below=tie_below, noisy=noisy,
+                sigma=sigma, measurements=self.measurements_, layout=self.layout_)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -698,50 +701,6 @@ class NapsuMQ(Generator):
         self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
         return self
 
-    def _tied_network(self, network, marginals, reference, fixed, selected, noisy, sigma, versions, full_domain,
-                      tie_below):
-        """The network with interactions tied: those of columns the marginals name coarsely
-        (derived columns; :func:`synthinfer.napsu.interactions.coarse_ties`, public; with
-        ``coarse_interactions="linear"`` also their slopes in numeric columns,
-        :func:`synthinfer.napsu.interactions.coarse_slopes`), then, with ``tie_below``, the
-        selected marginals' near-empty ones (:func:`synthinfer.napsu.interactions.near_empty_ties`),
-        chosen from the noisy counts: each canonical cell's (AIM: its measurements'
-        inverse-variance combination); with ``smooth_sd`` numeric columns' main effects as
-        penalised splines (:func:`synthinfer.napsu.interactions.spline_main_effects`). Returns
-        the network and the counts of each kind."""
-        from synthinfer.napsu.interactions import coarse_slopes, coarse_ties, near_empty_ties, spline_main_effects
-        from synthinfer.napsu.structured import canonical_summary
-
-        q = network.queries
-        ties, zero = coarse_ties(q, versions)
-        slopes: list = []
-        if self.coarse_interactions == "linear":
-            slopes = coarse_slopes(q, versions, self._scores(full_domain))
-        spline_zero: list[int] = []
-        splines: list = []
-        if self.smooth_sd is not None:  # main effects of numeric columns as penalised splines
-            scores = self._scores(full_domain)
-            sds = dict(self.smooth_sd) if isinstance(self.smooth_sd, Mapping) else dict.fromkeys(scores, self.smooth_sd)
-            for c, sd in sds.items():
-                z, sl = spline_main_effects(q, {c: scores[c]}, float(sd) / float(self.interaction_sd),
-                                            exclude=[j for g in ties for j in g] + zero)
-                spline_zero, splines = spline_zero + z, splines + sl
-        near: list[list[int]] = []
-        if tie_below is not None and selected:
-            if self.measurements_ is not None:
-                sd = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in self.measurements_])
-                s, sd = canonical_summary(q, self.layout_, noisy, sd)
-            else:
-                s, sd = noisy, sigma
-            near = near_empty_ties(q, s, sd, below=float(tie_below), keep=[m.columns for m in fixed],
-                                   exclude=[j for g in ties for j in g] + zero + spline_zero)
-        counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
-                  "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_ties": len(near),
-                  "near_empty_interactions": sum(len(g) for g in near), "spline_parameters": len(splines)}
-        ties, zero, slopes = ties + near, zero + spline_zero, slopes + splines
-        return (network_for(network.queries.domain, marginals, reference, ties, zero, slopes) if ties or zero or slopes
-                else network), counts
-
     def _tie_threshold(self) -> float | None:
         """``tie_below`` resolved: ``"auto"`` is :data:`TIE_BELOW` where marginals are selected,
         under the interaction prior and a noise-aware backend, else ``None``."""
@@ -768,11 +727,6 @@ class NapsuMQ(Generator):
         return (default[0] if self.num_warmup is None else int(self.num_warmup),
                 default[1] if self.num_samples is None else int(self.num_samples), why)
 
-    @staticmethod
-    def _scores(domain: Domain) -> dict[str, np.ndarray]:
-        """The number of each category of every numeric column (its bins' midpoints; public)."""
-        return {c: domain.midpoints(c) for c in domain.names if c not in domain.derived and _has_midpoints(domain, c)}
-
     def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]], domain: Domain) -> None:
         """Coarse marginals tie interactions: the interaction prior and a noise-aware backend
         must be there to take them; linear ones measure moments, which MST's jointly calibrated
@@ -780,7 +734,7 @@ class NapsuMQ(Generator):
         named = [cols for cols, maps in coarse if maps]
         if not named:
             return
-        numeric = [cols for cols, maps in coarse if any(c in self._scores(domain) for c in maps)]
+        numeric = [cols for cols, maps in coarse if any(c in numeric_scores(domain) for c in maps)]
         if self.coarse_interactions == "linear" and numeric and self.select_extra and self.select_extra != "aim":
             raise ParameterError(f"marginal {numeric[0]} names a numeric column through its groups, and "
                                  "coarse_interactions='linear' measures its moments in each group: MST's jointly "
@@ -1133,15 +1087,6 @@ def _model_marginals(marginals, domain: Domain) -> list[Marginal]:
         domain.check_columns(m.columns)
         out.append(Marginal(domain.source_columns(m.columns)))
     return out
-
-
-def _has_midpoints(domain: Domain, column: str) -> bool:
-    """Whether ``column`` has numeric bins (:meth:`synthinfer.data.Domain.midpoints`)."""
-    try:
-        domain.midpoints(column)
-    except DomainError:
-        return False
-    return True
 
 
 def _source_columns(spec: Any, domain: Domain) -> Any:

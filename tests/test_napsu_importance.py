@@ -26,10 +26,10 @@ from synthinfer.errors import ConvergenceWarning, ParameterError
 from synthinfer.generate import NapsuMQ
 from synthinfer.mcmc import convergence_diagnostics
 from synthinfer.napsu import backends
-from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem, get_backend
+from synthinfer.napsu.backends import ImportanceBackend, InferenceSettings, PosteriorProblem, get_backend
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.importance import (
-    AxisDensity, ImportanceBackend, Proposal, importance_sample, systematic_resample,
+    AxisDensity, Proposal, importance_sample, systematic_resample,
 )
 from synthinfer.napsu.nuts import nuts_sample
 

@@ -38,7 +38,8 @@ from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
 from synthinfer.errors import ConvergenceWarning
 from synthinfer.generate import NapsuMQ
 from synthinfer.napsu.backends import InferenceSettings, PosteriorProblem
-from synthinfer.napsu.importance import ImportanceBackend, importance_sample
+from synthinfer.napsu.backends import ImportanceBackend
+from synthinfer.napsu.importance import importance_sample
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,22 +66,21 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from synthinfer._jax import jax, jnp, quick_compiler_options, uses_float64
-from synthinfer.errors import ConvergenceWarning, ParameterError, user_stacklevel
+from synthinfer.errors import ParameterError
 from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, is_block_program, posterior_args, values
-from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, map_options, one_sided_map, to_theta
+from synthinfer.napsu.reparam import OneSidedMap, _log_t_prime, one_sided_map, to_theta
 from synthinfer.napsu.structured import canonical_summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from synthinfer.napsu.backends import BackendResult, InferenceSettings, PosteriorProblem
     from synthinfer.napsu.laplace import LaplaceResult
     from synthinfer.napsu.network import MarkovNetwork
     from synthinfer.napsu.structured import Layout
 
 __all__ = [
-    "AxisDensity", "DEFAULT_DF", "DEFAULT_NUM_PROPOSALS", "DEFAULT_SCALE", "ImportanceBackend", "ImportanceResult",
-    "Proposal", "build_proposal", "importance_sample", "systematic_resample",
+    "AxisDensity", "DEFAULT_DF", "DEFAULT_NUM_PROPOSALS", "DEFAULT_SCALE", "ImportanceResult", "Proposal",
+    "build_proposal", "check_settings", "importance_sample", "systematic_resample",
 ]
 
 #: Degrees of freedom of the Student-t part of the proposal.
@@ -407,7 +405,7 @@ def _parameter_ess(theta: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
     return (w @ dev2) / np.maximum((w**2) @ dev2, np.finfo(float).tiny)
 
 
-def _check_settings(**settings: Any) -> None:
+def check_settings(**settings: Any) -> None:
     """:class:`ParameterError` naming the first bad setting: ``num_proposals`` an integer of at
     least 100 (PSIS's tail fit needs a few dozen weights), ``n_chains``/``num_samples``
     positive integers, ``df``/``scale`` positive finite numbers."""
@@ -460,7 +458,7 @@ def importance_sample(
     inverse-variance combination of them. The caller decides what a k-hat above the
     threshold means (:attr:`ImportanceResult.reliable`).
     """
-    _check_settings(df=df, scale=scale, num_proposals=num_proposals, n_chains=n_chains, num_samples=num_samples)
+    check_settings(df=df, scale=scale, num_proposals=num_proposals, n_chains=n_chains, num_samples=num_samples)
     t0 = time.perf_counter()
     mean = np.asarray(laplace.mean, dtype=np.float64)
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(mean))[0])
@@ -502,88 +500,3 @@ def importance_sample(
 # ------------------------------------------------------------------------------------------
 # The backend
 # ------------------------------------------------------------------------------------------
-class ImportanceBackend:
-    """``inference="importance"``: PSIS from the Laplace-based proposal
-    (:func:`importance_sample`), refusing when PSIS says the proposal is poor.
-
-    k-hat at most ``min(1 - 1/log10 S, 0.7)``: the draws are released, with the PSIS
-    diagnostics (``diagnostics["importance"]``: ``k_hat``, ``ess``, ``proposal_df``,
-    ``num_proposals``, ``validated=True``). Otherwise the weights' tail is too heavy for any
-    estimate from them to be trusted (Vehtari et al. 2024), and with ``fallback="nuts"`` (the
-    default) the backend warns (:class:`ConvergenceWarning`) and hands the problem to the
-    registered ``"nuts"`` backend, whose draws are then the result (``sampler="nuts"``, its
-    own diagnostics beside the importance record). Why fall back rather than release flagged
-    draws: a user who asked for the noise-aware posterior gets one whose validity is checked
-    (by PSIS or by NUTS's R-hat and ESS), never silently an approximation that failed its
-    check; the price is NUTS's run time, which the warning names. ``fallback=None`` releases
-    the resampled draws anyway, flagged ``validated=False``, with the warning: for studies of
-    the proposal, or where NUTS cannot run in the time available.
-
-    A short ESS (below NUTS's bulk-ESS requirement, :data:`synthinfer.mcmc.ESS_BULK_PER_CHAIN`
-    per chain) first adds proposal draws, then warns; it does not refuse, as NUTS's check
-    does not either.
-    """
-
-    noise_aware = True
-    takes_measurements = True  # eq. 6 on every measured value; the map on their combinations
-
-    def __init__(self, *, name: str = "importance", df: float = DEFAULT_DF, scale: float = DEFAULT_SCALE,
-                 num_proposals: int = DEFAULT_NUM_PROPOSALS, profile: bool = True, fallback: str | None = "nuts"):
-        if fallback not in ("nuts", None):
-            raise ParameterError(f"fallback must be 'nuts' or None, got {fallback!r}")
-        _check_settings(df=df, scale=scale, num_proposals=num_proposals)
-        self.name = name
-        self.df, self.scale, self.num_proposals = df, scale, num_proposals
-        self.profile, self.fallback = profile, fallback
-
-    def run(self, problem: PosteriorProblem, settings: InferenceSettings, *, rng: np.random.Generator,
-            progress: Callable[[str], None], spare_core: Callable[[], None]) -> BackendResult:
-        from synthinfer.mcmc import ESS_BULK_PER_CHAIN
-        from synthinfer.napsu.backends import BackendResult, _laplace_fit, get_backend
-        from synthinfer.napsu.diagnostics import to_inference_data
-
-        progress("Laplace approximation")
-        lap = _laplace_fit(problem, settings, rng)
-        spare_core()  # the data sampler compiles beside the value evaluations
-        progress("importance sampling")
-        need = ESS_BULK_PER_CHAIN * settings.n_chains
-        res = importance_sample(
-            problem.network, problem.noisy_counts, problem.sigma, problem.n, lap, layout=problem.layout,
-            prior_sd=problem.prior_sd, cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd,
-            n_chains=settings.n_chains, num_samples=settings.num_samples, num_proposals=self.num_proposals,
-            min_ess=need, df=self.df, scale=self.scale, profile=self.profile, rng=rng,
-            **map_options(problem.network, problem.plateaus),
-        )
-        info = res.info() | {"ess_required": need, "validated": res.reliable}
-        verdict = (f"Pareto k-hat {res.k_hat:.2f} {'<=' if res.reliable else '>'} {res.k_hat_threshold:.2f} "
-                   f"with {res.num_proposals} proposal draws")
-        if res.reliable:
-            info |= {"sampler": "importance", "reason": f"PSIS accepted the proposal: {verdict}"}
-            if res.ess_min < need:
-                warnings.warn(f"importance sampling: the smallest ESS of a parameter's mean is {res.ess_min:.0f} < "
-                              f"{need:.0f} with {res.num_proposals} proposal draws; estimates carry more Monte Carlo "
-                              "error than NUTS's policy allows (a larger num_proposals lowers it)",
-                              ConvergenceWarning, stacklevel=user_stacklevel())
-            posterior = to_inference_data(res.draws, attrs={"inference": self.name})
-            return BackendResult(posterior, {"laplace": lap.info(), "importance": info},
-                                 {"laplace": lap.seconds, "importance": res.seconds}, laplace=lap)
-        if self.fallback == "nuts":
-            info |= {"sampler": "nuts", "reason": f"PSIS refused the proposal ({verdict}); fell back to NUTS"}
-            warnings.warn(f"importance sampling refused: {verdict} (PSIS ESS {res.ess:.0f}): the proposal misses "
-                          "part of the posterior, typically where near-empty cells empty together; falling back to "
-                          "NUTS, which takes far longer (inference='nuts' goes there directly)",
-                          ConvergenceWarning, stacklevel=user_stacklevel())
-            progress("NUTS (importance sampling refused)")
-            nuts = get_backend("nuts").run(problem, settings, rng=rng, progress=progress, spare_core=spare_core)
-            timings = dict(nuts.timings)
-            timings["laplace"] = lap.seconds + nuts.timings.get("laplace", 0.0)
-            timings["importance"] = res.seconds
-            return BackendResult(nuts.posterior, {**nuts.diagnostics, "importance": info}, timings,
-                                 laplace=nuts.laplace)
-        info |= {"sampler": "importance", "reason": f"PSIS refused the proposal ({verdict}); draws NOT validated"}
-        warnings.warn(f"importance sampling: {verdict} (PSIS ESS {res.ess:.0f}): the proposal misses part of the "
-                      "posterior and the draws are NOT validated; use inference='nuts' for inference you rely on",
-                      ConvergenceWarning, stacklevel=user_stacklevel())
-        posterior = to_inference_data(res.draws, attrs={"inference": self.name})
-        return BackendResult(posterior, {"laplace": lap.info(), "importance": info},
-                             {"laplace": lap.seconds, "importance": res.seconds}, laplace=lap)

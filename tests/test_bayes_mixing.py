@@ -214,9 +214,9 @@ def test_distinct_rows_with_counts_are_the_same_posterior():
     from synthinfer.bayes.mixing import distinct_rows
 
     rng = np.random.default_rng(5)
-    X = rng.integers(0, 3, size=(4000, 2)).astype(float)
-    y_lin = X @ [0.5, -1.0] + rng.normal(size=4000).round(1)  # few distinct values
-    y_bin = (rng.random(4000) < 1 / (1 + np.exp(-(X @ [0.7, -0.4] - 0.2)))).astype(float)
+    X = rng.integers(0, 3, size=(2000, 2)).astype(float)
+    y_lin = X @ [0.5, -1.0] + rng.normal(size=2000).round(1)  # few distinct values
+    y_bin = (rng.random(2000) < 1 / (1 + np.exp(-(X @ [0.7, -0.4] - 0.2)))).astype(float)
     for model, y, atol in ((LinearRegression(n_features=2), y_lin, 1e-9), (LogisticRegression(n_features=2), y_bin, None)):
         # two datasets in one run, the second with fewer distinct rows (padded in the batch)
         sets = [(X, y), (np.minimum(X, 1.0), y)]

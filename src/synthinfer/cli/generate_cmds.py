@@ -145,9 +145,9 @@ def generate_cmd(
     reference: str = typer.Option(
         None, "--reference",
         help="napsu: reference categories of the canonical parametrisation, from the noisy counts: "
-             "well_measured (default: the most frequent, moved off categories that leave main-effect cells "
-             "near-empty), most_frequent, first, or COL=CATEGORY pairs separated by commas (other columns: "
-             "first category).",
+             "most_frequent (default), well_measured (moved off categories that leave main-effect cells "
+             "near-empty: better mixing, see docs/napsu-sampler.md), first, or COL=CATEGORY pairs separated "
+             "by commas (other columns: first category).",
     ),
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "

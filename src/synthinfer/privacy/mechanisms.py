@@ -115,7 +115,11 @@ def _pld_sigma(epsilon: float, delta: float, unit_changes: int) -> tuple[float, 
     # where the bracket [ceiling / 2, ceiling] took 8. Only the start is analytic; every
     # returned scale passed the PLD check (_smallest_passing), or is the zCDP ceiling.
     floor = ceiling / 2.0
-    lo = hi = min(max(_analytic_gaussian_sigma(epsilon, delta, math.sqrt(unit_changes)), floor), ceiling)
+    try:
+        start = _analytic_gaussian_sigma(epsilon, delta, math.sqrt(unit_changes))
+    except (ValueError, ArithmeticError):  # a start only: where it cannot be had, search down from zCDP's
+        start = ceiling
+    lo = hi = min(max(start, floor), ceiling) if math.isfinite(start) else ceiling
     step = _BRACKET_STEP
     if not passes(lo):  # the start fails: step up to a passing scale
         while not passes(hi):

@@ -20,7 +20,7 @@ synthetic data's own sampling noise (the module docstring of :mod:`synthinfer.ba
 at ``ratio = 5`` the intervals are expected to be conservative and close to nominal as the
 ratio grows. Results are rewritten after every repeat.
 
-    PYTHONPATH=src python benchmarks/bayes/mixing_coverage.py --repeats 50 --epsilons 1.0 --ratios 5,20 \\
+    PYTHONPATH=src python benchmarks/bayes/mixing_coverage.py --repeats 40 --epsilons 1.0 --ratios 5,20 \\
         --out benchmarks/bayes/results/mixing_coverage.json
 """
 
@@ -60,6 +60,8 @@ def record(lo: np.ndarray, hi: np.ndarray, real_width: np.ndarray) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--start", type=int, default=0, help="first repeat index (to continue an interrupted run)")
+    ap.add_argument("--merge", help="JSON of earlier repeats to include (e.g. the interrupted run's --out)")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--m", type=int, default=20, help="synthetic datasets mixed per repeat")
     ap.add_argument("--epsilons", default="1.0")
@@ -69,8 +71,9 @@ def main() -> None:
     epsilons = [float(e) for e in a.epsilons.split(",")]
     ratios = [float(r) for r in a.ratios.split(",")]
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    records, t_start = [], time.time()
-    for r in range(a.repeats):
+    records = [x for x in json.loads(Path(a.merge).read_text())["records"] if x["repeat"] < a.start] if a.merge else []
+    t_start = time.time()
+    for r in range(a.start, a.start + a.repeats):
         real = make_toy_logistic(a.n, (1.0, 0.0), seed=np.random.default_rng([r, 11]))
         with warnings.catch_warnings():  # one dataset of n rows: the mixing checks warn by design
             warnings.simplefilter("ignore", SynthinferWarning)
@@ -104,7 +107,7 @@ def main() -> None:
             records.append(row)
             payload = {"settings": {"n": a.n, "m": a.m, "epsilons": epsilons, "ratios": ratios, "formula": FORMULA,
                                     "truth": TRUTH.tolist(), "levels": LEVELS.tolist(),
-                                    "repeats_requested": a.repeats},
+                                    "repeats_requested": a.start + a.repeats},
                        "summary": summarise(records, epsilons, ratios), "records": records,
                        "elapsed_s": time.time() - t_start, "loadavg": os.getloadavg()}
             tmp = Path(a.out + ".tmp")

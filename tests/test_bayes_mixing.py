@@ -235,3 +235,30 @@ def test_distinct_rows_with_counts_are_the_same_posterior():
     for bad in (c[:-1], np.r_[c[:-1], np.inf]):
         with pytest.raises(ParameterError, match="multiplicities"):
             post.sample_many([(None, (Xu, yu))], counts=[bad])
+
+
+def test_mixture_coverage_against_order_statistics_and_the_large_m_limit():
+    from scipy.stats import norm
+
+    from synthinfer.bayes.mixing import mixture_coverage
+
+    # point-mass components (W = 0): the interval runs from the k-th to the (m + 1 - k)-th centre,
+    # k = ceil(0.025 m), which holds (m + 1 - 2k) / (m + 1) of the centres' law on average
+    for m, k in ((20, 1), (100, 3)):
+        assert mixture_coverage(m, 1.0, 0.0) == pytest.approx((m + 1 - 2 * k) / (m + 1), abs=0.01)
+    # many datasets: the interval +-1.96 sd of the mixture (B + W) around a target of variance B - W
+    B, W = 1.2, 0.2
+    assert mixture_coverage(1000, B, W) == pytest.approx(2 * norm.cdf(1.96 * np.sqrt((B + W) / (B - W))) - 1, abs=0.005)
+    assert np.isnan(mixture_coverage(20, 0.2, 0.2))  # no variance left for the target
+
+
+def test_few_large_datasets_warn_that_the_tails_rest_on_few_of_them():
+    n = 200
+    _, datasets = _normal_release(n, 20 * n, 20)
+    with pytest.warns(SynthinferWarning, match=r"cover about 0\.9\d.*use about \d+ datasets"):
+        idata = mix_posteriors(datasets, "y ~ 1", "ols", n=n, seed=1)
+    assert 0.88 < idata.posterior.attrs["tail_coverage_95"] < 0.94
+    _, datasets = _normal_release(n, 5 * n, 20)  # the recommended size: no warning at m = 20
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mix_posteriors(datasets, "y ~ 1", "ols", n=n, seed=1).posterior.attrs["tail_coverage_95"] >= 0.94

@@ -479,7 +479,7 @@ def test_default_ties_the_selected_marginals_near_empty_interactions_only(toy, f
 def test_draws_follow_the_model_unless_given():
     from types import SimpleNamespace
 
-    from synthinfer.napsu.estimator import SUPPLEMENT_E_DRAWS, TIED_DRAWS
+    from synthinfer.napsu.estimator import MAX_PASSES, SUPPLEMENT_E_DRAWS, TIED_DRAWS
 
     gen = NapsuMQ([("x1", "y")])
     gen.network_ = SimpleNamespace(dimension=500)
@@ -487,6 +487,8 @@ def test_draws_follow_the_model_unless_given():
     assert gen._draws(tied=False)[:2] == SUPPLEMENT_E_DRAWS == (800, 2000)
     gen.network_ = SimpleNamespace(dimension=150)  # small enough for Supplement E's in minutes
     assert gen._draws(tied=True)[:2] == SUPPLEMENT_E_DRAWS
+    assert gen._draws(tied=True)[3] == MAX_PASSES == 4  # the library's draws: run longer if needed
     gen = NapsuMQ([("x1", "y")], num_samples=300)
     gen.network_ = SimpleNamespace(dimension=500)
-    assert gen._draws(tied=True) == (400, 300, gen._draws(tied=True)[2])  # a given count is kept
+    draws = gen._draws(tied=True)
+    assert draws[:2] == (400, 300) and draws[3] == 1  # a given count is kept, in one pass

@@ -72,6 +72,24 @@ def test_a_chain_is_the_same_however_its_iterations_are_split_into_calls(problem
     assert 0 < split.n_grad_evals_warmup < split.n_grad_evals
 
 
+def test_chains_run_on_in_passes_while_not_converged(problem):
+    one = _sample(problem)
+    seen: list[tuple] = []
+    more = _sample(problem, max_passes=3, converged=lambda d: seen.append(d.shape) or False)
+    d = problem[0].dimension
+    assert more.passes == 3 and more.draws.shape == (2, 240, d) and more.diverging.shape == (2, 240)
+    assert seen == [(2, 80, d), (2, 160, d)]  # every check on all the draws so far
+    # the first pass is the one-pass run; later ones continue it with the adapted kernel, new randomness
+    np.testing.assert_array_equal(more.draws[:, :80], one.draws)
+    np.testing.assert_array_equal(more.step_size, one.step_size)
+    assert more.n_grad_evals_warmup == one.n_grad_evals_warmup < one.n_grad_evals < more.n_grad_evals
+    assert not np.array_equal(more.draws[:, 80:160], more.draws[:, :80])
+    assert not np.array_equal(more.draws[:, 160:], more.draws[:, 80:160])
+    assert np.all(np.isfinite(more.draws))
+    done = _sample(problem, max_passes=3, converged=lambda d: True)
+    assert done.passes == 1 and done.draws.shape == (2, 80, d)
+
+
 def test_a_chain_runs_as_calls_of_a_fraction_of_a_second_each(problem, monkeypatch):
     calls: list[tuple[int, float]] = []
     next_block = nuts._next_block

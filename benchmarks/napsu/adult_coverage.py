@@ -293,6 +293,7 @@ def main() -> None:
                 "step_size": gen.diagnostics_.get("nuts", {}).get("step_size"),
                 "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
                 "draws": gen.diagnostics_.get("nuts", {}).get("draws"),
+                "passes": gen.diagnostics_.get("nuts", {}).get("passes"),  # NUTS run longer until converged
                 "warnings": [str(w.message) for w in caught],
             })
             payload = {

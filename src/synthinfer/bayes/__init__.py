@@ -12,7 +12,7 @@ from synthinfer.bayes.choose_m import (
     n_effective,
     predictive_average,
 )
-from synthinfer.bayes.mixing import mix_logdensity_posteriors, mix_posteriors
+from synthinfer.bayes.mixing import mix_logdensity_posteriors, mix_posteriors, mixture_coverage
 from synthinfer.bayes.losses import BetaLoss, ImportanceWeightedLoss, LogLoss, NoiseAwareLoss, normal_laplace_logpdf
 from synthinfer.bayes.models import (
     GaussianLocationScale,
@@ -30,6 +30,7 @@ from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
 __all__ = [
     "mix_logdensity_posteriors",
     "mix_posteriors",
+    "mixture_coverage",
     "BetaLoss",
     "ChooseMResult",
     "GaussianLocationScale",

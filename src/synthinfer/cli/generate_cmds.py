@@ -140,7 +140,8 @@ def generate_cmd(
     num_warmup: int = typer.Option(
         None, "--num-warmup", help="napsu: NUTS warmup draws per chain (default 800; 400 on a large tied model)."),
     num_samples: int = typer.Option(
-        None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000; 400 on a large tied model)."),
+        None, "--num-samples", help="napsu: NUTS kept draws per chain (default 2000; 400 on a large tied model; by default "
+                                          "chains that fail the convergence check run on, up to 4 times as long; a value given is kept to)."),
     chains: int = typer.Option(None, "--chains", help="napsu: NUTS chains (default 4)."),
     reference: str = typer.Option(
         None, "--reference",

@@ -105,6 +105,9 @@ class InferenceSettings:
     max_tree_depth: int
     laplace_max_iter: int
     laplace_max_restarts: int
+    #: NUTS's sampling passes of ``num_samples`` draws per chain at most: more are run while the
+    #: convergence check (:func:`synthinfer.mcmc.convergence_diagnostics`) fails
+    max_passes: int = 1
 
 
 @dataclass
@@ -285,9 +288,10 @@ class NUTSBackend:
             jump_moves=jump_moves,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
             max_tree_depth=settings.max_tree_depth, progress=progress, rng=rng,
+            max_passes=settings.max_passes, converged=_converged,
             **map_options(net, problem.plateaus),
         )
-        draws_total = settings.n_chains * settings.num_samples
+        draws_total = res.draws.shape[0] * res.draws.shape[1]
         nuts = {
             "gradient_evaluations": res.n_grad_evals,
             "gradient_evaluations_warmup": res.n_grad_evals_warmup,
@@ -297,8 +301,9 @@ class NUTSBackend:
             "plateau_jump_parameters": res.n_jump_cells,
             "plateau_jump_acceptance": (res.n_jumps_accepted / (res.n_jump_cells * draws_total)
                                         if res.n_jump_cells else None),
-            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * (settings.num_warmup
-                                                                                       + settings.num_samples)),
+            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * settings.num_warmup + draws_total),
+            "passes": res.passes,
+            "max_passes": settings.max_passes,
         }
         posterior = to_inference_data(res.draws, sample_stats={"diverging": res.diverging},
                                       attrs={"inference": self.name})
@@ -310,6 +315,13 @@ class NUTSBackend:
                           ConvergenceWarning, stacklevel=user_stacklevel())
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},
                              {"laplace": lap.seconds, "nuts": res.seconds}, laplace=lap)
+
+
+def _converged(draws: np.ndarray) -> bool:
+    """Whether NUTS's draws ``(chains, draws, d)`` pass the convergence check (no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return bool(convergence_diagnostics(to_inference_data(draws), ["theta"], warn=False)["ok"])
 
 
 class MLEBackend:

@@ -86,6 +86,10 @@ SUPPLEMENT_E_DRAWS = (800, 2000)
 #: untied: the draws with which the population coverage study (benchmarks/napsu/adult_coverage.py
 #: --population bootstrap) measured calibrated intervals on AIM's models of the full Adult table
 TIED_DRAWS = (400, 400)
+#: Where the library chooses the draws, NUTS runs up to this many sampling passes of them
+#: while the convergence check fails (each chain continues where it stopped: "run longer").
+#: Draws given as ``num_samples`` are kept to: one pass.
+MAX_PASSES = 4
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
@@ -148,8 +152,11 @@ class NapsuMQ(Generator):
         :data:`~synthinfer.napsu.backends.AUTO_NUTS_MAX_DIMENSION` parameters, where
         :data:`TIED_DRAWS` (400 + 400: the population coverage study of AIM's models on the full
         Adult table was calibrated with these, and the fit takes minutes, not the better part of
-        an hour; R-hat and ESS are checked as always). For ``"laplace"`` ``n_chains *
-        num_samples`` draws are taken from the Gaussian.
+        an hour; R-hat and ESS are checked as always). Where ``num_samples`` is the library's
+        choice, chains that fail the convergence check run on, ``num_samples`` draws at a
+        time, up to :data:`MAX_PASSES` times as many (the summary says how many passes ran);
+        a given ``num_samples`` is kept to. For ``"laplace"`` ``n_chains * num_samples`` draws
+        are taken from the Gaussian.
     prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
         ``interaction_sd``, of the main effects' normal prior.
     cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the
@@ -712,10 +719,11 @@ class NapsuMQ(Generator):
         wanted = self.select_extra and self.interaction_sd is not None and get_backend(self.inference).noise_aware
         return TIE_BELOW if wanted else None
 
-    def _draws(self, tied: bool) -> tuple[int, int, str]:
-        """``(num_warmup, num_samples, why)``: the given ones, else Supplement E's, or
-        :data:`TIED_DRAWS` for a tied model (near-empty ties or coarse slopes) above the size
-        NUTS takes in minutes untied."""
+    def _draws(self, tied: bool) -> tuple[int, int, str, int]:
+        """``(num_warmup, num_samples, why, max_passes)``: the given ones, else Supplement E's,
+        or :data:`TIED_DRAWS` for a tied model (near-empty ties or coarse slopes) above the size
+        NUTS takes in minutes untied; up to :data:`MAX_PASSES` sampling passes where
+        ``num_samples`` is the library's choice."""
         from synthinfer.napsu.backends import AUTO_NUTS_MAX_DIMENSION
 
         if tied and self.network_.dimension > AUTO_NUTS_MAX_DIMENSION:
@@ -726,7 +734,8 @@ class NapsuMQ(Generator):
         if self.num_warmup is not None and self.num_samples is not None:
             why = "as given"
         return (default[0] if self.num_warmup is None else int(self.num_warmup),
-                default[1] if self.num_samples is None else int(self.num_samples), why)
+                default[1] if self.num_samples is None else int(self.num_samples), why,
+                MAX_PASSES if self.num_samples is None else 1)
 
     def _check_coarse(self, coarse: list[tuple[tuple[str, ...], dict[str, np.ndarray]]], domain: Domain) -> None:
         """Coarse marginals tie interactions: the interaction prior and a noise-aware backend
@@ -789,11 +798,11 @@ class NapsuMQ(Generator):
                                    layout=layout, cell_prior=float(self.cell_prior),
                                    interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
                                    near_empty_tied=near_empty_tied, coarse_slopes=coarse_slopes)
-        warmup, samples, why = self._draws(near_empty_tied or coarse_slopes)
+        warmup, samples, why, passes = self._draws(near_empty_tied or coarse_slopes)
         settings = InferenceSettings(
             n_chains=int(self.n_chains), num_warmup=warmup, num_samples=samples,
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
-            laplace_max_restarts=int(self.laplace_max_restarts),
+            laplace_max_restarts=int(self.laplace_max_restarts), max_passes=passes,
         )
         res = backend.run(problem, settings, rng=rng, progress=stage, spare_core=self._compile_sampler)
         if res.laplace is not None:
@@ -1042,9 +1051,11 @@ class NapsuMQ(Generator):
                 rhat += f" (limit {limit:.3f} for {self.network_.dimension} parameters)"
             ess = "n/a" if nu["ess_bulk_min"] is None else f"{nu['ess_bulk_min']:.0f}"
             draws = d.get("draws")  # absent from fits saved before the draws followed the model
+            passes = nu.get("passes", 1)  # absent from fits saved before NUTS ran longer when needed
             lines.append(f"  NUTS: " + ("" if draws is None else
-                                        f"{self.n_chains} x ({draws['num_warmup']} + {draws['num_samples']}) draws "
-                                        f"({draws['why']}), ")
+                                        f"{self.n_chains} x ({draws['num_warmup']} + {draws['num_samples']}"
+                                        + (f" x {passes} passes, run longer until converged" if passes > 1 else "")
+                                        + f") draws ({draws['why']}), ")
                          + f"max R-hat {rhat}, min bulk ESS {ess}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps

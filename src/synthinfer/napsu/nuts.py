@@ -46,6 +46,7 @@ class NUTSResult:
     n_one_sided: int = 0  # parameters sampled through the one-sided map
     n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
+    passes: int = 1  # sampling passes of num_samples draws per chain (more while not converged)
 
 
 def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -280,6 +281,8 @@ def nuts_sample(
     dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
     jump_moves: bool = True,
     max_workers: int | None = None,
+    max_passes: int = 1,
+    converged: Callable[[np.ndarray], bool] | None = None,
     progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
@@ -318,6 +321,14 @@ def nuts_sample(
     ``max_workers`` threads (default: one per core the process may use). That beats ``vmap``-ing them: a
     vmapped NUTS step lasts as long as the longest of the chains' trees, and batching gives
     no speed-up per gradient on CPU.
+
+    With ``max_passes > 1`` and ``converged(draws)`` false after the ``num_samples`` draws per
+    chain, every chain continues from where it stopped, with its adapted step size and mass
+    matrix and fresh randomness, for another ``num_samples`` draws, until ``converged`` holds
+    on all the draws so far or ``max_passes`` passes are done ("run the chains longer", the
+    remedy Stan's diagnostics advise: the adaptation is over, so later draws are from the same
+    kernel). The program is the same (its sampling iterations run again on a new key), so
+    nothing recompiles.
 
     Each call of the program runs a block of a chain's iterations sized to last about
     :data:`BLOCK_SECONDS`, and the chain's state goes from one call to the next (donated, so
@@ -360,27 +371,39 @@ def nuts_sample(
     # the first call's placeholder state: the program's result has the state's shapes
     placeholder = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)
 
-    def run(c: int) -> _ChainState:
-        state, start, size = placeholder, 0, FIRST_BLOCK
+    def run(c: int, state: _ChainState, key: np.ndarray, start: int, count: ProgressCounter) -> _ChainState:
+        size = FIRST_BLOCK
         with float64():  # a thread of its own: synthinfer's float64 context is per thread
             while start < total:
                 stop = min(total, start + size)
                 t = time.perf_counter()
-                state = jax.block_until_ready(program(state, keys[c], z0[c], data, np.int32(start), np.int32(stop)))
+                state = jax.block_until_ready(program(state, key, z0[c], data, np.int32(start), np.int32(stop)))
                 size = _next_block(stop - start, time.perf_counter() - t)
-                counter.add(c, stop - start)
+                count.add(c, stop - start)
                 start = stop
         return state
 
     counter.start()
     workers = max(1, min(n_chains, max_workers or usable_cores()))
     with ThreadPoolExecutor(workers) as pool:
-        outs = list(pool.map(run, range(n_chains)))
+        outs = list(pool.map(lambda c: run(c, placeholder, keys[c], 0, counter), range(n_chains)))
+        # copies (np.stack): a next pass donates the states' buffers to the program
+        draws = [np.stack([np.asarray(o.draws) for o in outs])]
+        diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
+        while len(draws) < max_passes and converged is not None and not converged(np.concatenate(draws, axis=1)):
+            # the same program's sampling iterations again, from each chain's last state
+            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1} of at most {max_passes}: not yet "
+                                   "converged)", n_chains, num_samples, "draws", progress, part_name="chains")
+            more.start()
+            keys = jax_key_data(rng, n_chains)
+            outs = list(pool.map(lambda c: run(c, outs[c], keys[c], num_warmup, more), range(n_chains)))
+            draws.append(np.stack([np.asarray(o.draws) for o in outs]))
+            diverging.append(np.stack([np.asarray(o.diverging, dtype=bool) for o in outs]))
     seconds = time.perf_counter() - t0
     warm = int(sum(int(o.grads_warmup) for o in outs))
-    return NUTSResult(
-        draws=np.stack([np.asarray(o.draws) for o in outs]),
-        diverging=np.stack([np.asarray(o.diverging, dtype=bool) for o in outs]),
+    return NUTSResult(  # the states' counters run on across passes
+        draws=np.concatenate(draws, axis=1),
+        diverging=np.concatenate(diverging, axis=1),
         n_grad_evals=warm + int(sum(int(o.grads) for o in outs)),
         n_grad_evals_warmup=warm,
         step_size=np.array([float(o.step_size) for o in outs]),
@@ -388,4 +411,5 @@ def nuts_sample(
         n_one_sided=umap.n_one_sided,
         n_jump_cells=jumps.count,
         n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)),
+        passes=len(draws),
     )

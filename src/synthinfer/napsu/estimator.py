@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import float64, single_threaded_blas, uses_float64
-from synthinfer._prefetch import MCMC_RESULTS, prefetch
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.data.counting import CodeCounter, FileCounter, MarginalCounter, is_spark_frame
 from synthinfer.data.domain import PrivateBins
@@ -780,7 +779,6 @@ class NapsuMQ(Generator):
     def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
                near_empty_tied: bool = False, coarse_slopes: bool = False) -> None:
         backend = get_backend(self.inference)
-        prefetch(*MCMC_RESULTS)  # the posterior's InferenceData needs them at the end
         layout, noisy = self.layout_, self.noisy_counts_
         if self.measurements_ is not None:
             # repeats (AIM's rounds) as one measurement each: the same posterior, a cheaper likelihood

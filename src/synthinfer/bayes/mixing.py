@@ -135,7 +135,7 @@ def mix_posteriors(
     and ``tail_coverage_95``, the 95% intervals' expected coverage (:func:`mixture_coverage`, the
     lowest over the parameters), with a warning below :data:`MIN_TAIL_COVERAGE` that says how
     many datasets would do: many large datasets are needed together (on the toy study, 20
-    datasets of 20 n rows covered 0.90, 20 of 5 n rows 0.95).
+    datasets of 20 n rows covered 0.91, 20 of 5 n rows 0.95; benchmarks/bayes/README.md).
     """
     if model not in _FAMILIES:
         raise ParameterError(f"model must be one of {sorted(_FAMILIES)}, got {model!r}")

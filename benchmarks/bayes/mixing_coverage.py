@@ -18,7 +18,8 @@ the real data (the naive Bayesian analyst).
 The mixture's variance exceeds the target's by up to a factor ``1 + 2 n / n_syn`` from the
 synthetic data's own sampling noise (the module docstring of :mod:`synthinfer.bayes.mixing`), so
 at ``ratio = 5`` the intervals are expected to be conservative and close to nominal as the
-ratio grows. Results are rewritten after every repeat.
+ratio grows. Results are rewritten after every repeat; the figure (``.png`` beside the JSON) at
+the end, or with ``--plot-only``.
 
     PYTHONPATH=src python benchmarks/bayes/mixing_coverage.py --repeats 40 --epsilons 1.0 --ratios 5,20 \\
         --out benchmarks/bayes/results/mixing_coverage.json
@@ -67,7 +68,11 @@ def main() -> None:
     ap.add_argument("--epsilons", default="1.0")
     ap.add_argument("--ratios", default="5,20", help="n_syn / n, comma-separated")
     ap.add_argument("--out", default="benchmarks/bayes/results/mixing_coverage.json")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the figure (--out with .png) from --out")
     a = ap.parse_args()
+    if a.plot_only:
+        plot(a.out)
+        return
     epsilons = [float(e) for e in a.epsilons.split(",")]
     ratios = [float(r) for r in a.ratios.split(",")]
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -116,6 +121,32 @@ def main() -> None:
             s = payload["summary"][str(eps)]
             print(f"repeat {r} eps {eps}: fit {fit_s:.1f} s; 95% coverage so far " +
                   ", ".join(f"{k} {v['coverage_by_level'][-1]:.3f}" for k, v in s.items() if k != "repeats"), flush=True)
+    plot(a.out)
+
+
+def plot(path: str) -> None:
+    """Coverage against the nominal level per posterior (one panel per epsilon), to ``.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    doc = json.loads(Path(path).read_text())
+    levels = np.asarray(doc["settings"]["levels"])
+    summary = doc["summary"]
+    fig, axes = plt.subplots(1, len(summary), figsize=(4.8 * len(summary), 4.2), squeeze=False)
+    for ax, (eps, s) in zip(axes[0], summary.items()):
+        ax.plot([0.4, 1], [0.4, 1], color="0.6", lw=1, ls="--", label="nominal")
+        for key, v in s.items():
+            if key == "repeats":
+                continue
+            label = key.replace("_", " ").replace("mixture ratio ", "mixture, n_syn / n = ")
+            ax.plot(levels, v["coverage_by_level"], marker="o", label=label)
+        ax.set(xlabel="nominal level", ylabel="coverage of the true coefficients",
+               title=f"epsilon {eps}, m = {doc['settings']['m']}, {s['repeats']} repeats")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(str(Path(path).with_suffix(".png")), dpi=120)
 
 
 def summarise(records: list[dict], epsilons: list[float], ratios: list[float]) -> dict:

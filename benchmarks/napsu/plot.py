@@ -261,7 +261,8 @@ def default_reference(results: Path = R) -> None:
     fits that warned marked."""
     runs = [(label, results / f"adult_coverage_default_{ref}_population.json")
             for label, ref in (("most frequent categories", "most_frequent"),
-                               ("well measured (moved off structural zeros)", "well_measured"))]
+                               ("well measured (moved off structural zeros)", "well_measured"),
+                               ("most frequent, NUTS run longer until converged", "run_longer"))]
     runs = [(label, json.loads(f.read_text())) for label, f in runs if f.exists()]
     if not runs:
         return
@@ -280,6 +281,10 @@ def default_reference(results: Path = R) -> None:
         axes[2].scatter(secs[~warned], ess[~warned], color=f"C{k}", label=f"{label}: passed")
         axes[2].scatter(secs[warned], ess[warned], color=f"C{k}", marker="x",
                         label=f"{label}: warned ({warned.sum()} of {warned.size})")
+    real = runs[0][1]["summary"]["1.0"].get("real_data_coverage_95_by_coefficient")
+    if real is not None:  # the real data's own intervals on the same bootstrap samples
+        axes[1].scatter(np.arange(len(names)), real, color="k", marker="_", s=300, zorder=3,
+                        label=f"the real data's own intervals ({runs[0][1]['summary']['1.0']['repeats']} samples)")
     axes[0].plot([0, 1], [0, 1], "k--", lw=1)
     axes[0].set(xlabel="confidence level", ylabel="coverage of the population's coefficient",
                 title="the default fit, population design, epsilon 1")
@@ -288,7 +293,7 @@ def default_reference(results: Path = R) -> None:
                        ha="right", fontsize=8)
     axes[1].set(ylabel="95% coverage", ylim=(0, 1.05), title="95% coverage per coefficient")
     axes[2].axhline(400, color="0.5", lw=1, ls=":")
-    axes[2].set(xlabel="fit seconds (AIM + Laplace + NUTS; both studies at once on 2 cores)",
+    axes[2].set(xlabel="fit seconds (AIM + Laplace + NUTS, beside other studies)",
                 ylabel="smallest bulk ESS", yscale="log", title="each fit's mixing (ESS 400: the check)")
     for ax, where in zip(axes, ("upper left", "lower left", "best")):
         ax.legend(fontsize=7, loc=where)

@@ -200,6 +200,7 @@ def test_cli_analyze_bayes(tmp_path):
     assert out.exit_code == 0, out.output
     res = json.loads(out.output[out.output.index("{"):])
     assert res["m"] == 10 and res["draws"] == 10 * 2 * 500 and res["supports"]["supported"] is False
+    assert 0 < res["tail_coverage_95"] <= 1
     (a, b) = res["coefficients"]
     assert a["name"] == "Intercept" and a["lower"] < np.log(0.3 / 0.7) < a["upper"]
     bad = CliRunner().invoke(app, ["analyze", str(path), "-f", "y ~ C(x)", "--bayes", "-m", "poisson"])

@@ -215,6 +215,7 @@ def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, 
             "method": a["method"], "sampler": a["sampler"], "alpha": alpha, "m": a["m"], "n": a["n"],
             "n_syn": a["n_syn"], "draws": int(draws.shape[0]),
             "datasets_not_converged": a.get("datasets_not_converged"),
+            "tail_coverage_95": a.get("tail_coverage_95"),
             "supports": {"supported": support.supported, "missing": [list(x) for x in support.missing],
                          "unmeasured_predictor_pairs": [list(x) for x in support.unmeasured_predictor_pairs],
                          "reason": support.reason},
@@ -223,7 +224,9 @@ def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, 
     pct = f"{100 * (1 - alpha):g}%"
     table = Table(title=f"{model} (Bayesian): {formula}", box=box.SIMPLE_HEAD, caption=(
         f"mixture of the posteriors on {a['m']} synthetic datasets ({draws.shape[0]} draws), n = {a['n']}, "
-        f"n_syn = {a['n_syn']}; {pct} equal-tailed credible intervals; release {rel.fingerprint[:12]}"))
+        f"n_syn = {a['n_syn']}; {pct} equal-tailed credible intervals"
+        + ("" if a.get("tail_coverage_95") is None else f" (95% ones expected to cover {a['tail_coverage_95']:.2f})")
+        + f"; release {rel.fingerprint[:12]}"))
     for j, col in enumerate(["term", "mean", "sd", f"{pct} lower", f"{pct} upper"]):
         table.add_column(col, overflow="fold") if j == 0 else table.add_column(col, justify="right", no_wrap=True)
     for r in rows:

@@ -209,13 +209,15 @@ def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, 
     rows = [{"name": t, "mean": float(draws[:, j].mean()), "sd": float(draws[:, j].std(ddof=1)),
              "lower": float(lo[j]), "upper": float(hi[j])} for j, t in enumerate(names)]
     a = post.attrs
+    tail = a.get("tail_coverage_95")  # nan where there is nothing to judge (one dataset, or B <= W)
+    tail = float(tail) if tail is not None and np.isfinite(tail) else None
     if as_json:
         typer.echo(json.dumps({
             "release": str(release), "fingerprint": rel.fingerprint, "formula": formula, "model": model,
             "method": a["method"], "sampler": a["sampler"], "alpha": alpha, "m": a["m"], "n": a["n"],
             "n_syn": a["n_syn"], "draws": int(draws.shape[0]),
             "datasets_not_converged": a.get("datasets_not_converged"),
-            "tail_coverage_95": a.get("tail_coverage_95"),
+            "tail_coverage_95": tail,
             "supports": {"supported": support.supported, "missing": [list(x) for x in support.missing],
                          "unmeasured_predictor_pairs": [list(x) for x in support.unmeasured_predictor_pairs],
                          "reason": support.reason},
@@ -225,7 +227,7 @@ def _print_mixture(idata, formula: str, model: str, alpha: float, rel, support, 
     table = Table(title=f"{model} (Bayesian): {formula}", box=box.SIMPLE_HEAD, caption=(
         f"mixture of the posteriors on {a['m']} synthetic datasets ({draws.shape[0]} draws), n = {a['n']}, "
         f"n_syn = {a['n_syn']}; {pct} equal-tailed credible intervals"
-        + ("" if a.get("tail_coverage_95") is None else f" (95% ones expected to cover {a['tail_coverage_95']:.2f})")
+        + ("" if tail is None else f" (95% ones expected to cover {tail:.2f})")
         + f"; release {rel.fingerprint[:12]}"))
     for j, col in enumerate(["term", "mean", "sd", f"{pct} lower", f"{pct} upper"]):
         table.add_column(col, overflow="fold") if j == 0 else table.add_column(col, justify="right", no_wrap=True)

@@ -294,6 +294,9 @@ def main() -> None:
                 "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
                 "draws": gen.diagnostics_.get("nuts", {}).get("draws"),
                 "passes": gen.diagnostics_.get("nuts", {}).get("passes"),  # NUTS run longer until converged
+                # the reference categories the fit chose from its noisy counts (napsu.reference)
+                "reference_categories": {c: str(gen.domain_[c].categories[int(v)])
+                                         for c, v in gen.queries_.canonical.reference.items()},
                 "warnings": [str(w.message) for w in caught],
             })
             payload = {

@@ -262,7 +262,7 @@ def default_reference(results: Path = R) -> None:
     runs = [(label, results / f"adult_coverage_default_{ref}_population.json")
             for label, ref in (("most frequent categories", "most_frequent"),
                                ("well measured (moved off structural zeros)", "well_measured"),
-                               ("most frequent, NUTS run longer until converged", "run_longer"))]
+                               ("most frequent, run longer until converged", "run_longer"))]
     runs = [(label, json.loads(f.read_text())) for label, f in runs if f.exists()]
     if not runs:
         return
@@ -278,9 +278,10 @@ def default_reference(results: Path = R) -> None:
         warned = np.array([bool(r["warnings"]) for r in d["records"]])
         ess = np.array([r["ess_bulk_min"] for r in d["records"]])
         secs = np.array([r["fit_seconds"] for r in d["records"]])
-        axes[2].scatter(secs[~warned], ess[~warned], color=f"C{k}", label=f"{label}: passed")
+        short = label.split(" (")[0]
+        axes[2].scatter(secs[~warned], ess[~warned], color=f"C{k}", label=f"{short}: passed")
         axes[2].scatter(secs[warned], ess[warned], color=f"C{k}", marker="x",
-                        label=f"{label}: warned ({warned.sum()} of {warned.size})")
+                        label=f"{short}: warned ({warned.sum()} of {warned.size})")
     real = runs[0][1]["summary"]["1.0"].get("real_data_coverage_95_by_coefficient")
     if real is not None:  # the real data's own intervals on the same bootstrap samples
         axes[1].scatter(np.arange(len(names)), real, color="k", marker="_", s=300, zorder=3,
@@ -295,8 +296,9 @@ def default_reference(results: Path = R) -> None:
     axes[2].axhline(400, color="0.5", lw=1, ls=":")
     axes[2].set(xlabel="fit seconds (AIM + Laplace + NUTS, beside other studies)",
                 ylabel="smallest bulk ESS", yscale="log", title="each fit's mixing (ESS 400: the check)")
-    for ax, where in zip(axes, ("upper left", "lower left", "best")):
+    for ax, where in zip(axes[:2], ("upper left", "lower left")):
         ax.legend(fontsize=7, loc=where)
+    axes[2].legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(results / "adult_coverage_default_reference.png", dpi=110)
 

@@ -153,6 +153,39 @@ def analyst(frames, domain, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return (pick(res.params), pick(res.bse), pick(res.df), pick(res.n_dropped), len(res.separated))
 
 
+def analyse(frames, domain, n: int, truth: np.ndarray, real_q: np.ndarray, real_v: np.ndarray,
+            analysis: str = "statsmodels") -> dict:
+    """The downstream logit on the synthetic ``frames``, combined, against ``truth``: per level
+    of :data:`LEVELS` and coefficient, ``coverage`` (truth inside the interval),
+    ``coverage_sample`` (the real sample's estimate ``real_q`` inside it), ``width_ratio``
+    (against the real sample's interval, variance ``real_v``) and ``coverage_single`` (the first
+    dataset analysed as if real); with ``q_bar``, ``dropped`` and ``separated_datasets``."""
+    qv = [logit(f, domain) for f in frames]
+    q = np.array([x[0] for x in qv])
+    v = np.array([x[1] for x in qv])
+    drop = ~((v > 0) & (v < DROP_VARIANCE))  # also degenerate fits with v <= 0
+    q[drop], v[drop] = np.nan, np.nan
+    separated = None
+    if analysis == "analyze":
+        q_bar, se, df, dropped, separated = analyst(frames, domain, n)
+    else:
+        res = rubins_rules(q, v, n=n, n_syn=n)
+        q_bar, se, df, dropped = res.q_bar, np.sqrt(res.T_star), res.df, drop.sum(0)
+    cover, cover_sample, ratio, single = [], [], [], []
+    for lev in LEVELS:
+        tq = stats.t.ppf(0.5 + lev / 2, df)
+        zq = stats.norm.ppf(0.5 + lev / 2)
+        half = tq * se
+        cover.append((np.abs(truth - q_bar) <= half).astype(float).tolist())
+        cover_sample.append((np.abs(real_q - q_bar) <= half).astype(float).tolist())
+        ratio.append((half / (zq * np.sqrt(real_v))).tolist())
+        # the first dataset analysed as if it were the real data (the paper's Fig. 1 baseline)
+        single.append((np.abs(truth - q[0]) <= zq * np.sqrt(v[0])).astype(float).tolist())
+    return {"coverage": cover, "width_ratio": ratio, "coverage_single": single, "coverage_sample": cover_sample,
+            "q_bar": np.asarray(q_bar).tolist(), "dropped": np.asarray(dropped).tolist(),
+            "separated_datasets": separated}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=20)
@@ -254,35 +287,15 @@ def main() -> None:
             caught = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
             t_fit = time.time() - t0
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))
-            qv = [logit(f, domain) for f in frames]
-            q = np.array([x[0] for x in qv])
-            v = np.array([x[1] for x in qv])
-            drop = ~((v > 0) & (v < DROP_VARIANCE))  # also degenerate fits with v <= 0
-            q[drop], v[drop] = np.nan, np.nan
-            separated = None
-            if a.analysis == "analyze":
-                q_bar, se, df, dropped, separated = analyst(frames, domain, n)
-            else:
-                res = rubins_rules(q, v, n=n, n_syn=n)
-                q_bar, se, df, dropped = res.q_bar, np.sqrt(res.T_star), res.df, drop.sum(0)
-            cover, cover_sample, ratio, single = [], [], [], []
-            for lev in LEVELS:
-                tq = stats.t.ppf(0.5 + lev / 2, df)
-                zq = stats.norm.ppf(0.5 + lev / 2)
-                half = tq * se
-                cover.append((np.abs(truth - q_bar) <= half).astype(float).tolist())
-                cover_sample.append((np.abs(real_q - q_bar) <= half).astype(float).tolist())
-                ratio.append((half / (zq * np.sqrt(real_v))).tolist())
-                # the first dataset analysed as if it were the real data (the paper's Fig. 1 baseline)
-                single.append((np.abs(truth - q[0]) <= zq * np.sqrt(v[0])).astype(float).tolist())
+            coverage = analyse(frames, domain, n, truth, real_q, real_v, a.analysis)
+            if a.population != "bootstrap":
+                del coverage["coverage_sample"]
             other = gen.diagnostics_.get("laplace", {})
             nd = gen.diagnostics_.get("nuts", {"rhat_max": float("nan"), "ess_bulk_min": float("nan"), "divergences": 0,
                                                "gradient_evaluations": other.get("gradient_evaluations", 0)})
             records.append({
-                "repeat": r, "epsilon": eps, "coverage": cover, "width_ratio": ratio, "coverage_single": single,
-                "q_bar": np.asarray(q_bar).tolist(), "dropped": np.asarray(dropped).tolist(), "analysis": a.analysis,
-                "separated_datasets": separated,
-                **({"coverage_sample": cover_sample, "real_estimate": real_q.tolist(), "real_variance": real_v.tolist()}
+                "repeat": r, "epsilon": eps, **coverage, "analysis": a.analysis,
+                **({"real_estimate": real_q.tolist(), "real_variance": real_v.tolist()}
                    if a.population == "bootstrap" else {}),
                 "fit_seconds": t_fit, "total_seconds": time.time() - t0,
                 "rhat_max": nd["rhat_max"], "ess_bulk_min": nd["ess_bulk_min"], "divergences": nd["divergences"],

@@ -129,6 +129,7 @@ def main() -> None:
                      "timings": gen.diagnostics_.get("timings"),
                      "rhat_max": nuts.get("rhat_max"), "rhat_limit_max": nuts.get("rhat_limit_max"),
                      "ess_bulk_min": nuts.get("ess_bulk_min"),
+                     "passes": nuts.get("passes"), "divergences": nuts.get("divergences"),
                      "gradients_per_draw": nuts.get("gradient_evaluations_per_draw"),
                      "warnings": [str(w.message)[:120] for w in caught]})
         net = gen.network_.queries.domain

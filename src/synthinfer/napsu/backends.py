@@ -108,6 +108,9 @@ class InferenceSettings:
     #: NUTS's sampling passes of ``num_samples`` draws per chain at most: more are run while the
     #: convergence check (:func:`synthinfer.mcmc.convergence_diagnostics`) fails
     max_passes: int = 1
+    #: NUTS's target acceptance rate for step-size adaptation (Hoffman & Gelman 2014, Section
+    #: 3.2): higher means smaller steps, fewer divergences and more gradients per draw
+    target_accept: float = 0.8
 
 
 @dataclass
@@ -276,7 +279,8 @@ class NUTSBackend:
         # plateau jumps, like the map, only under the N(0, prior_sd^2) prior alone
         jump_moves = problem.plateaus and bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                     max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
+                     max_tree_depth=settings.max_tree_depth, target_accept=settings.target_accept,
+                     layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")
         lap = _laplace_fit(problem, settings, rng)
         # after the Laplace fit's compilations, beside the NUTS program's and sampling
@@ -287,7 +291,7 @@ class NUTSBackend:
             cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd, layout=problem.layout,
             jump_moves=jump_moves,
             n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-            max_tree_depth=settings.max_tree_depth, progress=progress, rng=rng,
+            max_tree_depth=settings.max_tree_depth, target_accept=settings.target_accept, progress=progress, rng=rng,
             max_passes=settings.max_passes, converged=_converged,
             **map_options(net, problem.plateaus),
         )
@@ -304,6 +308,7 @@ class NUTSBackend:
             "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * settings.num_warmup + draws_total),
             "passes": res.passes,
             "max_passes": settings.max_passes,
+            "target_accept": settings.target_accept,
         }
         posterior = to_inference_data(res.draws, sample_stats={"diverging": res.diverging},
                                       attrs={"inference": self.name})

@@ -1,0 +1,165 @@
+"""NUTS's target acceptance rate on the default fit, paired on the same noisy counts.
+
+The default a user gets on Adult (``NapsuMQ(ANALYSIS, select_extra="aim")``, the library's
+sampler, draws, ties and passes) in the population design of ``adult_coverage.py --population
+bootstrap`` (each repeat's real data are n rows drawn with replacement from the full table,
+truth the table's own logit). In each fit the posterior problem is sampled once per
+``--targets`` value (the first is the fit's own, 0.8 the library's), on the same noisy counts and
+selected marginals (the DP noise cannot be seeded, so only a paired design compares samplers
+rather than noise draws). Per arm: divergences, passes, R-hat, ESS, gradients, seconds and
+warnings, and the downstream logit's coverage from m datasets generated with the same seed, as
+``adult_coverage.py`` records it; the summary per arm is ``adult_coverage.summarise``'s. With
+``--retry`` each later target is tried only where the one before it diverged, and the summary
+adds the policy's own arm (``"retry"``: each fit's last arm).
+
+    PYTHONPATH=src python benchmarks/napsu/target_accept.py --epsilon 0.5 --repeats 10 \\
+        --retry --out benchmarks/napsu/results/target_accept_eps0.5.json
+
+Results are rewritten after every repeat; ``--start`` with ``--merge`` continues a run and
+``--combine a.json,b.json`` joins runs split over processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from adult_coverage import ANALYSIS, analyse, logit, summarise  # noqa: E402
+
+from synthinfer.datasets import adult_domain, load_adult  # noqa: E402
+from synthinfer.errors import ConvergenceWarning  # noqa: E402
+from synthinfer.generate import NapsuMQ  # noqa: E402
+from synthinfer.napsu.backends import NUTSBackend, get_backend  # noqa: E402
+
+
+class PairedNUTS(NUTSBackend):
+    """NUTS at each target acceptance rate on the same problem; returns the first's result and
+    keeps every arm's (result, wall seconds, CPU seconds, warnings) in ``arms``. With
+    ``retry=True`` an arm runs only where the one before it ended with divergent transitions
+    (the policy "sample again with smaller steps when NUTS diverged")."""
+
+    def __init__(self, targets: list[float], seed: int, retry: bool):
+        self.targets, self.seed, self.retry, self.arms = targets, seed, retry, {}
+
+    def run(self, problem, settings, *, rng, progress, spare_core):
+        self.arms = {}
+        for i, target in enumerate(self.targets):
+            if i and self.retry and not self.arms[self.targets[i - 1]][0].diagnostics["nuts"]["divergences"]:
+                break
+            t, c = time.perf_counter(), time.process_time()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                res = super().run(problem, dataclasses.replace(settings, target_accept=target),
+                                  rng=rng if i == 0 else np.random.default_rng([self.seed, i]),
+                                  progress=progress, spare_core=spare_core if i == 0 else (lambda: None))
+            self.arms[target] = (res, time.perf_counter() - t, time.process_time() - c,
+                                 [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)])
+        return self.arms[self.targets[0]][0]
+
+
+def arm_record(res, wall: float, cpu: float, caught: list[str]) -> dict:
+    nuts = res.diagnostics["nuts"]
+    return {"divergences": nuts["divergences"], "passes": nuts["passes"], "rhat_max": nuts["rhat_max"],
+            "ess_bulk_min": nuts["ess_bulk_min"], "gradient_evaluations": nuts["gradient_evaluations"],
+            "gradient_evaluations_per_draw": nuts["gradient_evaluations_per_draw"], "step_size": nuts["step_size"],
+            "sampler_wall_s": wall, "sampler_cpu_s": cpu, "warnings": caught}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epsilon", type=float, default=0.5)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--targets", default="0.8,0.9", help="comma-separated target acceptance rates; the first is the fit's")
+    ap.add_argument("--retry", action="store_true", help="run a later target only where the one before diverged")
+    ap.add_argument("--m", type=int, default=100)
+    ap.add_argument("--merge", help="an earlier run's output whose repeats before --start are kept")
+    ap.add_argument("--combine", help="comma-separated outputs to join into --out (no fitting)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    targets = [float(t) for t in a.targets.split(",")]
+    if a.combine:
+        runs = [json.loads(Path(p).read_text()) for p in a.combine.split(",")]
+        records = sorted({r["repeat"]: r for run in runs for r in run["records"]}.values(), key=lambda r: r["repeat"])
+        write(a.out, runs[0]["settings"], records, runs[0]["real"]["estimate"], [r["command"] for r in runs])
+        return
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    population, domain = load_adult(categorical=True).data, adult_domain(derived=True)
+    n = len(population)
+    truth, _ = logit(population, domain)
+    records = [r for r in json.loads(Path(a.merge).read_text())["records"] if r["repeat"] < a.start] if a.merge else []
+    eps = a.epsilon
+    settings = {"epsilon": eps, "delta": n**-2.0, "n": n, "m": a.m, "targets": targets, "marginals": ANALYSIS,
+                "selection": "aim", "population": "bootstrap", "table": "full", "retry": a.retry}
+    auto = get_backend("auto")
+    for r in range(a.start, a.start + a.repeats):
+        rows = np.random.default_rng([r, 7919]).integers(0, n, size=n)  # adult_coverage.py's samples
+        data = population.iloc[rows].reset_index(drop=True)
+        real_q, real_v = logit(data, domain)
+        paired = auto._nuts = PairedNUTS(targets, seed=r, retry=a.retry)
+        t0, c0 = time.time(), time.process_time()
+        gen = NapsuMQ(ANALYSIS, epsilon=eps, delta=n**-2.0, select_extra="aim",
+                      seed=np.random.default_rng([r, int(eps * 10)])).fit(data, domain)
+        fit_wall, fit_cpu = time.time() - t0, time.process_time() - c0
+        record = {"repeat": r, "epsilon": eps, "code": code, "d": int(gen.network_.dimension),
+                  "marginals": [list(m.columns) for m in gen.marginals_], "fit_wall_s": fit_wall, "fit_cpu_s": fit_cpu,
+                  "loadavg": os.getloadavg(), "real_estimate": real_q.tolist(), "real_variance": real_v.tolist(),
+                  "arms": {}}
+        means = {}
+        for target in paired.arms:
+            res, wall, cpu, caught = paired.arms[target]
+            gen.posterior_ = res.posterior  # generate() draws from the arm's posterior
+            theta = np.asarray(res.posterior.posterior["theta"].values).reshape(-1, gen.network_.dimension)
+            means[target] = (theta.mean(0), theta.std(0))
+            frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))  # the same seed per arm
+            record["arms"][str(target)] = {**arm_record(res, wall, cpu, caught),
+                                           **analyse(frames, domain, n, truth, real_q, real_v)}
+        m0, s0 = means[targets[0]]
+        for target in list(paired.arms)[1:]:  # the arms' posterior means apart, in the first arm's posterior sds
+            record["arms"][str(target)]["max_mean_shift_in_sd"] = float(np.max(np.abs(means[target][0] - m0) / s0))
+        records.append(record)
+        write(a.out, settings, records, truth.tolist(), [" ".join(sys.argv)])
+        print(f"repeat {r}: fit {fit_wall:.0f} s; " + "; ".join(
+            f"{t}: {x['divergences']} div, {x['passes']} passes, {x['sampler_wall_s']:.0f} s"
+            for t, x in record["arms"].items()), flush=True)
+
+
+def write(out: str, settings: dict, records: list[dict], truth: list[float], commands: list[str]) -> None:
+    """The records and, per arm (the fits that ran it; ``"retry"``: each fit's last arm),
+    ``adult_coverage.summarise`` of them plus the sampler's record."""
+    arms = {}
+    pick = {str(t): (lambda r, t=str(t): r["arms"].get(t)) for t in settings["targets"]}
+    if settings.get("retry"):
+        pick["retry"] = lambda r: list(r["arms"].values())[-1]
+    for name, arm in pick.items():
+        rs = [{"epsilon": r["epsilon"], "real_estimate": r["real_estimate"], "real_variance": r["real_variance"],
+               "fit_seconds": arm(r)["sampler_wall_s"], **arm(r)} for r in records if arm(r) is not None]
+        if not rs:
+            continue
+        summary = summarise(rs, np.asarray(truth))[str(settings["epsilon"])]
+        summary.update({
+            "fits_with_divergences": sum(r["divergences"] > 0 for r in rs),
+            "divergences": [r["divergences"] for r in rs], "passes": [r["passes"] for r in rs],
+            "gradient_evaluations_total": float(np.sum([r["gradient_evaluations"] for r in rs])),
+            "sampler_cpu_s_median": float(np.median([r["sampler_cpu_s"] for r in rs])),
+        })
+        arms[name] = summary
+    payload = {"command": commands, "settings": settings, "real": {"estimate": truth}, "arms": arms, "records": records}
+    tmp = Path(out + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -362,6 +362,42 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
             "categories)") in gen.summary()
 
 
+@pytest.mark.filterwarnings("ignore:NUTS diagnostics failed")  # short chains: only the control flow is tested
+def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatch):
+    """Divergent transitions at the default rate: NUTS runs again at the next rate of
+    ``RETRY_TARGET_ACCEPT`` on the same Laplace fit, and its draws are the result; the summary
+    and the diagnostics say so. A given rate is kept to, divergences and all."""
+    import dataclasses
+
+    from synthinfer.napsu import nuts
+    from synthinfer.napsu.estimator import RETRY_TARGET_ACCEPT, TARGET_ACCEPT
+
+    real, calls, laplaces = nuts.nuts_sample, [], set()
+
+    def divergent_at_default(*args, target_accept, **kw):  # divergences at 0.8 only
+        calls.append(target_accept)
+        laplaces.add(id(args[4]))
+        res = real(*args, target_accept=target_accept, **kw)
+        return dataclasses.replace(res, diverging=np.ones_like(res.diverging)) if target_accept == 0.8 else res
+
+    monkeypatch.setattr(nuts, "nuts_sample", divergent_at_default)
+    settings = dict(epsilon=1.0, delta=N**-2.0, inference="nuts", n_chains=2, num_warmup=60, num_samples=60, seed=2)
+    gen = NapsuMQ([("x1", "x2", "y")], **settings).fit(toy.data, toy.domain)
+    assert TARGET_ACCEPT == 0.8 and RETRY_TARGET_ACCEPT == (0.9,)
+    assert calls == [0.8, 0.9] and len(laplaces) == 1  # one Laplace fit for both runs
+    nu = gen.diagnostics_["nuts"]
+    assert nu["target_accept"] == 0.9 and nu["divergences"] == int(gen.posterior_.sample_stats["diverging"].sum())
+    assert [(r["target_accept"], r["divergences"]) for r in nu["earlier_runs"]] == [(0.8, 2 * 60)]
+    assert gen.diagnostics_["timings"]["nuts"] > nu["earlier_runs"][0]["seconds"]  # both runs counted
+    assert ("NUTS at target acceptance 0.8 set aside for its 120 divergent transitions: sampled again with smaller "
+            "steps (the line above is the run at 0.9)") in gen.summary()
+    calls.clear()
+    with pytest.warns(ConvergenceWarning, match="120 divergent transitions after warmup"):
+        kept = NapsuMQ([("x1", "x2", "y")], target_accept=0.8, **settings).fit(toy.data, toy.domain)
+    assert calls == [0.8] and kept.diagnostics_["nuts"]["earlier_runs"] == []
+    assert kept.get_params()["target_accept"] == 0.8 and kept.release_settings_["target_accept"] == 0.8
+
+
 def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
     led = PrivacyLedger((5.0, 1e-5))
     for kwargs, name in ((dict(prior_sd=0), "prior_sd"), (dict(prior_sd=-1.0), "prior_sd"),
@@ -370,7 +406,8 @@ def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
                          (dict(interaction_sd=0), "interaction_sd"), (dict(interaction_sd=float("inf")), "interaction_sd"),
                          (dict(interaction_sd="2"), "interaction_sd"),
                          (dict(laplace_max_iter=0), "laplace_max_iter"), (dict(max_tree_depth=0), "max_tree_depth"),
-                         (dict(laplace_max_restarts=-1), "laplace_max_restarts"), (dict(n_chains=True), "n_chains")):
+                         (dict(laplace_max_restarts=-1), "laplace_max_restarts"), (dict(n_chains=True), "n_chains"),
+                         (dict(target_accept=1.0), "target_accept"), (dict(target_accept="0.9"), "target_accept")):
         with pytest.raises(SynthinferError, match=name):
             NapsuMQ([("x1", "x2", "y")], inference="laplace", **kwargs).fit(toy.data, toy.domain, ledger=led)
     one = Domain({"s": ["only"], "y": [0, 1]})

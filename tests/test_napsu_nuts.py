@@ -90,6 +90,13 @@ def test_chains_run_on_in_passes_while_not_converged(problem):
     assert done.passes == 1 and done.draws.shape == (2, 80, d)
 
 
+def test_a_higher_target_acceptance_adapts_smaller_steps(problem):
+    """The rate reaches the adaptation (a static argument: its own program)."""
+    bold, careful = _sample(problem, target_accept=0.6), _sample(problem, target_accept=0.95)
+    assert careful.step_size.max() < bold.step_size.min()
+    assert careful.n_grad_evals > bold.n_grad_evals  # smaller steps, longer trajectories
+
+
 def test_a_chain_runs_as_calls_of_a_fraction_of_a_second_each(problem, monkeypatch):
     calls: list[tuple[int, float]] = []
     next_block = nuts._next_block

@@ -111,6 +111,9 @@ class InferenceSettings:
     #: NUTS's target acceptance rate for step-size adaptation (Hoffman & Gelman 2014, Section
     #: 3.2): higher means smaller steps, fewer divergences and more gradients per draw
     target_accept: float = 0.8
+    #: higher rates NUTS samples again at, from warmup and in turn, while its draws have
+    #: divergent transitions (the Laplace fit is reused; each rate compiles its own program)
+    retry_target_accept: tuple[float, ...] = ()
 
 
 @dataclass
@@ -265,7 +268,10 @@ class NUTSBackend:
     """NUTS whitened by the Laplace fit (:func:`synthinfer.napsu.nuts.nuts_sample`); under the
     paper's prior alone (``PosteriorProblem.plateaus``) with the one-sided map and plateau jumps of
     near-empty cells, which the cell prior makes unnecessary. Its program compiles on the
-    other core while the Laplace fit runs. Warns when R-hat, ESS or divergences fail."""
+    other core while the Laplace fit runs. Where its draws have divergent transitions it samples
+    again at each of ``settings.retry_target_accept`` in turn (the draws of the last run are
+    the result; ``diagnostics["nuts"]["earlier_runs"]`` records those set aside). Warns when
+    R-hat, ESS or divergences fail."""
 
     name = "nuts"
     noise_aware = True
@@ -286,20 +292,31 @@ class NUTSBackend:
         # after the Laplace fit's compilations, beside the NUTS program's and sampling
         spare_core()
         progress("NUTS")
-        res = nuts_sample(
-            net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
-            cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd, layout=problem.layout,
-            jump_moves=jump_moves,
-            n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-            max_tree_depth=settings.max_tree_depth, target_accept=settings.target_accept, progress=progress, rng=rng,
-            max_passes=settings.max_passes, converged=_converged,
-            **map_options(net, problem.plateaus),
-        )
+        targets = (settings.target_accept, *settings.retry_target_accept)
+        retries = []
+        for i, target in enumerate(targets):
+            if i:  # smaller steps against divergences: the same posterior, adapted anew
+                progress(f"NUTS again at target acceptance {target}: {retries[-1]['divergences']} divergent "
+                         f"transitions at {targets[i - 1]}")
+            res = nuts_sample(
+                net, problem.noisy_counts, problem.sigma, problem.n, lap, prior_sd=problem.prior_sd,
+                cell_prior=problem.cell_prior, interaction_sd=problem.interaction_sd, layout=problem.layout,
+                jump_moves=jump_moves,
+                n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
+                max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
+                max_passes=settings.max_passes, converged=_converged,
+                **map_options(net, problem.plateaus),
+            )
+            divergences = int(res.diverging.sum())
+            if not divergences or i == len(targets) - 1:
+                break
+            retries.append({"target_accept": target, "divergences": divergences, "passes": res.passes,
+                            "gradient_evaluations": res.n_grad_evals, "seconds": res.seconds})
         draws_total = res.draws.shape[0] * res.draws.shape[1]
         nuts = {
             "gradient_evaluations": res.n_grad_evals,
             "gradient_evaluations_warmup": res.n_grad_evals_warmup,
-            "divergences": int(res.diverging.sum()),
+            "divergences": divergences,
             "step_size": res.step_size.tolist(),
             "one_sided_parameters": res.n_one_sided,
             "plateau_jump_parameters": res.n_jump_cells,
@@ -308,7 +325,9 @@ class NUTSBackend:
             "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * settings.num_warmup + draws_total),
             "passes": res.passes,
             "max_passes": settings.max_passes,
-            "target_accept": settings.target_accept,
+            "target_accept": target,
+            # the runs set aside for their divergent transitions, in order
+            "earlier_runs": retries,
         }
         posterior = to_inference_data(res.draws, sample_stats={"diverging": res.diverging},
                                       attrs={"inference": self.name})
@@ -316,10 +335,12 @@ class NUTSBackend:
             warnings.simplefilter("ignore", RuntimeWarning)
             nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=user_stacklevel() + 1))
         if nuts["divergences"]:
-            warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup",
+            again = f" at target acceptance {target}, the highest tried" if retries else ""
+            warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup{again}",
                           ConvergenceWarning, stacklevel=user_stacklevel())
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},
-                             {"laplace": lap.seconds, "nuts": res.seconds}, laplace=lap)
+                             {"laplace": lap.seconds, "nuts": res.seconds + sum(r["seconds"] for r in retries)},
+                             laplace=lap)
 
 
 def _converged(draws: np.ndarray) -> bool:

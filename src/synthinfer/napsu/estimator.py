@@ -89,6 +89,12 @@ TIED_DRAWS = (400, 400)
 #: while the convergence check fails (each chain continues where it stopped: "run longer").
 #: Draws given as ``num_samples`` are kept to: one pass.
 MAX_PASSES = 4
+#: NUTS's target acceptance rate for step-size adaptation by default: Stan's and BlackJAX's 0.8
+TARGET_ACCEPT = 0.8
+#: ... and where the library chooses it, the higher rates NUTS samples again at, in turn, while
+#: its draws have divergent transitions (smaller steps: Betancourt 2017, "A conceptual
+#: introduction to Hamiltonian Monte Carlo", Section 6.2; the Laplace fit is reused)
+RETRY_TARGET_ACCEPT = (0.9,)
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
@@ -156,6 +162,10 @@ class NapsuMQ(Generator):
         time, up to :data:`MAX_PASSES` times as many (the summary says how many passes ran);
         a given ``num_samples`` is kept to. For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
+    target_accept : NUTS's target acceptance rate in step-size adaptation, in (0, 1). ``None``
+        (default): :data:`TARGET_ACCEPT`, and where the draws then have divergent transitions
+        NUTS samples again from warmup at each of :data:`RETRY_TARGET_ACCEPT` in turn (smaller
+        steps; the summary says so); a given rate is kept to.
     prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
         ``interaction_sd``, of the main effects' normal prior.
     cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the
@@ -266,6 +276,7 @@ class NapsuMQ(Generator):
         num_warmup: int | None = None,
         num_samples: int | None = None,
         max_tree_depth: int = 12,
+        target_accept: float | None = None,
         prior_sd: float = PRIOR_SD,
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
@@ -293,6 +304,7 @@ class NapsuMQ(Generator):
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.max_tree_depth = max_tree_depth
+        self.target_accept = target_accept
         self.prior_sd = prior_sd
         self.cell_prior = cell_prior
         self.interaction_sd = interaction_sd
@@ -326,6 +338,7 @@ class NapsuMQ(Generator):
             "num_warmup": self.num_warmup,
             "num_samples": self.num_samples,
             "max_tree_depth": self.max_tree_depth,
+            "target_accept": self.target_accept,
             "prior_sd": self.prior_sd,
             "cell_prior": self.cell_prior,
             "interaction_sd": self.interaction_sd,
@@ -379,6 +392,8 @@ class NapsuMQ(Generator):
                 continue  # chosen with the model (the class docstring)
             if isinstance(v, bool) or not (isinstance(v, (int, np.integer)) and v >= least):
                 raise ParameterError(f"{name} must be an integer >= {least}, got {v!r}")
+        if self.target_accept is not None and not (_is_number(self.target_accept) and 0 < self.target_accept < 1):
+            raise ParameterError(f"target_accept must be None or a number in (0, 1), got {self.target_accept!r}")
         if not (_is_number(self.prior_sd) and math.isfinite(self.prior_sd) and self.prior_sd > 0):
             raise ParameterError(f"prior_sd must be a finite number > 0, got {self.prior_sd!r}")
         if not (_is_number(self.cell_prior) and math.isfinite(self.cell_prior) and self.cell_prior >= 0):
@@ -801,6 +816,8 @@ class NapsuMQ(Generator):
             n_chains=int(self.n_chains), num_warmup=warmup, num_samples=samples,
             max_tree_depth=int(self.max_tree_depth), laplace_max_iter=int(self.laplace_max_iter),
             laplace_max_restarts=int(self.laplace_max_restarts), max_passes=passes,
+            target_accept=TARGET_ACCEPT if self.target_accept is None else float(self.target_accept),
+            retry_target_accept=RETRY_TARGET_ACCEPT if self.target_accept is None else (),
         )
         res = backend.run(problem, settings, rng=rng, progress=stage, spare_core=self._compile_sampler)
         if res.laplace is not None:
@@ -1056,6 +1073,10 @@ class NapsuMQ(Generator):
                                         + f") draws ({draws['why']}), ")
                          + f"max R-hat {rhat}, min bulk ESS {ess}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")
+            for run in nu.get("earlier_runs", []):  # absent from fits saved before NUTS sampled again
+                lines.append(f"  NUTS at target acceptance {run['target_accept']} set aside for its "
+                             f"{run['divergences']} divergent transitions: sampled again with smaller steps "
+                             f"(the line above is the run at {nu['target_accept']})")
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
                 lines.append(f"  plateau jumps on {nu['plateau_jump_parameters']} parameters, "
                              f"{nu['plateau_jump_acceptance']:.0%} accepted")

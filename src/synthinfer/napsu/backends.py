@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from synthinfer.errors import ConvergenceWarning, ParameterError, SynthinferWarning, user_stacklevel
-from synthinfer.mcmc import convergence_diagnostics
+from synthinfer.mcmc import convergence_diagnostics, warn_unconverged
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.importance import DEFAULT_DF, DEFAULT_NUM_PROPOSALS, DEFAULT_SCALE, check_settings, importance_sample
 from synthinfer.napsu.network import MarkovNetwork
@@ -294,7 +294,14 @@ class NUTSBackend:
         progress("NUTS")
         targets = (settings.target_accept, *settings.retry_target_accept)
         retries = []
+        checked: dict[str, Any] = {}
+
+        def converged(draws: np.ndarray) -> bool:  # the check between passes, kept for the last one
+            checked.update(shape=draws.shape, diagnostics=_diagnostics(draws))
+            return checked["diagnostics"]["ok"]
+
         for i, target in enumerate(targets):
+            checked.clear()
             if i:  # smaller steps against divergences: the same posterior, adapted anew
                 progress(f"NUTS again at target acceptance {target}: {retries[-1]['divergences']} divergent "
                          f"transitions at {targets[i - 1]}")
@@ -304,7 +311,7 @@ class NUTSBackend:
                 jump_moves=jump_moves,
                 n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                 max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
-                max_passes=settings.max_passes, converged=_converged,
+                max_passes=settings.max_passes, converged=converged,
                 **map_options(net, problem.plateaus),
             )
             divergences = int(res.diverging.sum())
@@ -331,9 +338,9 @@ class NUTSBackend:
         }
         posterior = to_inference_data(res.draws, sample_stats={"diverging": res.diverging},
                                       attrs={"inference": self.name})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            nuts.update(convergence_diagnostics(posterior, ["theta"], stacklevel=user_stacklevel() + 1))
+        # the last pass's check where it saw every draw (it ended the passes), else one now
+        nuts.update(checked["diagnostics"] if checked.get("shape") == res.draws.shape else _diagnostics(res.draws))
+        warn_unconverged(nuts, stacklevel=user_stacklevel())
         if nuts["divergences"]:
             again = f" at target acceptance {target}, the highest tried" if retries else ""
             warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup{again}",
@@ -343,11 +350,11 @@ class NUTSBackend:
                              laplace=lap)
 
 
-def _converged(draws: np.ndarray) -> bool:
-    """Whether NUTS's draws ``(chains, draws, d)`` pass the convergence check (no warning)."""
+def _diagnostics(draws: np.ndarray) -> dict[str, Any]:
+    """:func:`~synthinfer.mcmc.convergence_diagnostics` of NUTS's draws ``(chains, draws, d)``, no warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return bool(convergence_diagnostics(to_inference_data(draws), ["theta"], warn=False)["ok"])
+        return convergence_diagnostics(to_inference_data(draws), ["theta"], warn=False)
 
 
 class MLEBackend:

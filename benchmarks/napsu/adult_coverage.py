@@ -307,6 +307,9 @@ def main() -> None:
                 "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
                 "draws": gen.diagnostics_.get("nuts", {}).get("draws"),
                 "passes": gen.diagnostics_.get("nuts", {}).get("passes"),  # NUTS run longer until converged
+                # NUTS sampled again at a higher target acceptance after divergences (those runs)
+                "target_accept": gen.diagnostics_.get("nuts", {}).get("target_accept"),
+                "earlier_runs": gen.diagnostics_.get("nuts", {}).get("earlier_runs"),
                 # the reference categories the fit chose from its noisy counts (napsu.reference)
                 "reference_categories": {c: str(gen.domain_[c].categories[int(v)])
                                          for c, v in gen.queries_.canonical.reference.items()},

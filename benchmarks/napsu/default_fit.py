@@ -130,6 +130,7 @@ def main() -> None:
                      "rhat_max": nuts.get("rhat_max"), "rhat_limit_max": nuts.get("rhat_limit_max"),
                      "ess_bulk_min": nuts.get("ess_bulk_min"),
                      "passes": nuts.get("passes"), "divergences": nuts.get("divergences"),
+                     "target_accept": nuts.get("target_accept"), "earlier_runs": nuts.get("earlier_runs"),
                      "gradients_per_draw": nuts.get("gradient_evaluations_per_draw"),
                      "warnings": [str(w.message)[:120] for w in caught]})
         net = gen.network_.queries.domain

@@ -159,6 +159,38 @@ def write(out: str, settings: dict, records: list[dict], truth: list[float], com
     tmp = Path(out + ".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, out)
+    plot(payload, Path(out).with_suffix(".png"))
+
+
+def plot(payload: dict, path: Path) -> None:
+    """Coverage by level per arm (the diagonal is calibration) and each fit's sampler CPU time
+    per arm, with its divergences."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from adult_coverage import LEVELS
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    for name, arm in payload["arms"].items():
+        left.plot(LEVELS, arm["coverage_by_level"], marker="o", ms=3,
+                  label=f"{name}: {arm['repeats']} fits, {arm['fits_with_divergences']} diverged")
+    left.set(xlabel="nominal level", ylabel="coverage of the population's coefficients",
+             title=f"epsilon {payload['settings']['epsilon']}, population design")
+    left.legend(fontsize=8)
+    for k, r in enumerate(payload["records"]):
+        for j, (name, a) in enumerate(r["arms"].items()):
+            right.bar(k + 0.4 * j, a["sampler_cpu_s"], width=0.4, color=f"C{j}", label=name if k == 0 or j else None)
+            right.text(k + 0.4 * j, a["sampler_cpu_s"], str(a["divergences"]), ha="center", va="bottom", fontsize=7)
+    right.set(xlabel="fit (repeat)", ylabel="sampler CPU s (label: divergences)",
+              xticks=range(len(payload["records"])), xticklabels=[r["repeat"] for r in payload["records"]])
+    handles, labels = right.get_legend_handles_labels()
+    right.legend(dict(zip(labels, handles)).values(), dict(zip(labels, handles)).keys(), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

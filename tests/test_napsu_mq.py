@@ -273,11 +273,17 @@ def test_errors_name_what_is_wrong(toy, fitted):
         NapsuMQ([("x1", "y")], select_extra=-1).fit(toy.data, toy.domain)
 
 
-def test_laplace_gap_flags_one_sided_posteriors(toy):
+def test_laplace_gap_flags_one_sided_posteriors(toy, monkeypatch):
     """Well-filled cells: the posterior is near Gaussian (no warning). An empty cell measured
-    with much noise makes it one-sided, which the Laplace adequacy check must report."""
+    with much noise makes it one-sided, which the Laplace adequacy check must report. The
+    noise comes from the samplers' test-only stream: OpenDP's cannot be seeded, and under it the
+    one-sided fit's gap ranged over 1.2-3.9 nats in eight fits, so a draw near the bound of 1
+    made the test fail now and then; with this stream the gaps are 0.08 and 1.8."""
     import warnings
 
+    from synthinfer.privacy import samplers
+
+    monkeypatch.setattr(samplers, "_TEST_ONLY_noise_rng", np.random.default_rng(0))
     df, dom = toy
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

@@ -91,7 +91,7 @@ def main() -> None:
     if a.combine:
         runs = [json.loads(Path(p).read_text()) for p in a.combine.split(",")]
         records = sorted({r["repeat"]: r for run in runs for r in run["records"]}.values(), key=lambda r: r["repeat"])
-        write(a.out, runs[0]["settings"], records, runs[0]["real"]["estimate"], [r["command"] for r in runs])
+        write(a.out, runs[0]["settings"], records, runs[0]["real"]["estimate"], [c for r in runs for c in r["command"]])
         return
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     warnings.simplefilter("ignore", ConvergenceWarning)

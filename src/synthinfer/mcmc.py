@@ -79,9 +79,9 @@ def rhat_null_limits(draws: np.ndarray, *, alpha: float = RHAT_FAMILY_ALPHA) -> 
     x = x.reshape(x.shape[0], x.shape[1], -1)
     halves = _split_halves(x)
     m, n, k = halves.shape
-    # each half as one chain of its own. The folded statistic (|x - median|) needs its own ESS: NUTS is often antithetic in
-    # location (bulk ESS above the draws) but not in scale, and the smaller ESS gives the larger,
-    # safe limit for the larger of the two R-hats.
+    # each half as one chain of its own. The folded statistic (|x - median|) needs its own ESS:
+    # NUTS is often antithetic in location (bulk ESS above the draws) but not in scale, and the
+    # smaller ESS gives the larger, safe limit for the larger of the two R-hats.
     series = np.moveaxis(halves, 2, 0).reshape(k * m, 1, n)  # quantity-major, one chain each
     ess = np.minimum(batched_ess(series, "bulk"), batched_ess(series, "folded"))
     n_e = np.clip(np.nan_to_num(ess, nan=1.0).reshape(k, m).mean(axis=1), 1.0, None)
@@ -101,8 +101,8 @@ def batched_ess(x: np.ndarray, method: str = "bulk") -> np.ndarray:
     ESS of every half-chain of every quantity (``2 x 8 x d`` of them at ``d`` parameters: seconds
     per check, once per NUTS pass). Equal to ArviZ's to rounding (``tests/test_mcmc.py``).
     """
-    from scipy.stats import norm, rankdata
     from scipy.fft import irfft, next_fast_len, rfft
+    from scipy.stats import norm, rankdata
 
     if method not in ("bulk", "folded"):
         raise ValueError(f"method must be 'bulk' or 'folded', got {method!r}")
@@ -199,8 +199,9 @@ def convergence_diagnostics(
     A JSON-ready dict: ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min``, ``rhat`` and ``ess_bulk``
     (per component), ``ess_bulk_required`` (``ess_per_chain`` times the chains),
     ``rhat_threshold`` (``rhat_max``), ``rhat_limit_max`` (the largest component's limit),
-    ``ok`` (the policy holds) and ``problems`` (what failed, in the warning's words). Undefined values (R-hat of one chain, or of
-    a constant component) are None; an undefined R-hat with two or more chains fails the policy.
+    ``ok`` (the policy holds) and ``problems`` (what failed, in the warning's words). Undefined
+    values (R-hat of one chain, or of a constant component) are None; an undefined R-hat with
+    two or more chains fails the policy.
     """
     az = import_arviz()
 

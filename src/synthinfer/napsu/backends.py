@@ -36,6 +36,7 @@ from synthinfer.mcmc import convergence_diagnostics, warn_unconverged
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.importance import DEFAULT_DF, DEFAULT_NUM_PROPOSALS, DEFAULT_SCALE, check_settings, importance_sample
 from synthinfer.napsu.network import MarkovNetwork
+from synthinfer.napsu.nuts import TARGET_ACCEPT
 from synthinfer.napsu.reparam import map_options
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ class InferenceSettings:
     max_passes: int = 1
     #: NUTS's target acceptance rate for step-size adaptation (Hoffman & Gelman 2014, Section
     #: 3.2): higher means smaller steps, fewer divergences and more gradients per draw
-    target_accept: float = 0.8
+    target_accept: float = TARGET_ACCEPT
     #: higher rates NUTS samples again at, from warmup and in turn, while its draws have
     #: divergent transitions (the Laplace fit is reused; each rate compiles its own program)
     retry_target_accept: tuple[float, ...] = ()

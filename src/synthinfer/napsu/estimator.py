@@ -62,6 +62,7 @@ from synthinfer.napsu.coarse import (
 from synthinfer.napsu.likelihood import CELL_PRIOR, INTERACTION_SD, PRIOR_SD
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, Measurement, combine_repeated
 from synthinfer.napsu.network import network_for
+from synthinfer.napsu.nuts import TARGET_ACCEPT
 from synthinfer.napsu.parametrisation import numeric_scores, tied_network
 from synthinfer.napsu.queries import CanonicalQueries
 from synthinfer.napsu.reference import automatic_reference
@@ -89,11 +90,10 @@ TIED_DRAWS = (400, 400)
 #: while the convergence check fails (each chain continues where it stopped: "run longer").
 #: Draws given as ``num_samples`` are kept to: one pass.
 MAX_PASSES = 4
-#: NUTS's target acceptance rate for step-size adaptation by default: Stan's and BlackJAX's 0.8
-TARGET_ACCEPT = 0.8
-#: ... and where the library chooses it, the higher rates NUTS samples again at, in turn, while
-#: its draws have divergent transitions (smaller steps: Betancourt 2017, "A conceptual
-#: introduction to Hamiltonian Monte Carlo", Section 6.2; the Laplace fit is reused)
+#: Where the library chooses NUTS's target acceptance rate (``nuts.TARGET_ACCEPT`` first), the
+#: higher rates NUTS samples again at, in turn, while its draws have divergent transitions
+#: (smaller steps: Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Carlo",
+#: Section 6.2; the Laplace fit is reused)
 RETRY_TARGET_ACCEPT = (0.9,)
 
 
@@ -163,9 +163,10 @@ class NapsuMQ(Generator):
         a given ``num_samples`` is kept to. For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
     target_accept : NUTS's target acceptance rate in step-size adaptation, in (0, 1). ``None``
-        (default): :data:`TARGET_ACCEPT`, and where the draws then have divergent transitions
-        NUTS samples again from warmup at each of :data:`RETRY_TARGET_ACCEPT` in turn (smaller
-        steps; the summary says so); a given rate is kept to.
+        (default): :data:`~synthinfer.napsu.nuts.TARGET_ACCEPT`, and where the draws then have
+        divergent transitions NUTS samples again from warmup at each of
+        :data:`RETRY_TARGET_ACCEPT` in turn (smaller steps; the summary says so); a given rate
+        is kept to.
     prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
         ``interaction_sd``, of the main effects' normal prior.
     cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the

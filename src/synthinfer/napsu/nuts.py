@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
     from synthinfer.napsu.structured import Layout
 
+#: NUTS's target acceptance rate for step-size adaptation by default: Stan's and BlackJAX's 0.8
+#: (Hoffman & Gelman 2014, Section 3.2; higher means smaller steps and fewer divergences)
+TARGET_ACCEPT = 0.8
+
 
 @dataclass
 class NUTSResult:
@@ -206,7 +210,7 @@ def _nuts_jit(network: MarkovNetwork, layout: Layout | None) -> Callable:
 
 
 def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: int = 2000,
-                 max_tree_depth: int = 12, target_accept: float = 0.8, jump_moves: bool = True,
+                 max_tree_depth: int = 12, target_accept: float = TARGET_ACCEPT, jump_moves: bool = True,
                  layout: Layout | None = None) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
 
@@ -276,7 +280,7 @@ def nuts_sample(
     num_warmup: int = 800,
     num_samples: int = 2000,
     max_tree_depth: int = 12,
-    target_accept: float = 0.8,
+    target_accept: float = TARGET_ACCEPT,
     one_sided_threshold: float = 5.0,
     dropped_cell_jacobian: Callable[[jax.Array], jax.Array] | None = None,
     jump_moves: bool = True,

@@ -10,7 +10,8 @@ rather than noise draws). Per arm: divergences, passes, R-hat, ESS, gradients, s
 warnings, and the downstream logit's coverage from m datasets generated with the same seed, as
 ``adult_coverage.py`` records it; the summary per arm is ``adult_coverage.summarise``'s. With
 ``--retry`` each later target is tried only where the one before it diverged, and the summary
-adds the policy's own arm (``"retry"``: each fit's last arm).
+adds the policy's own arm (``"retry"``: each fit's last arm), which is the library's default
+(``RETRY_TARGET_ACCEPT``); each arm itself is one NUTS run at its target.
 
     PYTHONPATH=src python benchmarks/napsu/target_accept.py --epsilon 0.5 --repeats 10 \\
         --retry --out benchmarks/napsu/results/target_accept_eps0.5.json
@@ -59,7 +60,8 @@ class PairedNUTS(NUTSBackend):
             t, c = time.perf_counter(), time.process_time()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                res = super().run(problem, dataclasses.replace(settings, target_accept=target),
+                # one run per arm: the library's own retry is what the arms together measure
+                res = super().run(problem, dataclasses.replace(settings, target_accept=target, retry_target_accept=()),
                                   rng=rng if i == 0 else np.random.default_rng([self.seed, i]),
                                   progress=progress, spare_core=spare_core if i == 0 else (lambda: None))
             self.arms[target] = (res, time.perf_counter() - t, time.process_time() - c,
@@ -72,6 +74,7 @@ def arm_record(res, wall: float, cpu: float, caught: list[str]) -> dict:
     return {"divergences": nuts["divergences"], "passes": nuts["passes"], "rhat_max": nuts["rhat_max"],
             "ess_bulk_min": nuts["ess_bulk_min"], "gradient_evaluations": nuts["gradient_evaluations"],
             "gradient_evaluations_per_draw": nuts["gradient_evaluations_per_draw"], "step_size": nuts["step_size"],
+            "target_accept": nuts["target_accept"], "earlier_runs": nuts["earlier_runs"],
             "sampler_wall_s": wall, "sampler_cpu_s": cpu, "warnings": caught}
 
 

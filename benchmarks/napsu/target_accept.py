@@ -17,7 +17,9 @@ adds the policy's own arm (``"retry"``: each fit's last arm), which is the libra
         --retry --out benchmarks/napsu/results/target_accept_eps0.5.json
 
 Results are rewritten after every repeat; ``--start`` with ``--merge`` continues a run and
-``--combine a.json,b.json`` joins runs split over processes.
+``--combine a.json,b.json`` joins runs split over processes. ``--save-diverged DIR`` saves each
+fit that diverged (``NapsuMQ.save``: the noisy counts, which cannot be drawn again), so that
+``resample_saved.py`` can sample its posterior again offline.
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ def main() -> None:
     ap.add_argument("--merge", help="an earlier run's output whose repeats before --start are kept")
     ap.add_argument("--combine", help="comma-separated outputs to join into --out (no fitting)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--save-diverged", type=Path, default=None,
+                    help="a folder to save each fit whose NUTS diverged in any arm (NapsuMQ.save, with the "
+                         "first arm's draws): its noisy counts, for resample_saved.py")
     a = ap.parse_args()
     targets = [float(t) for t in a.targets.split(",")]
     if a.combine:
@@ -128,6 +133,10 @@ def main() -> None:
             frames = gen.generate(a.m, seed=np.random.default_rng([r, int(eps * 10), 1]))  # the same seed per arm
             record["arms"][str(target)] = {**arm_record(res, wall, cpu, caught),
                                            **analyse(frames, domain, n, truth, real_q, real_v)}
+        if a.save_diverged is not None and any(x["divergences"] for x in record["arms"].values()):
+            gen.posterior_ = paired.arms[targets[0]][0].posterior
+            a.save_diverged.mkdir(parents=True, exist_ok=True)
+            gen.save(a.save_diverged / f"eps{eps:g}_repeat{r}.npz")
         m0, s0 = means[targets[0]]
         for target in list(paired.arms)[1:]:  # the arms' posterior means apart, in the first arm's posterior sds
             record["arms"][str(target)]["max_mean_shift_in_sd"] = float(np.max(np.abs(means[target][0] - m0) / s0))

@@ -22,9 +22,11 @@ def seeded_noise(request, monkeypatch):
     """Each test draws its privacy noise from a numpy Generator seeded by the test's own id
     (``samplers._TEST_ONLY_noise_rng``), so it passes or fails the same way on every run:
     OpenDP's samplers cannot be seeded, and a statistical test on one noisy fit would otherwise
-    depend on the noise of the day. Module-scoped fixtures, set up before this, and the privacy
-    modules (:data:`REAL_NOISE_MODULES`) keep OpenDP's samplers; a test may set its own stream."""
-    if request.module.__name__.rsplit(".", 1)[-1].startswith(REAL_NOISE_MODULES):
+    depend on the noise of the day. Module-scoped fixtures (set up before this), the privacy
+    modules (:data:`REAL_NOISE_MODULES`) and tests marked ``real_noise`` (checks of a sampler's
+    distribution) keep OpenDP's samplers; a test may set its own stream."""
+    if request.node.get_closest_marker("real_noise") or \
+            request.module.__name__.rsplit(".", 1)[-1].startswith(REAL_NOISE_MODULES):
         yield
         return
     from synthinfer.privacy import samplers

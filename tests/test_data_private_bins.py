@@ -20,6 +20,8 @@ from synthinfer.errors import (
 )
 from synthinfer.privacy import PrivacyLedger, samplers
 
+pytestmark = pytest.mark.real_noise  # the private edges through OpenDP's own quantile sampler
+
 AGE = {"name": "age", "bounds": [17, 90], "bins": "private:5", "integer": True}
 INCOME = {"name": "income", "categories": ["<=50K", ">50K"]}
 

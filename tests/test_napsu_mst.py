@@ -34,6 +34,7 @@ def test_score_sensitivity_on_neighbouring_datasets():
     assert worst >= SCORE_SENSITIVITY - 1e-9  # the bound is attained: it is the sensitivity
 
 
+@pytest.mark.real_noise
 def test_exponential_mechanism_frequencies():
     rng = np.random.default_rng(1)
     scores = np.array([0.0, 2.0, 4.0])

@@ -65,6 +65,7 @@ def test_overspend_refused_before_any_noise_or_charge():
     assert ledger.remaining is None
 
 
+@pytest.mark.real_noise
 def test_noise_distribution_is_laplace_of_the_right_scale():
     df = pd.DataFrame({"x": np.zeros(4000)})
     gen = LaplaceMechanismGenerator({"x": (-3, 3)}, scales={"x": 1.0}, seed=2).fit(df)

@@ -24,6 +24,7 @@ def test_largest_release_size_is_the_largest_that_fits():
     assert largest_release_size(2000, 0.1, 1.0, n_available=10) == 10
 
 
+@pytest.mark.real_noise
 def test_unbiased_noise_mean_of_exp_zeta_is_one():
     """E[exp(zeta)] = 1 for both noise families (Theorem 2), checked over many released weights."""
     real, synth = make_triangle_square(4000, seed=0)

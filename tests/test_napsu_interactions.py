@@ -227,6 +227,19 @@ def test_napsu_mq_ties_selected_marginals_and_round_trips(tmp_path):
     pd.testing.assert_frame_equal(back.generate(1, 50, seed=1)[0], gen.generate(1, 50, seed=1)[0])
 
 
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_resampling_a_tied_fit_keeps_its_model():
+    df, domain = _sparse_table()
+    gen = NapsuMQ([("c", "d")], epsilon=0.5, inference="laplace", select_extra="mst", tie_below=3.0, seed=3,
+                  n_chains=1, num_samples=50).fit(df, domain=domain)
+    ties, d = gen.diagnostics_["ties"], gen.network_.dimension
+    with pytest.raises(ParameterError, match="noise-aware"):
+        gen.set_params(inference="mle").resample_posterior()
+    gen.set_params(inference="laplace", num_samples=80).resample_posterior(seed=0)
+    assert gen.diagnostics_["ties"] == ties and gen.draws_.shape == (1, 80, d)
+    assert "tied in" in gen.summary() and "sampled again" in gen.summary()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"tie_below": 0}, "tie_below"),
     ({"tie_below": "3"}, "tie_below"),

@@ -1,8 +1,8 @@
 r"""NUTS again on a saved NAPSU-MQ fit's noisy counts: how often it diverges, and where.
 
 Loads a fit saved by ``NapsuMQ.save`` (``target_accept.py --save-diverged`` saves the fits that
-diverged) and samples its posterior again with the fit's own inference step (the library's
-``NapsuMQ._infer``: post-processing of the saved noisy counts, no privacy cost) at each
+diverged) and samples its posterior again with ``NapsuMQ.resample_posterior`` (post-processing
+of the saved noisy counts, no privacy cost) at each
 ``--targets`` rate and ``--seeds`` seed, one NUTS run each (no retry). Per run: divergent
 transitions, passes, largest R-hat, smallest bulk ESS, gradients per draw and seconds, and the
 parameters whose draws at divergent transitions sit farthest from the other draws (difference
@@ -59,15 +59,12 @@ def main() -> None:
     from synthinfer.generate import NapsuMQ
 
     gen = NapsuMQ.load(a.path)
-    ties = gen.diagnostics_.get("ties", {})
     names = lambda j: parameter_name(gen.queries_, j)  # noqa: E731
     runs = []
     for target in (float(t) for t in a.targets.split(",")):
         for seed in (int(s) for s in a.seeds.split(",")):
-            gen.target_accept = target  # a given rate is kept to: one run, no retry
             t, cpu = time.perf_counter(), time.process_time()
-            gen._infer(np.random.default_rng(seed), lambda _: None, {},
-                       near_empty_tied=bool(ties.get("near_empty_ties")), coarse_slopes=bool(ties.get("coarse_slopes")))
+            gen.set_params(target_accept=target).resample_posterior(seed)  # a given rate: one run, no retry
             nuts = gen.diagnostics_["nuts"]
             theta = np.asarray(gen.posterior_.posterior["theta"].values).reshape(-1, gen.network_.dimension)
             diverging = np.asarray(gen.posterior_.sample_stats["diverging"].values).reshape(-1)

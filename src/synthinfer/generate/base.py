@@ -149,15 +149,16 @@ class Generator(ParamsMixin, ABC):
                 raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         return int(m), self.n_ if n is None else int(n)
 
-    def _generate_rng(self, seed: SeedLike = None) -> np.random.Generator:
+    def _generate_rng(self, seed: SeedLike = None, stream: int = GENERATE_STREAM) -> np.random.Generator:
         """generate()'s random stream under the seed rule (see the class docstring): ``seed``,
-        else the generator's own ``seed``."""
+        else the generator's own ``seed``; an integer or a SeedSequence gets the spawn key
+        ``stream`` (another post-processing step of the fit passes its own key)."""
         seed = self.seed if seed is None else seed
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(GENERATE_STREAM,)))
+            return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(stream,)))
         if isinstance(seed, np.random.SeedSequence):
             return np.random.default_rng(np.random.SeedSequence(
-                seed.entropy, spawn_key=(*seed.spawn_key, GENERATE_STREAM), pool_size=seed.pool_size))
+                seed.entropy, spawn_key=(*seed.spawn_key, stream), pool_size=seed.pool_size))
         return make_rng(seed)  # a Generator (used and advanced), None (OS entropy) or a bad type
 
 

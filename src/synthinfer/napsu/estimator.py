@@ -95,6 +95,13 @@ MAX_PASSES = 4
 #: (smaller steps: Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Carlo",
 #: Section 6.2; the Laplace fit is reused)
 RETRY_TARGET_ACCEPT = (0.9,)
+#: The settings :meth:`NapsuMQ.resample_posterior` may change: the sampler's. Every other
+#: setting shaped the measurements or the model.
+SAMPLER_SETTINGS = ("inference", "n_chains", "num_warmup", "num_samples", "max_tree_depth", "target_accept",
+                    "laplace_max_iter", "laplace_max_restarts")
+#: Spawn key of resample_posterior()'s random stream under an integer seed (apart from the
+#: fit's and generate()'s streams).
+RESAMPLE_STREAM = 0x7270
 
 
 def _generate_batch(m: int, n: int, n_columns: int) -> int:
@@ -830,6 +837,55 @@ class NapsuMQ(Generator):
                              "draws": {"num_warmup": warmup, "num_samples": samples, "why": why},
                              **res.diagnostics, "timings": timings}
 
+    @uses_float64
+    def resample_posterior(self, seed: SeedLike = None, *, progress: Callable[[str], None] | None = None) -> NapsuMQ:
+        """Sample the posterior again from the fit's noisy measurements, with the current sampler
+        settings; no privacy cost.
+
+        The posterior p(theta | s~) depends on the private data only through the noisy
+        measurements s~ the fit released to itself, so drawing from it again is post-processing
+        (Dwork & Roth 2014, Proposition 2.1): nothing is charged to the ledger, and a loaded fit
+        (:meth:`load`) can do it. Use it where a fit's summary warned (divergent transitions,
+        R-hat or ESS short of the checks), or to draw with another sampler: change the sampler's
+        settings first with ``set_params``, e.g.::
+
+            gen.set_params(target_accept=0.95, num_samples=1000).resample_posterior(seed=1)
+
+        The sampler's settings are :data:`SAMPLER_SETTINGS`. Every other setting shaped the
+        measurements or the model (marginals, budget, selection, prior, ties, reference) and
+        must be as fitted: a ParameterError names one that differs (a new model is a new
+        ``fit``, with new budget). ``seed`` follows :meth:`generate`'s rule, with a stream of
+        its own. ``progress(stage)`` is called at each stage. ``diagnostics_["resampled"]``
+        counts the calls and records the settings changed since the fit; ``release_settings_``
+        records the sampler settings of the posterior it now holds.
+        """
+        self._check_fitted()
+        current = self._release_settings()
+        for name in sorted(set(current) - set(SAMPLER_SETTINGS)):
+            if current[name] != self.release_settings_.get(name):
+                raise ParameterError(
+                    f"{name} is {current[name]!r}, but the fit used {self.release_settings_.get(name)!r}: only the "
+                    f"sampler's settings {list(SAMPLER_SETTINGS)} can change without a new fit (and new budget)")
+        self._check_settings()
+        backend = get_backend(self.inference)
+        if self.queries_ is not self.queries_.canonical and not backend.noise_aware:
+            raise ParameterError(f"this fit's model ties interactions; inference={self.inference!r} does not take "
+                                 "tied interactions: use a noise-aware backend")
+        kept = {k: v for k, v in self.diagnostics_.items() if k in ("aim", "ties")}  # the model's, not the sampler's
+        before = self.diagnostics_.get("resampled", {})
+        fitted = before.get("fitted") or {k: self.release_settings_[k] for k in SAMPLER_SETTINGS}
+        ties = kept.get("ties", {})
+        with single_threaded_blas():  # as in fit
+            self._infer(self._generate_rng(seed, stream=RESAMPLE_STREAM), progress or (lambda s: None), {},
+                        near_empty_tied=bool(ties.get("near_empty_ties")),
+                        coarse_slopes=bool(ties.get("coarse_slopes")))
+        self.diagnostics_.update(kept)
+        self.diagnostics_["resampled"] = {
+            "count": int(before.get("count", 0)) + 1, "fitted": fitted,
+            "changed": {k: [fitted[k], current[k]] for k in SAMPLER_SETTINGS if current[k] != fitted[k]}}
+        self.release_settings_ = {**self.release_settings_, **{k: current[k] for k in SAMPLER_SETTINGS}}
+        return self
+
     def _compile_sampler(self) -> None:
         """Start compiling generate()'s sampler for ``PRECOMPILED_M`` datasets of ``n_`` rows on a
         background thread."""
@@ -1044,6 +1100,12 @@ class NapsuMQ(Generator):
             spent = sum(c.epsilon for c in self.ledger_.charges if c.name == f"private bin edges: {name}")
             lines.append(f"  private bin edges: {name}, {b.n_bins} bins at DP quantiles (epsilon {spent:.3g}); "
                          "values drawn inside their bins")
+        if "resampled" in d:
+            rs = d["resampled"]
+            changed = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in rs["changed"].items())
+            lines.append(f"  posterior sampled again from the fit's measurements ({rs['count']} time"
+                         f"{'s' if rs['count'] > 1 else ''}; post-processing, no privacy cost)"
+                         + (f": {changed}" if changed else ""))
         if "auto" in d:
             lines.append(f"  sampler chosen: {d['auto']['sampler']}: {d['auto']['reason']}")
         if "laplace" in d:

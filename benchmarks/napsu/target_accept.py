@@ -99,7 +99,9 @@ def main() -> None:
     if a.combine:
         runs = [json.loads(Path(p).read_text()) for p in a.combine.split(",")]
         records = sorted({r["repeat"]: r for run in runs for r in run["records"]}.values(), key=lambda r: r["repeat"])
-        write(a.out, runs[0]["settings"], records, runs[0]["real"]["estimate"], [c for r in runs for c in r["command"]])
+        notes = list(dict.fromkeys(r["note"] for r in runs if r.get("note")))  # each input's, once
+        write(a.out, runs[0]["settings"], records, runs[0]["real"]["estimate"], [c for r in runs for c in r["command"]],
+              note=" ".join(notes) or None)
         return
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -147,9 +149,11 @@ def main() -> None:
             for t, x in record["arms"].items()), flush=True)
 
 
-def write(out: str, settings: dict, records: list[dict], truth: list[float], commands: list[str]) -> None:
+def write(out: str, settings: dict, records: list[dict], truth: list[float], commands: list[str],
+          note: str | None = None) -> None:
     """The records and, per arm (the fits that ran it; ``"retry"``: each fit's last arm),
-    ``adult_coverage.summarise`` of them plus the sampler's record."""
+    ``adult_coverage.summarise`` of them plus the sampler's record; ``note`` (kept by
+    ``--combine``) says what a reader must know about how the records were made."""
     arms = {}
     pick = {str(t): (lambda r, t=str(t): r["arms"].get(t)) for t in settings["targets"]}
     if settings.get("retry"):
@@ -167,7 +171,8 @@ def write(out: str, settings: dict, records: list[dict], truth: list[float], com
             "sampler_cpu_s_median": float(np.median([r["sampler_cpu_s"] for r in rs])),
         })
         arms[name] = summary
-    payload = {"command": commands, "settings": settings, "real": {"estimate": truth}, "arms": arms, "records": records}
+    payload = {"command": commands, "settings": settings, "real": {"estimate": truth}, "arms": arms, "records": records,
+               **({"note": note} if note else {})}
     tmp = Path(out + ".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, out)

@@ -69,7 +69,7 @@ def test_baseline_refuses_napsu_options_and_keeps_its_spellings(toy_files):
 
 def test_commands_are_registered_in_one_place():
     names = [c.name for c in app.registered_commands]
-    assert names == ["domain", "count", "generate", "baseline", "weights", "report", "analyze", "choose-m"]
+    assert names == ["domain", "count", "generate", "resample", "baseline", "weights", "report", "analyze", "choose-m"]
     assert {c.callback.__module__ for c in app.registered_commands} == {
         f"synthinfer.cli.{m}_cmds" for m in ("data", "generate", "weights", "report", "analyze", "bayes")}
 
@@ -109,3 +109,30 @@ def test_the_fit_bar_shows_draws_per_chain_rate_and_time_left():
         assert str(MofNCompleteColumn().render(t)).strip() == "5600/11200"
         _show_stage(bar, task, "done")  # a stage without counts empties the bar again
         assert bar.tasks[0].total is None
+
+
+def test_a_saved_fit_is_sampled_again_without_new_budget(toy_files):
+    res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,x2,y",
+                "--inference", "laplace", "--m", "2", "--seed", "3", "--save-fit", toy_files / "fit.npz",
+                "--out", toy_files / "rel"])
+    assert res.exit_code == 0, res.output
+    first = open_release(toy_files / "rel")
+    res = _run(["resample", toy_files / "fit.npz", "--inference", "nuts", "--num-warmup", "100", "--num-samples", "100",
+                "--chains", "2", "--target-accept", "0.9", "--m", "3", "--seed", "4",
+                "--save-fit", toy_files / "fit2.npz", "--out", toy_files / "rel2"])
+    assert res.exit_code == 0, res.output
+    assert "no new privacy cost" in res.output and "inference 'laplace' -> 'nuts'" in res.output
+    again = open_release(toy_files / "rel2")
+    assert again.m == 3 and again.ledger.spent == first.ledger.spent  # the fit's spend, once
+    assert again.manifest["settings"]["inference"] == "nuts" and again.manifest["settings"]["target_accept"] == 0.9
+    assert (toy_files / "fit2.npz").is_file()
+    # bad input: one error line, exit 2, nothing written
+    for args, named in ((["--target-accept", "1.5"], "target_accept"), (["--chains", "0"], "--chains")):
+        res = _run(["resample", toy_files / "fit.npz", *args, "--out", toy_files / "rel3"])
+        assert res.exit_code == 2 and res.output.count("error:") == 1 and named in res.output, res.output
+        assert not (toy_files / "rel3").exists()
+    res = _run(["resample", toy_files / "fit.npz", "--out", toy_files / "rel2"])
+    assert res.exit_code == 2 and "exists already" in res.output
+    (toy_files / "not_a_fit.npz").write_text("rows")
+    res = _run(["resample", toy_files / "not_a_fit.npz", "--out", toy_files / "rel3"])
+    assert res.exit_code == 2 and "not a saved NapsuMQ generator" in res.output

@@ -42,6 +42,7 @@ def _main(
 app.command("domain")(data_cmds.domain_cmd)
 app.command("count")(data_cmds.count_cmd)
 app.command("generate")(generate_cmds.generate_cmd)
+app.command("resample")(generate_cmds.resample_cmd)
 app.command("baseline")(generate_cmds.baseline_cmd)
 app.command("weights")(weights_cmds.weights_cmd)
 app.command("report")(report_cmds.report_cmd)

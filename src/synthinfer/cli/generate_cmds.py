@@ -53,6 +53,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--chains": ("napsu",),
     "--reference": ("napsu",),
     "--midpoints": ("napsu",),
+    "--save-fit": ("napsu",),
     "--edges-share": ("napsu", "privbayes"),
     "--epochs": ("dpgan", "dpcgan"),
     "--label": ("dpcgan",),
@@ -153,6 +154,11 @@ def generate_cmd(
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "
                                    '"bins": "private:K").'),
+    save_fit: Path = typer.Option(
+        None, "--save-fit", dir_okay=False,
+        help="napsu: also write the fit to this file (its noisy measurements and posterior draws, no rows; "
+             "keep it with the data holder: it records the fit's timings, which DP does not cover). "
+             "`synthinfer resample` samples its posterior again without new budget."),
     engine: Engine = typer.Option(
         "duckdb", "--engine",
         help="napsu: where the marginals are counted: duckdb (default; the file is never loaded) or spark "
@@ -174,7 +180,7 @@ def generate_cmd(
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
         "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
-        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
+        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--save-fit": save_fit,
         "--edges-share": edges_share, "--epochs": epochs,
         "--label": label,
     }
@@ -221,14 +227,11 @@ def _generate_release(
     ledger that the fit then charges, so the manifest records any ``--unsafe-*`` override.
     The exclusive lock on ``--out`` (:func:`synthinfer.files.output_lock`) is held from before
     the fit until the release is written, so two runs never both spend budget on one path."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from synthinfer.data import Domain
     from synthinfer.data.counting import FileCounter
     from synthinfer.data.private_bins import private_columns
     from synthinfer.files import output_lock
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
-    from synthinfer.release import DatasetStream, write_release
 
     with user_errors(), contextlib.ExitStack() as held:
         given = {flag: v for flag, v in specific.items() if v is not None}
@@ -246,6 +249,8 @@ def _generate_release(
         if generator == "privbayes" and delta not in (None, 0.0):
             raise ParameterError("PrivBayes is pure epsilon-DP: leave --delta out")
         check_output(out, overwrite=overwrite, directory=True)  # before the lock makes any folder
+        if "--save-fit" in given:
+            check_output(given["--save-fit"], overwrite=overwrite, option="--save-fit")
         # Before any budget is spent: a second run writing to the same --out fails here at once,
         # and one that finished meanwhile is seen by the second check.
         held.enter_context(output_lock(out))
@@ -281,33 +286,104 @@ def _generate_release(
             ledger.check_budget(n_rows)
         gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom)
         napsu = generator == "napsu"
-        # transient: the bars show progress while working, then make way for the summary (or
-        # leave an error on its own line)
-        with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True,
-        ) as bar:
+        with _progress_bar() as bar:
             fit_task = bar.add_task(f"fitting {gen.mechanism}", total=None)
             fit_extras = {"progress": lambda stage: _show_stage(bar, fit_task, stage)} if napsu else {}
             gen.fit(df, dom, ledger=ledger, **fit_extras)
             bar.update(fit_task, description=f"fitting {gen.mechanism}: done", total=1, completed=1)
-            gen_task = bar.add_task("generating and writing datasets", total=m)
-            if napsu:  # drawn and written chunk by chunk: memory does not grow with m or n
-                stream = gen.generate_stream(m, n_syn, midpoints=bool(given.get("--midpoints")))
-                datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
-                                         _counted(stream, lambda done: bar.update(gen_task, completed=done)))
-            else:
-                datasets = gen.generate(m, n_syn)
+            if "--save-fit" in given:  # first: the budget is spent, so the fit outlives a failed write below
+                gen.save(given["--save-fit"])
             # fitted from a file, no private row was loaded to compare with: NAPSU-MQ's datasets are
             # sampled from its model, never copied from the rows
             private = {"skip_private_data_check": True} if from_file else {"private_data": df}
-            path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
-                                 zip=str(out).endswith(".zip"), **private)
-            bar.update(gen_task, completed=m)
+            path = _write_datasets(gen, bar, out, m, n_syn, midpoints=bool(given.get("--midpoints")),
+                                   overwrite=overwrite, **private)
     if napsu:
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     e, dl = gen.ledger_.spent
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
+
+
+def resample_cmd(
+    fit: Path = typer.Argument(..., help="A fit written by `synthinfer generate --save-fit`.", exists=True,
+                               dir_okay=False),
+    out: Path = _OUT,
+    m: int = typer.Option(100, "--m", help="Number of synthetic datasets."),
+    n_syn: int = _N_SYN,
+    inference: str = typer.Option(None, "--inference", help="nuts, laplace, importance or auto (default: the fit's)."),
+    target_accept: float = typer.Option(
+        None, "--target-accept", help="NUTS's target acceptance rate in (0, 1): higher takes smaller steps, which "
+                                      "can remove divergent transitions (default: the fit's)."),
+    num_warmup: int = typer.Option(None, "--num-warmup", help="NUTS warmup draws per chain (default: the fit's)."),
+    num_samples: int = typer.Option(None, "--num-samples", help="NUTS kept draws per chain (default: the fit's)."),
+    chains: int = typer.Option(None, "--chains", help="NUTS chains (default: the fit's)."),
+    save_fit: Path = typer.Option(None, "--save-fit", dir_okay=False,
+                                  help="Also write the fit with its new posterior to this file."),
+    midpoints: bool = typer.Option(False, "--midpoints", help="Write discretised columns as bin midpoints."),
+    seed: int = _SEED,
+    overwrite: bool = _OVERWRITE,
+) -> None:
+    """Sample a saved NAPSU-MQ fit's posterior again and write m new datasets as a release: no new
+    privacy cost (post-processing of the fit's noisy measurements). For a fit whose summary warned
+    (divergent transitions, R-hat or ESS short of the checks): e.g. --target-accept 0.95."""
+    from synthinfer.files import output_lock
+    from synthinfer.generate import NapsuMQ
+
+    with user_errors(), contextlib.ExitStack() as held:
+        for flag, v in (("--m", m), ("--n-syn", n_syn), ("--num-warmup", num_warmup), ("--num-samples", num_samples),
+                        ("--chains", chains)):
+            if v is not None and v < (0 if flag == "--num-warmup" else 1):
+                raise ParameterError(f"{flag} must be a {'non-negative' if flag == '--num-warmup' else 'positive'} "
+                                     f"integer, got {v}")
+        check_output(out, overwrite=overwrite, directory=True)
+        if save_fit is not None:
+            check_output(save_fit, overwrite=overwrite, option="--save-fit")
+        held.enter_context(output_lock(out))
+        check_output(out, overwrite=overwrite, directory=True)
+        gen = NapsuMQ.load(fit)
+        changes = {"inference": inference, "target_accept": target_accept, "num_warmup": num_warmup,
+                   "num_samples": num_samples, "n_chains": chains}
+        gen.set_params(**{k: v for k, v in changes.items() if v is not None})
+        with _progress_bar() as bar:
+            task = bar.add_task("sampling the posterior again", total=None)
+            gen.resample_posterior(seed, progress=lambda stage: _show_stage(bar, task, stage))
+            bar.update(task, description="sampling the posterior again: done", total=1, completed=1)
+            if save_fit is not None:
+                gen.save(save_fit)
+            # no private table here: NAPSU-MQ's datasets are sampled from its model, never copied from rows
+            path = _write_datasets(gen, bar, out, m, n_syn, midpoints=midpoints, overwrite=overwrite,
+                                   skip_private_data_check=True)
+    console.print(gen.summary(), soft_wrap=True)
+    console.print(f"wrote {m} dataset(s) to [bold]{path}[/] (napsu-mq, posterior sampled again: no new privacy cost)")
+
+
+def _progress_bar():
+    """The commands' progress bars: transient, so that they show progress while working and then
+    make way for the summary (or leave an error on its own line)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def _write_datasets(gen, bar, out: Path, m: int, n_syn: int | None, *, midpoints: bool, overwrite: bool,
+                    **private: Any) -> Path:
+    """``m`` datasets of the fitted ``gen`` written as a release at ``out``, counted on ``bar``;
+    ``private``: ``write_release``'s ``private_data`` or ``skip_private_data_check``."""
+    from synthinfer.generate import NapsuMQ
+    from synthinfer.release import DatasetStream, write_release
+
+    task = bar.add_task("generating and writing datasets", total=m)
+    if isinstance(gen, NapsuMQ):  # drawn and written chunk by chunk: memory does not grow with m or n
+        stream = gen.generate_stream(m, n_syn, midpoints=midpoints)
+        datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
+                                 _counted(stream, lambda done: bar.update(task, completed=done)))
+    else:
+        datasets = gen.generate(m, n_syn)
+    path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,
+                         zip=str(out).endswith(".zip"), **private)
+    bar.update(task, completed=m)
+    return path
 
 
 def _counted(datasets, done: Callable[[int], None]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +77,13 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
 def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     """Read a generator written by :func:`save` into a new ``cls`` (``NapsuMQ.load`` passes
     its class)."""
-    with np.load(Path(path), allow_pickle=False) as z:
+    try:
+        z = np.load(Path(path), allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile):  # not an .npz file: text, pickle, truncated
+        raise ReleaseError(f"{path} is not a saved NapsuMQ generator") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):  # a single .npy array
+        raise ReleaseError(f"{path} is not a saved NapsuMQ generator")
+    with z:
         try:
             meta = json.loads(bytes(z["meta"]).decode())
         except KeyError:

@@ -344,8 +344,10 @@ class NUTSBackend:
         warn_unconverged(nuts, stacklevel=user_stacklevel())
         if nuts["divergences"]:
             again = f" at target acceptance {target}, the highest tried" if retries else ""
-            warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup{again}",
-                          ConvergenceWarning, stacklevel=user_stacklevel())
+            warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup{again}; "
+                          "NapsuMQ.set_params(target_accept=0.95).resample_posterior() samples the same posterior "
+                          "again with smaller steps, at no privacy cost", ConvergenceWarning,
+                          stacklevel=user_stacklevel())
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},
                              {"laplace": lap.seconds, "nuts": res.seconds + sum(r["seconds"] for r in retries)},
                              laplace=lap)

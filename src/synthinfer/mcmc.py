@@ -255,15 +255,15 @@ def convergence_diagnostics(
     return out
 
 
-def warn_unconverged(diagnostics: dict[str, Any], *, label: str = "NUTS", stacklevel: int = 2) -> None:
+def warn_unconverged(diagnostics: dict[str, Any], *, label: str = "NUTS", stacklevel: int = 2,
+                     remedy: str = "Run longer chains (num_samples) or more warm-up before using the draws.") -> None:
     """The :class:`~synthinfer.errors.ConvergenceWarning` of :func:`convergence_diagnostics`'
     result where its policy failed (nothing where it held), for a result computed with
-    ``warn=False``."""
+    ``warn=False``; ``remedy``: what the caller can do, in the caller's terms."""
     if diagnostics["ok"]:
         return
     warnings.warn(
-        f"{label} diagnostics failed: " + "; ".join(diagnostics["problems"]) + ". Run longer chains (num_samples) "
-        "or more warm-up before using the draws.",
+        f"{label} diagnostics failed: " + "; ".join(diagnostics["problems"]) + ". " + remedy,
         ConvergenceWarning,
         stacklevel=stacklevel + 1,
     )

@@ -404,6 +404,7 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     caught = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert any("120 divergent transitions after warmup" in str(w.message) for w in caught)
     assert any("min bulk ESS" in str(w.message) for w in caught)  # 2 x 60 draws: short of 200
+    assert all("resample_posterior()" in str(w.message) for w in caught)  # the remedy that costs no budget
     assert all(w.filename == __file__ for w in caught)  # the user's line, not the library's
     assert calls == [0.8] and kept.diagnostics_["nuts"]["earlier_runs"] == []
     assert kept.get_params()["target_accept"] == 0.8 and kept.release_settings_["target_accept"] == 0.8

@@ -380,23 +380,23 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
 
     real, calls, laplaces = nuts.nuts_sample, [], set()
 
-    def divergent_at_default(*args, target_accept, **kw):  # divergences at 0.8 only
+    def divergent_at_default(*args, target_accept, **kw):  # divergences at the default rate only
         calls.append(target_accept)
         laplaces.add(id(args[4]))
         res = real(*args, target_accept=target_accept, **kw)
-        return dataclasses.replace(res, diverging=np.ones_like(res.diverging)) if target_accept == 0.8 else res
+        return dataclasses.replace(res, diverging=np.ones_like(res.diverging)) if target_accept == TARGET_ACCEPT else res
 
     monkeypatch.setattr(nuts, "nuts_sample", divergent_at_default)
     settings = dict(epsilon=1.0, delta=N**-2.0, inference="nuts", n_chains=2, num_warmup=60, num_samples=60, seed=2)
     gen = NapsuMQ([("x1", "x2", "y")], **settings).fit(toy.data, toy.domain)
-    assert TARGET_ACCEPT == 0.8 and RETRY_TARGET_ACCEPT == (0.9,)
-    assert calls == [0.8, 0.9] and len(laplaces) == 1  # one Laplace fit for both runs
+    assert TARGET_ACCEPT == 0.8 and RETRY_TARGET_ACCEPT == (0.95,)
+    assert calls == [0.8, 0.95] and len(laplaces) == 1  # one Laplace fit for both runs
     nu = gen.diagnostics_["nuts"]
-    assert nu["target_accept"] == 0.9 and nu["divergences"] == int(gen.posterior_.sample_stats["diverging"].sum())
+    assert nu["target_accept"] == 0.95 and nu["divergences"] == int(gen.posterior_.sample_stats["diverging"].sum())
     assert [(r["target_accept"], r["divergences"]) for r in nu["earlier_runs"]] == [(0.8, 2 * 60)]
     assert gen.diagnostics_["timings"]["nuts"] > nu["earlier_runs"][0]["seconds"]  # both runs counted
     assert ("NUTS at target acceptance 0.8 set aside for its 120 divergent transitions: sampled again with smaller "
-            "steps (the line above is the run at 0.9)") in gen.summary()
+            "steps (the line above is the run at 0.95)") in gen.summary()
     calls.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -405,6 +405,7 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     assert any("120 divergent transitions after warmup" in str(w.message) for w in caught)
     assert any("min bulk ESS" in str(w.message) for w in caught)  # 2 x 60 draws: short of 200
     assert all("resample_posterior()" in str(w.message) for w in caught)  # the remedy that costs no budget
+    assert any("set_params(target_accept=0.95)" in str(w.message) for w in caught)
     assert all(w.filename == __file__ for w in caught)  # the user's line, not the library's
     assert calls == [0.8] and kept.diagnostics_["nuts"]["earlier_runs"] == []
     assert kept.get_params()["target_accept"] == 0.8 and kept.release_settings_["target_accept"] == 0.8

@@ -43,6 +43,8 @@ from synthinfer.datasets import adult_domain, load_adult  # noqa: E402
 from synthinfer.errors import ConvergenceWarning  # noqa: E402
 from synthinfer.generate import NapsuMQ  # noqa: E402
 from synthinfer.napsu.backends import NUTSBackend, get_backend  # noqa: E402
+from synthinfer.napsu.estimator import RETRY_TARGET_ACCEPT  # noqa: E402
+from synthinfer.napsu.nuts import TARGET_ACCEPT  # noqa: E402
 
 
 class PairedNUTS(NUTSBackend):
@@ -85,7 +87,9 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=0.5)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--start", type=int, default=0)
-    ap.add_argument("--targets", default="0.8,0.9", help="comma-separated target acceptance rates; the first is the fit's")
+    ap.add_argument("--targets", default=",".join(str(t) for t in (TARGET_ACCEPT, *RETRY_TARGET_ACCEPT)),
+                    help="comma-separated target acceptance rates; the first is the fit's (default: the library's "
+                         "rate and its retry's)")
     ap.add_argument("--retry", action="store_true", help="run a later target only where the one before diverged")
     ap.add_argument("--m", type=int, default=100)
     ap.add_argument("--merge", help="an earlier run's output whose repeats before --start are kept")

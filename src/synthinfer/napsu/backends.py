@@ -346,8 +346,9 @@ class NUTSBackend:
                                 "same posterior at no privacy cost; use the draws after that.")
         if nuts["divergences"]:
             again = f" at target acceptance {target}, the highest tried" if retries else ""
+            higher = 0.99 if target >= 0.95 else 0.95
             warnings.warn(f"NUTS: {nuts['divergences']} divergent transitions after warmup{again}; "
-                          "NapsuMQ.set_params(target_accept=0.95).resample_posterior() samples the same posterior "
+                          f"NapsuMQ.set_params(target_accept={higher}).resample_posterior() samples the same posterior "
                           "again with smaller steps, at no privacy cost", ConvergenceWarning,
                           stacklevel=user_stacklevel())
         return BackendResult(posterior, {"laplace": lap.info(), "nuts": nuts},

@@ -179,7 +179,10 @@ def main() -> None:
         print(f"{r['label']:45s} eps {r['epsilon']:6g}: {r['rate']:.3f} ({r['rejections']}/{r['repeats']})")
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], path: Path, labels: dict[str, str] = LABELS,
+         title: str = "H0: beta_x2 = 0 on DP synthetic toy data (95% Clopper-Pearson intervals)") -> None:
+    """Rejection rate against epsilon per method (``labels``: method -> legend text), with 95%
+    Clopper-Pearson intervals; colour: the generator, line: the combining rule."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,21 +190,20 @@ def plot(rows: list[dict], path: Path) -> None:
 
     # colour: the generator; line: the combining rule (solid Rubin, dashed T_p, dotted one dataset)
     colours = {"napsu_laplace": "tab:blue", "napsu_laplace_vetted": "tab:cyan", "napsu_nuts": "tab:green",
-               "napsu_laplace_not_noise_aware": "tab:gray", "mle": "tab:purple", "privbayes": "tab:olive",
-               "dpgan": "tab:red"}
+               "napsu_laplace_not_noise_aware": "tab:gray", "napsu": "tab:blue", "mle": "tab:purple",
+               "privbayes": "tab:olive", "dpgan": "tab:red", "real": "black"}
     fig, ax = plt.subplots(figsize=(9, 5))
-    for method, label in LABELS.items():
+    for method, label in labels.items():
         rs = [r for r in rows if r["method"] == method]
         if rs:
             family = method if method in colours else method.rsplit("_", 1)[0]
-            style = {"tp": "--", "single": ":"}.get(method.rsplit("_", 1)[1], "-")
+            style = {"tp": "--", "single": ":"}.get(method.rsplit("_", 1)[-1], "-")
             e = [r["epsilon"] for r in rs]
             ax.errorbar(e, [r["rate"] for r in rs], yerr=np.abs(np.array([r["ci95"] for r in rs]).T
                                                                  - [r["rate"] for r in rs]),
                         marker="o", ms=4, capsize=2, color=colours[family], ls=style, label=label)
     ax.axhline(0.05, color="k", lw=1)
-    ax.set(xscale="log", ylim=(0, 1), xlabel="epsilon", ylabel="type I error at alpha = 0.05",
-           title="H0: beta_x2 = 0 on DP synthetic toy data (95% Clopper-Pearson intervals)")
+    ax.set(xscale="log", ylim=(0, 1), xlabel="epsilon", ylabel="type I error at alpha = 0.05", title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

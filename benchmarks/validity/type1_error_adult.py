@@ -36,7 +36,7 @@ from scipy import stats
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from type1_error import partial_synthesis_rejects  # noqa: E402
+from type1_error import partial_synthesis_rejects, plot  # noqa: E402
 
 EPSILONS = [0.5, 1.0, 4.0]
 FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex) + coin"
@@ -118,10 +118,13 @@ def summarise(records: list[dict]) -> list[dict]:
 
 
 def write(out: str, payload: dict) -> None:
+    """The records with their summary, and the summary's plot beside them (``.png``)."""
     payload["results"] = summarise(payload["records"])
     tmp = Path(out + ".tmp")
     tmp.write_text(json.dumps(payload, indent=1) + "\n")
     os.replace(tmp, out)
+    plot(payload["results"], Path(out).with_suffix(".png"), METHODS,
+         f"H0: beta_coin = 0 on DP synthetic Adult (m = {payload['m']}; 95% Clopper-Pearson intervals)")
 
 
 def main() -> None:

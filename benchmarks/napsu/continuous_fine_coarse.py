@@ -39,7 +39,15 @@ differ from the real ones. ``--epsilon 100`` (the ledger's ceiling, a study of t
 makes the noise negligible, so what remains is the model's structure. ``--inference nuts``
 samples the posterior (4 chains, ``--num-warmup`` + ``--num-samples`` each) instead of the
 Laplace approximation. ``--smooth-sd age=0.1`` makes age's main effects a penalised spline
-(``NapsuMQ(smooth_sd=...)``).
+(``NapsuMQ(smooth_sd=...)``). ``--summary`` prints each study's coverage over the runs in
+``--out`` (runs with the same settings are repeats: each fit draws new noise).
+
+The coverage study of the sloped model under NUTS (20 repeats, m = 100; one call per repeat,
+about half an hour of CPU each):
+
+    for k in $(seq 0 19); do PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py \
+        --outcome coarse --coarse-interactions linear --inference nuts --m 100 --seed $k \
+        --out benchmarks/napsu/results/continuous_fine_coarse_nuts.json; done
 """
 
 from __future__ import annotations
@@ -117,8 +125,37 @@ def age_profile(frame) -> dict:
             "rate": [round(float(rich[band == b].mean()), 4) if counts[b] else None for b in range(k)]}
 
 
+#: the settings that make runs repeats of one study (``--summary`` groups by them)
+STUDY_KEYS = ("epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "inference", "interaction_sd",
+              "smooth_sd", "num_warmup", "num_samples")
+
+
+def summary(runs: list[dict]) -> list[dict]:
+    """Per study (runs with equal :data:`STUDY_KEYS`): repeats, 95% and 50% coverage over every
+    coefficient of every run, and per coefficient the median 95% width ratio, the median error
+    in real se and the 95% coverage."""
+    groups: dict[str, list[dict]] = {}
+    for r in runs:
+        groups.setdefault(json.dumps({k: r.get(k) for k in STUDY_KEYS}), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        rows = {"study": json.loads(key), "repeats": len(rs),
+                "coverage95": float(np.mean([c for r in rs for c in r["covers95"]])),
+                "coverage50": (float(np.mean([c for r in rs for c in r["covers50"]]))
+                               if all("covers50" in r for r in rs) else None),
+                "coefficients": {}}
+        for j, name in enumerate(rs[0]["coefficients"]):
+            rows["coefficients"][name] = {
+                "median_width_ratio": float(np.median([r["width_ratio"][j] for r in rs])),
+                "median_error_in_real_se": float(np.median([r["error_in_real_se"][j] for r in rs])),
+                "coverage95": float(np.mean([r["covers95"][j] for r in rs]))}
+        out.append(rows)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--summary", action="store_true", help="print each study's coverage from --out (no fitting)")
     ap.add_argument("--interaction-sd", type=float, default=1.0)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--m", type=int, default=20)
@@ -137,6 +174,9 @@ def main() -> None:
                          "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups; "
                          "-1: one unit in the middle, wide groups in the tails, TAIL_EDGES)")
     a = ap.parse_args()
+    if a.summary:
+        print(json.dumps(summary(json.loads(a.out.read_text())["runs"]), indent=1))
+        return
     marginals = MARGINALS if a.outcome == "fine" else [
         (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (
         [] if a.one_way_width == 0 else [(c,) if a.one_way_width == 1 else (c + "_w",) for c in FINE])
@@ -169,15 +209,17 @@ def main() -> None:
         rec["laplace_axes_gap_over_1_nat"] = gen.diagnostics_["laplace"]["axes_gap_over_1_nat"]
     else:
         rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences",
-                                                                 "gradient_evaluations_per_draw")}
+                                                                 "gradient_evaluations_per_draw", "passes",
+                                                                 "earlier_runs") if k in gen.diagnostics_["nuts"]}
     syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
-    q, ci95, _ = cc.analyse(syn, len(df))
+    q, ci95, ci50 = cc.analyse(syn, len(df))
     rq, se = real_q.to_numpy(), real_se.to_numpy()
     rec["coefficients"] = list(real_q.index)
     rec["real"] = rq.tolist()
     rec["estimate"] = q.tolist()
     rec["error_in_real_se"] = ((q - rq) / se).tolist()
     rec["covers95"] = ((ci95[:, 0] <= rq) & (rq <= ci95[:, 1])).tolist()
+    rec["covers50"] = ((ci50[:, 0] <= rq) & (rq <= ci50[:, 1])).tolist()
     rec["width_ratio"] = ((ci95[:, 1] - ci95[:, 0]) / (2 * 1.959964 * se)).tolist()
     rec["age_profile"] = {"bands": AGE_BANDS, "real": age_profile(df), "synthetic": age_profile(pd.concat(syn))}
     rec["loadavg_after"] = os.getloadavg()

@@ -37,8 +37,8 @@ Each run also records age's profile (the share of rows and the rate of income > 
 bands) in the real data and pooled over the synthetic datasets: where the synthetic rows
 differ from the real ones. ``--epsilon 100`` (the ledger's ceiling, a study of the model only)
 makes the noise negligible, so what remains is the model's structure. ``--inference nuts``
-samples the posterior (4 chains, ``--num-warmup`` + ``--num-samples`` each) instead of the
-Laplace approximation. ``--smooth-sd age=0.1`` makes age's main effects a penalised spline
+samples the posterior (the library's draws and passes, or 4 chains of ``--num-warmup`` +
+``--num-samples`` each) instead of the Laplace approximation. ``--smooth-sd age=0.1`` makes age's main effects a penalised spline
 (``NapsuMQ(smooth_sd=...)``). ``--summary`` prints each study's coverage over the runs in
 ``--out`` (runs with the same settings are repeats: each fit draws new noise).
 
@@ -167,8 +167,9 @@ def main() -> None:
     ap.add_argument("--inference", choices=["laplace", "nuts"], default="laplace")
     ap.add_argument("--smooth-sd", type=lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split(","))},
                     default=None, help="NapsuMQ's smooth_sd per column, e.g. age=0.1 (penalised splines)")
-    ap.add_argument("--num-warmup", type=int, default=400, help="NUTS only")
-    ap.add_argument("--num-samples", type=int, default=400, help="NUTS only (per chain, 4 chains)")
+    ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
+    ap.add_argument("--num-samples", type=int, default=None,
+                    help="NUTS only, per chain (default: the library's choice, run longer until converged)")
     ap.add_argument("--one-way-width", type=int, default=1,
                     help="with --outcome coarse: the 1-ways of age and hours in groups of this many units "
                          "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups; "

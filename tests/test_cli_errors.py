@@ -33,7 +33,7 @@ def test_generate_refuses_its_output_before_fitting(toy_files, monkeypatch):
 
 @pytest.mark.parametrize("content, message", [("", "is empty"),
                                               # DuckDB, which reads the file for NAPSU-MQ, finds one column here
-                                              ('a,b\n1,2,3,4\n"x', "lacks column 'x1'")])
+                                              ('a,b\n1,2,3,4\n"x', "lacks Domain column(s) ['x1'")])
 def test_unreadable_tables_are_clean_errors(toy_files, content, message):
     (toy_files / "bad.csv").write_text(content)
     res = _run(["generate", toy_files / "bad.csv", "--domain", toy_files / "domain.json", "--marginals", "x1,y",

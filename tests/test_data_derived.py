@@ -132,3 +132,105 @@ def test_aim_workloads_name_derived_columns_by_their_source():
             g.fit(df, d)
     assert {m.columns for m in g.aim_.workload} == {("level", "y"), ("level",), ("y", "z")}
     assert all("code" not in m.marginal.columns for m in g.aim_.measurements)
+
+
+def test_cuts_group_a_discretised_columns_bins_like_brute_force():
+    d = Domain.from_dict({"columns": [AGE_JSON, {"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}]})
+    g = d["age_g"]
+    assert g.categories == ("[17, 30)", "[30, 45)", "[45, 60)", "[60, 75)", "[75, 90]")
+    assert g == Column.groups_of(d["age"], [30, 45, 60, 75], name="age_g")
+    ages = np.arange(17, 91, dtype=float)  # every whole number of the column, the closed upper bound included
+    codes = encode(pd.DataFrame({"age": ages}), d)
+    expect = np.searchsorted([30, 45, 60, 75], ages, side="right")  # the group of each number
+    np.testing.assert_array_equal(codes[:, 1], expect)
+    assert Domain.from_json(d.to_json()) == d  # written back with its map
+    # a source with a missing-value category keeps it in the groups
+    from synthinfer.data import with_missing_category
+
+    m = Column.groups_of(with_missing_category(Domain([d["age"]]))["age"], [45], name="age_g")
+    assert m.categories[-1] == "<missing>" and dict(m.derive)["<missing>"] == "<missing>"
+
+
+AGE_JSON = {"name": "age", "bin_edges": list(range(17, 91)), "integer": True}
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"derived_from": "age", "cuts": [30.5]}, "not an edge of 'age'"),
+    ({"derived_from": "age", "cuts": [45, 30]}, "increase strictly inside"),
+    ({"derived_from": "age", "cuts": [17, 30]}, "increase strictly inside"),
+    ({"derived_from": "age", "cuts": []}, "non-empty list of numbers"),
+    ({"derived_from": "age", "cuts": "30"}, "non-empty list of numbers"),
+    ({"derived_from": "sex", "cuts": [1]}, "'sex' is not one"),
+    ({"derived_from": "x", "cuts": [0.5]}, "'x' is not one"),
+    ({"derived_from": "nope", "cuts": [30]}, "'nope', which is not in the Domain"),
+    ({"derived_from": "age", "cuts": [30], "categories": ["a", "b"]}, "take no other entries"),
+    ({"cuts": [30]}, "named by 'derived_from'"),
+])
+def test_bad_cuts_are_refused_by_name(spec, match):
+    cols = [AGE_JSON, {"name": "sex", "categories": ["F", "M"]}, {"name": "x", "bounds": [0, 1], "bins": "private:4"}]
+    with pytest.raises(DomainError, match=match):
+        Domain.from_dict({"columns": [*cols, {"name": "g", **spec}]})
+
+
+def test_a_derived_column_the_table_lacks_is_computed_from_its_source(tmp_path):
+    from synthinfer.data.counting import FileCounter
+    from synthinfer.data.marginals import count_codes
+
+    df, d = _table()
+    codes = encode(df, d)
+    lacking = df.drop(columns="code")
+    np.testing.assert_array_equal(encode(lacking, d), codes)
+    with pytest.raises(UnknownColumnError, match=r"lacks Domain column\(s\) \['level', 'code'\]"):
+        encode(df.drop(columns=["level", "code"]), d)  # without its source it cannot be computed
+    path = tmp_path / "t.csv"
+    lacking.to_csv(path, index=False)
+    counter = FileCounter(path, d)
+    assert counter.n == len(df)
+    for m in [("code", "y"), ("level", "code"), ("z", "code", "y"), ("level", "y")]:
+        np.testing.assert_array_equal(counter.count(m), count_codes(codes, d, m))
+    # where the file has the column, every row is still checked against the map
+    bad = df.assign(code=1)
+    bad.to_csv(path, index=False)
+    with pytest.raises(OutOfDomainError, match="'code' is derived from 'level'"):
+        FileCounter(path, d)
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_cli_fits_a_grouped_column_that_the_file_lacks(tmp_path):
+    """The data holder declares groups of one-year ages by their cuts and gives only the ages."""
+    rng = np.random.default_rng(1)
+    n = 800
+    age = rng.integers(17, 91, n)
+    y = (rng.random(n) < 0.2 + 0.5 * (age > 45)).astype(int)
+    pd.DataFrame({"age": age, "y": y}).to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "d.json").write_text(json.dumps({"columns": [
+        {"name": "age", "bounds": [17, 90], "bins": 73, "integer": True},
+        {"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}, {"name": "y", "categories": [0, 1]}]}))
+    r = CliRunner().invoke(app, ["generate", str(tmp_path / "t.csv"), "--domain", str(tmp_path / "d.json"),
+                                 "--marginals", "age_g,y", "--marginals", "age", "--epsilon", "2", "--inference",
+                                 "laplace", "--m", "2", "--out", str(tmp_path / "rel"), "--seed", "0"])
+    assert r.exit_code == 0, r.output
+    from synthinfer.release import open_release
+
+    rel = open_release(tmp_path / "rel")
+    s = rel.datasets[0]
+    assert list(s.columns) == ["age", "age_g", "y"]
+    groups = {c: k for k, c in enumerate(rel.domain["age_g"].categories)}
+    lower = np.array([17, 30, 45, 60, 75])
+    ages = s["age"].astype(str).str.extract(r"\[(\d+)")[0].astype(int).to_numpy()
+    np.testing.assert_array_equal(lower[s["age_g"].astype(str).map(groups).to_numpy()],
+                                  lower[np.searchsorted(lower, ages, side="right") - 1])
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_release_refuses_the_private_rows_when_the_private_table_lacks_a_derived_column(tmp_path):
+    from synthinfer.errors import ReleaseError
+    from synthinfer.release import write_release
+
+    df, d = _table()
+    private = df.drop(columns="code")
+    g = NapsuMQ([("code", "y"), ("z", "y")], epsilon=2.0, inference="laplace", seed=0).fit(private, d)
+    assert list(g.generate(1, seed=0)[0].columns) == list(d.names)
+    with pytest.raises(ReleaseError, match="exactly the rows of the private input"):
+        write_release(tmp_path / "r", [df.copy()], record=g.release_record(), private_data=private)
+    assert not (tmp_path / "r").exists()

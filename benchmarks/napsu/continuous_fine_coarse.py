@@ -79,7 +79,8 @@ MARGINALS = [("age", "income"), ("age_g", "marital-status"), ("age_g", "workclas
 
 def fine_domain(public, width: int = 1):
     """The paper's Domain with age and hours in one-unit bins, each with its 5-group column
-    (``_g``) and, for ``width`` > 1, a column of ``width``-unit groups (``_w``)."""
+    (``_g``) and, for ``width`` > 1, a column of ``width``-unit groups (``_w``); groups are
+    derived columns (``Column.groups_of``), which the fit computes from the numbers."""
     from synthinfer.data import Binning, Column, Domain
 
     cols = []
@@ -89,18 +90,11 @@ def fine_domain(public, width: int = 1):
             continue
         lo, hi = FINE[c.name]
         b = Binning(tuple(float(e) for e in range(lo, hi + 1)), integer=True)  # last bin [hi - 1, hi]
-        cols.append(Column(c.name, tuple(b.labels()), binning=b))
-        g = GROUPS[c.name]
-        labels = [f"{g[i]}-{g[i + 1] - 1}" for i in range(len(g) - 1)]
-        of = np.searchsorted(g, b.midpoints, side="right") - 1
-        cols.append(Column(c.name + "_g", tuple(labels), derived_from=c.name,
-                           derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
+        fine = Column(c.name, tuple(b.labels()), binning=b)
+        cols += [fine, Column.groups_of(fine, GROUPS[c.name][1:-1], name=c.name + "_g")]
         if width > 1 or width == -1:
             edges = list(range(lo, hi, width)) + [hi + 1] if width > 1 else TAIL_EDGES[c.name]
-            labels = [f"{edges[i]}-{edges[i + 1] - 1}" for i in range(len(edges) - 1)]
-            of = np.searchsorted(edges, b.midpoints, side="right") - 1
-            cols.append(Column(c.name + "_w", tuple(labels), derived_from=c.name,
-                               derive=tuple((lab, labels[k]) for lab, k in zip(b.labels(), of))))
+            cols.append(Column.groups_of(fine, edges[1:-1], name=c.name + "_w"))
     return Domain(cols)
 
 
@@ -187,12 +181,7 @@ def main() -> None:
     df, public = cc.load()
     domain = fine_domain(public, a.one_way_width)
     derived = [c + s for c in FINE for s in ("_g", "_w") if c + s in domain.names]
-    data = df.copy()
-    for name in derived:
-        c = name[:-2]
-        codes = domain[c].binning.codes(df[c].to_numpy(float))
-        group = dict(domain[name].derive)
-        data[name] = [group[domain[c].categories[k]] for k in codes]
+    data = df  # the group columns are computed from the numbers by the fit
     real_q, real_se = cc.real_fit(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_fine_coarse.py", *sys.argv[1:]]),
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],

@@ -61,11 +61,7 @@ def main() -> None:
     marginals += [(c,) for c in cfc.FINE]
     df, public = cc.load()
     domain = cfc.fine_domain(public)
-    data = df.copy()
-    for c in cfc.FINE:
-        codes = domain[c].binning.codes(df[c].to_numpy(float))
-        group = dict(domain[c + "_g"].derive)
-        data[c + "_g"] = [group[domain[c].categories[k]] for k in codes]
+    data = df  # the group columns are computed from the numbers by the fit
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_gradient.py", *sys.argv[1:]]),
            "epsilon": a.epsilon, "repeats": a.repeats, "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()

@@ -12,6 +12,7 @@ map) and finds ``n``, before the caller spends any budget.
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -21,8 +22,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from synthinfer.data.domain import Domain
-from synthinfer.data.marginals import count_codes, count_file_marginals
-from synthinfer.errors import ArgumentTypeError, DomainError, OutOfDomainError
+from synthinfer.data.encoding import computed_columns
+from synthinfer.data.marginals import count_codes, count_file_marginals, file_columns
+from synthinfer.errors import ArgumentTypeError, DomainError, OutOfDomainError, UnknownColumnError
 
 
 @runtime_checkable
@@ -58,17 +60,27 @@ class CodeCounter:
 class _ScanCounter(ABC):
     """A counter over a table that an SQL engine scans: counts cached per marginal, several per
     scan; on construction, one scan of every column's 1-way marginal and of each derived column
-    with its source checks every value against the Domain and gives ``n``."""
+    with its source checks every value against the Domain and gives ``n``.
 
-    def __init__(self, domain: Domain, what: str) -> None:
+    A derived column that the table lacks (its source present) is computed: a marginal naming
+    it is counted on the source's cells and summed through the column's map."""
+
+    def __init__(self, domain: Domain, what: str, have: Sequence[str]) -> None:
         if not isinstance(domain, Domain):
             raise ArgumentTypeError(f"domain must be a synthinfer Domain, got {type(domain).__name__}")
         self.domain, self._what = domain, what
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
-        checks = [(c,) for c in domain.names] + [(src, d) for d, src in domain.derived_sources.items()]
+        self._computed = computed_columns(have, domain)
+        lacking = [c for c in domain.names if c not in have and c not in self._computed]
+        if lacking:
+            raise UnknownColumnError(f"{what} lacks Domain column(s) {lacking} (has {list(have)})")
+        checks = [(c,) for c in domain.names if c not in self._computed] + [
+            (src, d) for d, src in domain.derived_sources.items() if d not in self._computed]
         self.prefetch(checks)
         self.n = int(self._cache[checks[0]].sum())
         for name, (src, table) in domain.derived.items():
+            if name in self._computed:
+                continue
             counts = self._cache[(src, name)].reshape(domain[src].size, domain[name].size)
             agree = counts[np.arange(counts.shape[0]), table].sum()
             if counts.sum() != agree:
@@ -83,9 +95,37 @@ class _ScanCounter(ABC):
 
     def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
         todo = list(dict.fromkeys(tuple(m) for m in marginals if tuple(m) not in self._cache))
-        if todo:
-            for key, counts in zip(todo, self._scan(todo)):
+        scanned = list(dict.fromkeys(self._scanned_as(m) for m in todo))
+        scanned = [m for m in scanned if m not in self._cache]
+        if scanned:
+            for key, counts in zip(scanned, self._scan(scanned)):
                 self._cache[key] = counts
+        for m in todo:
+            if m not in self._cache:
+                self._cache[m] = self._through_maps(m)
+
+    def _scanned_as(self, columns: tuple[str, ...]) -> tuple[str, ...]:
+        """The marginal the table is scanned for: computed columns replaced by their sources."""
+        if not any(c in self._computed for c in columns):
+            return columns
+        return tuple(dict.fromkeys(self.domain.derived_sources.get(c, c) if c in self._computed else c
+                                   for c in columns))
+
+    def _through_maps(self, columns: tuple[str, ...]) -> np.ndarray:
+        """Counts of ``columns`` from those of :meth:`_scanned_as`: each scanned cell's count added
+        to the cell its codes map to."""
+        base = self._scanned_as(columns)
+        shape = [self.domain[c].size for c in base]
+        grid = np.indices(shape).reshape(len(base), -1)
+        codes = []
+        for c in columns:
+            if c in self._computed:
+                src, table = self.domain.derived[c]
+                codes.append(table[grid[base.index(src)]])
+            else:
+                codes.append(grid[base.index(c)])
+        cells = np.ravel_multi_index(tuple(codes), [self.domain[c].size for c in columns])
+        return np.bincount(cells, weights=self._cache[base], minlength=math.prod(self.domain[c].size for c in columns))
 
     @abstractmethod
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
@@ -99,7 +139,7 @@ class FileCounter(_ScanCounter):
 
     def __init__(self, path: str | os.PathLike, domain: Domain) -> None:
         self.path = Path(path)
-        super().__init__(domain, f"the file {self.path.name}")
+        super().__init__(domain, f"the file {self.path.name}", file_columns(self.path))
 
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
         return count_file_marginals(self.path, self.domain, marginals)

@@ -215,6 +215,42 @@ class Column:
     def size(self) -> int:
         return len(self.categories)
 
+    @classmethod
+    def groups_of(cls, source: Column, cuts: Sequence[float], *, name: str) -> Column:
+        """The derived column that groups a discretised column's bins at ``cuts``.
+
+        ``cuts`` are the groups' interior edges, increasing, each an edge of ``source``'s bins
+        strictly inside its bounds, so that every bin lies in one group; the groups are labelled
+        like bins (``"[17, 30)"``, the last closed). E.g. one-year age bins with
+        ``cuts=[30, 45, 60, 75]``: the 5-group column that coarse marginals name (NAPSU-MQ's
+        coarse interactions), while the one-year column keeps the number's detail. Domain JSON:
+        ``{"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}``.
+        """
+        if not isinstance(source, Column) or source.binning is None or source.derived_from is not None:
+            raise DomainError(f"column {name!r}: 'cuts' group the bins of a discretised column (bin_edges, or "
+                              f"bounds with bins); {getattr(source, 'name', source)!r} is not one")
+        if isinstance(cuts, (str, Mapping)) or not isinstance(cuts, Sequence) or not cuts or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in cuts):
+            raise DomainError(f"column {name!r}: 'cuts' must be a non-empty list of numbers, got {cuts!r}")
+        b = source.binning
+        edges = np.asarray(b.edges)
+        c = np.asarray(cuts, dtype=float)
+        if not np.all(np.diff(c) > 0) or c[0] <= b.lower or c[-1] >= b.upper:
+            raise DomainError(f"column {name!r}: 'cuts' must increase strictly inside {source.name!r}'s bounds "
+                              f"[{_fmt(b.lower)}, {_fmt(b.upper)}], got {list(cuts)!r}")
+        off = [v for v in c if not np.any(edges == v)]
+        if off:
+            raise DomainError(f"column {name!r}: cut {_fmt(off[0])} is not an edge of {source.name!r}'s bins, so a bin "
+                              "would lie in two groups")
+        groups = Binning((b.lower, *c.tolist(), b.upper), integer=b.integer).labels()
+        of = np.searchsorted(c, edges[:-1], side="right")  # a bin's group: the cuts at or below its lower edge
+        has_missing = source.categories[-1] == MISSING
+        labels = groups + ([MISSING] if has_missing else [])
+        pairs = [(cat, groups[k]) for cat, k in zip(source.categories, of)]
+        if has_missing:
+            pairs.append((MISSING, MISSING))
+        return cls(name, tuple(labels), derived_from=source.name, derive=tuple(pairs))
+
 
 #: Category added to a column's list for missing values (``encode(..., missing="category")``).
 MISSING = "<missing>"
@@ -373,7 +409,7 @@ def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
 
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
 _COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer", "private_edges",
-                          "derived_from", "map"})
+                          "derived_from", "map", "cuts"})
 
 @dataclass(frozen=True)
 class Domain:
@@ -659,7 +695,14 @@ class Domain:
             raise DomainError("a Domain description must be an object with a 'columns' list")
         if isinstance(d["columns"], (str, Mapping)) or not isinstance(d["columns"], Sequence):
             raise DomainError(f"a Domain description's 'columns' must be a list, got {d['columns']!r}")
-        return cls([_column_from_dict(i, c) for i, c in enumerate(d["columns"])])
+        cols = [_column_from_dict(i, c) for i, c in enumerate(d["columns"])]
+        by_name = {c.name: c for c in cols if not isinstance(c, _Grouped)}
+        for i, c in enumerate(cols):  # groups of another column's bins: built once every column is read
+            if isinstance(c, _Grouped):
+                if c.source not in by_name:
+                    raise DomainError(f"column {c.name!r} is derived from {c.source!r}, which is not in the Domain")
+                cols[i] = Column.groups_of(by_name[c.source], c.cuts, name=c.name)
+        return cls(cols)
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
@@ -687,7 +730,10 @@ class Domain:
           continuous with public bounds;
         - ``{"name": "education-num", "categories": [1, ..., 16], "derived_from": "education",
           "map": [["Preschool", 1], ...]}``: derived from another categorical column, one
-          ``[source category, category]`` pair per source category (:class:`Column`).
+          ``[source category, category]`` pair per source category (:class:`Column`);
+        - ``{"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}``: derived by
+          grouping a discretised column's bins at the given edges (:meth:`Column.groups_of`;
+          written back with its map).
         """
         p = Path(str(path_or_text))
         text = str(path_or_text)
@@ -716,7 +762,16 @@ class Domain:
 DomainSpec = Domain | Mapping[str, Any]
 
 
-def _column_from_dict(i: int, c: Any) -> DomainColumn:
+@dataclass(frozen=True)
+class _Grouped:
+    """A column given as groups of another column's bins (``"cuts"``), until that column is read."""
+
+    name: str
+    source: str
+    cuts: Any
+
+
+def _column_from_dict(i: int, c: Any) -> DomainColumn | _Grouped:
     """One column of a Domain description; every malformed entry raises, nothing is coerced."""
     if not isinstance(c, Mapping) or "name" not in c:
         raise DomainError(f"Domain column #{i} needs a 'name'")
@@ -724,6 +779,14 @@ def _column_from_dict(i: int, c: Any) -> DomainColumn:
     unknown = sorted(set(c) - _COLUMN_KEYS)
     if unknown:
         raise DomainError(f"Domain column {name!r}: unknown entries {unknown} (allowed: {sorted(_COLUMN_KEYS)})")
+    if "cuts" in c:
+        other = sorted(set(c) - {"name", "derived_from", "cuts"})
+        if "derived_from" not in c or other:
+            raise DomainError(f"Domain column {name!r}: 'cuts' group the bins of the column named by 'derived_from' "
+                              f"and take no other entries" + (f" (got {other})" if other else ""))
+        if not isinstance(c["derived_from"], str):
+            raise DomainError(f"Domain column {name!r}: 'derived_from' must be a column name, got {c['derived_from']!r}")
+        return _Grouped(name, c["derived_from"], c["cuts"])
     if "bin_edges" in c and ("bounds" in c or "bins" in c):
         raise DomainError(f"Domain column {name!r}: give either 'bin_edges' or 'bounds'+'bins', not both")
     bounds = None

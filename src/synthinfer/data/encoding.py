@@ -47,6 +47,13 @@ def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) 
     return Domain(out)
 
 
+def computed_columns(have: Sequence[str], domain: Domain) -> tuple[str, ...]:
+    """The derived columns of ``domain`` that a table with columns ``have`` lacks but whose source
+    it holds: they are computed from the source by their public maps (no private input beyond
+    the source), so a table need not carry them."""
+    return tuple(n for n, s in domain.derived_sources.items() if n not in have and s in have)
+
+
 def _check_table(df: pd.DataFrame, domain: Domain) -> None:
     if not isinstance(df, pd.DataFrame):
         raise ArgumentTypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -54,7 +61,7 @@ def _check_table(df: pd.DataFrame, domain: Domain) -> None:
     dup = sorted({str(c) for c in cols if cols.count(c) > 1})
     if dup:
         raise DuplicateColumnError(f"the table has duplicate columns: {dup}")
-    missing = [n for n in domain.names if n not in df.columns]
+    missing = [n for n in domain.names if n not in df.columns and n not in computed_columns(df.columns, domain)]
     if missing:
         raise UnknownColumnError(
             f"the table lacks Domain column(s) {missing} (table columns: {[str(c) for c in cols]})"
@@ -73,7 +80,8 @@ def encode(
 
     Parameters
     ----------
-    df : the table; it must hold every Domain column.
+    df : the table; it must hold every Domain column, except derived columns, which are
+        computed from their sources where the table lacks them (and checked where it has them).
     domain : the public Domain.
     missing : what to do with missing values in columns whose Domain has no :data:`MISSING`
         category (in a column that has it, as its last category, they always map there: the
@@ -101,15 +109,17 @@ def encode(
         extra = [str(c) for c in df.columns if c not in domain.names]
         if extra:
             raise UnknownColumnError(f"the table has columns not in the Domain: {extra}")
-    sub = df[list(domain.names)]
+    computed = computed_columns(df.columns, domain)
+    given = [c for c in domain.columns if c.name not in computed]
+    sub = df[[c.name for c in given]]
     isna = sub.isna().to_numpy()
     # A column whose public Domain ends with MISSING declares missing values as a category:
     # they map there under every policy.
-    declared = np.array([c.categories[-1] == MISSING for c in domain.columns], dtype=bool)
+    declared = np.array([c.categories[-1] == MISSING for c in given], dtype=bool)
     undeclared = isna & ~declared
     if undeclared.any():
         if missing == "error":
-            counts = {n: int(k) for n, k in zip(domain.names, undeclared.sum(axis=0)) if k}
+            counts = {c.name: int(k) for c, k in zip(given, undeclared.sum(axis=0)) if k}
             raise MissingValueError(
                 f"missing values in column(s) {counts} (column: rows); give those columns a "
                 f"{MISSING!r} category in the Domain (with_missing_category), remove or impute the "
@@ -121,10 +131,13 @@ def encode(
             if len(sub) == 0:
                 raise EmptyDataError("no rows are left after dropping rows with missing values")
     codes = np.empty((len(sub), len(domain)), dtype=np.int64)
-    for j, col in enumerate(domain.columns):
-        codes[:, j] = _encode_column(sub.iloc[:, j], col, isna[:, j])
+    for k, col in enumerate(given):
+        codes[:, domain.index(col.name)] = _encode_column(sub.iloc[:, k], col, isna[:, k])
     for name, (source, table) in domain.derived.items():
         j, i = domain.index(name), domain.index(source)
+        if name in computed:
+            codes[:, j] = table[codes[:, i]]
+            continue
         bad = np.flatnonzero(codes[:, j] != table[codes[:, i]])
         if bad.size:
             src, col = domain[source], domain[name]

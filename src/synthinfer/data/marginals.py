@@ -257,22 +257,7 @@ def count_file_marginals(
 
     marginals, used = plan_marginals(domain, marginals, missing)
     path = Path(path)
-    if any(ch in str(path) for ch in "*?["):  # a glob: DuckDB reads every match as one table
-        import glob
-
-        if not glob.glob(str(path)):
-            raise FileNotFoundError(f"no file matches {path}")
-    elif not path.exists():
-        raise FileNotFoundError(path)
-    suffix = "".join(path.suffixes).lower()
-    if ".parquet" in suffix or suffix.endswith(".pq"):
-        src = f"read_parquet({DUCKDB.string(str(path))})"
-    else:
-        if path.exists():  # one file (a glob's files are left to DuckDB)
-            if path.stat().st_size == 0:
-                raise EmptyDataError(f"{path} is empty (no header row)")
-            check_csv_header(path)
-        src = f"read_csv({DUCKDB.string(str(path))}, header=true, all_varchar=true)"
+    src = _duckdb_source(path)
     con = duckdb.connect()
     try:
         have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
@@ -285,6 +270,42 @@ def count_file_marginals(
     finally:
         con.close()
     return collect_counts(rows, domain, marginals, used, missing, f"the file {path.name}")
+
+
+def file_columns(path: str | os.PathLike) -> list[str]:
+    """The column names of a CSV or Parquet file (or glob), read by DuckDB from its header or
+    schema, without scanning its rows."""
+    import duckdb
+
+    path = Path(path)
+    src = _duckdb_source(path)
+    con = duckdb.connect()
+    try:
+        return [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+    except duckdb.Error as e:
+        raise DomainError(f"{path.name} could not be read: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+
+
+def _duckdb_source(path: Path) -> str:
+    """DuckDB's table function reading ``path`` (every value of a CSV as text), after checking
+    that the file or the glob's files exist and that a CSV has a usable header."""
+    if any(ch in str(path) for ch in "*?["):  # a glob: DuckDB reads every match as one table
+        import glob
+
+        if not glob.glob(str(path)):
+            raise FileNotFoundError(f"no file matches {path}")
+    elif not path.exists():
+        raise FileNotFoundError(path)
+    suffix = "".join(path.suffixes).lower()
+    if ".parquet" in suffix or suffix.endswith(".pq"):
+        return f"read_parquet({DUCKDB.string(str(path))})"
+    if path.exists():  # one file (a glob's files are left to DuckDB)
+        if path.stat().st_size == 0:
+            raise EmptyDataError(f"{path} is empty (no header row)")
+        check_csv_header(path)
+    return f"read_csv({DUCKDB.string(str(path))}, header=true, all_varchar=true)"
 
 
 @dataclass(frozen=True)

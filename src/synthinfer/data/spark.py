@@ -21,7 +21,7 @@ import numpy as np
 from synthinfer.data.counting import _ScanCounter
 from synthinfer.data.domain import Domain
 from synthinfer.data.marginals import SPARK, collect_counts, grouping_sets_sql, plan_marginals
-from synthinfer.errors import DomainError, ParameterError, SynthinferError, UnknownColumnError
+from synthinfer.errors import DomainError, ParameterError, SynthinferError
 
 #: Environment variable naming the Spark master URL of :func:`spark_session`.
 MASTER_ENV = "SYNTHINFER_SPARK_MASTER"
@@ -71,13 +71,9 @@ class SparkCounter(_ScanCounter):
 
     def __init__(self, frame, domain: Domain) -> None:
         self.frame = frame
-        have = list(frame.columns)
-        missing = [c for c in domain.names if c not in have]
-        if missing:
-            raise UnknownColumnError(f"the Spark DataFrame lacks Domain column(s) {missing} (has {have})")
         self._view = f"synthinfer_{uuid.uuid4().hex}"
         frame.createOrReplaceTempView(self._view)
-        super().__init__(domain, "the Spark DataFrame")
+        super().__init__(domain, "the Spark DataFrame", list(frame.columns))
 
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
         marginals, used = plan_marginals(self.domain, marginals, "error")

@@ -93,12 +93,13 @@ def _checked_chunk(i: int, ds: Any, domain: Domain | None, private_data: Any, of
     if len(ds) == 0 or ds.shape[1] == 0:
         raise ReleaseError(f"dataset {i} is empty")
     if private_data is not None:
-        if offset is None:  # a whole dataset
-            same = _is_private_table(ds, private_data)
+        cols = _compared_columns(ds, private_data, domain)
+        if cols is None:
+            same = False
+        elif offset is None:  # a whole dataset
+            same = _is_private_table(ds[cols], private_data)
         else:  # a chunk: against the private rows at its positions
-            cols = list(ds.columns)
-            same = set(cols) <= set(private_data.columns) and _same_rows(
-                ds, private_data[cols].iloc[offset:offset + len(ds)])
+            same = _same_rows(ds[cols], private_data[cols].iloc[offset:offset + len(ds)])
         if same:
             raise ReleaseError(f"dataset {i} has exactly the rows of the private input; refusing to release it")
     if first is not None:
@@ -141,11 +142,24 @@ def _check_values(i: int, frame: pd.DataFrame, domain: Domain) -> None:
             )
 
 
+def _compared_columns(ds: pd.DataFrame, private: Any, domain: Domain | None) -> list[str] | None:
+    """The columns on which ``ds`` is compared with the private table: all of its columns, less
+    derived columns that the private table lacks (computed from their sources, which are
+    compared); ``None`` when the private table lacks any other."""
+    have = set(getattr(private, "columns", ()))
+    derived = set(domain.derived) if domain is not None else set()
+    lacking = [c for c in ds.columns if c not in have]
+    if any(c not in derived for c in lacking):
+        return None
+    cols = [c for c in ds.columns if c in have]
+    return cols or None
+
+
 def _is_private_table(ds: pd.DataFrame, private: pd.DataFrame) -> bool:
     """Whether ``ds`` holds exactly the rows of ``private`` on its columns: row by row, or row
     by row once both are sorted by their index (a shuffled copy keeps its index)."""
     cols = list(ds.columns)
-    if len(ds) != len(private) or not set(cols) <= set(private.columns):
+    if len(ds) != len(private):
         return False
     priv = private[cols]
     if _same_rows(ds, priv):

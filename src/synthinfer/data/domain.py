@@ -229,6 +229,8 @@ class Column:
         if not isinstance(source, Column) or source.binning is None or source.derived_from is not None:
             raise DomainError(f"column {name!r}: 'cuts' group the bins of a discretised column (bin_edges, or "
                               f"bounds with bins); {getattr(source, 'name', source)!r} is not one")
+        if isinstance(cuts, np.ndarray):
+            cuts = cuts.tolist()
         if isinstance(cuts, (str, Mapping)) or not isinstance(cuts, Sequence) or not cuts or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in cuts):
             raise DomainError(f"column {name!r}: 'cuts' must be a non-empty list of numbers, got {cuts!r}")

@@ -61,7 +61,8 @@ def _check_table(df: pd.DataFrame, domain: Domain) -> None:
     dup = sorted({str(c) for c in cols if cols.count(c) > 1})
     if dup:
         raise DuplicateColumnError(f"the table has duplicate columns: {dup}")
-    missing = [n for n in domain.names if n not in df.columns and n not in computed_columns(df.columns, domain)]
+    computed = computed_columns(cols, domain)
+    missing = [n for n in domain.names if n not in df.columns and n not in computed]
     if missing:
         raise UnknownColumnError(
             f"the table lacks Domain column(s) {missing} (table columns: {[str(c) for c in cols]})"

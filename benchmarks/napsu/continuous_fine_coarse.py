@@ -77,10 +77,20 @@ MARGINALS = [("age", "income"), ("age_g", "marital-status"), ("age_g", "workclas
              ("hours-per-week_g", "race"), ("hours-per-week_g", "sex")]
 
 
-def fine_domain(public, width: int = 1):
-    """The paper's Domain with age and hours in one-unit bins, each with its 5-group column
-    (``_g``) and, for ``width`` > 1, a column of ``width``-unit groups (``_w``); groups are
-    derived columns (``Column.groups_of``), which the fit computes from the numbers."""
+def fine_edges(column: str, fine_width: int = 1) -> list[int]:
+    """The fine bins' edges of ``column``: ``fine_width`` units from each group's lower edge
+    (:data:`GROUPS`), the last bin closed at the upper bound (one unit: ``[lo, lo + 1, ..., hi]``,
+    the last bin ``[hi - 1, hi]``)."""
+    lo, hi = FINE[column]
+    g = GROUPS[column]
+    return sorted({e for a, b in zip(g[:-1], g[1:]) for e in range(a, b, fine_width) if e < hi} | {hi})
+
+
+def fine_domain(public, width: int = 1, fine_width: int = 1):
+    """The paper's Domain with age and hours in ``fine_width``-unit bins (:func:`fine_edges`),
+    each with its 5-group column (``_g``) and, for ``width`` > 1, a column of ``width``-unit
+    groups (``_w``); groups are derived columns (``Column.groups_of``), which the fit computes
+    from the numbers."""
     from synthinfer.data import Binning, Column, Domain
 
     cols = []
@@ -89,7 +99,7 @@ def fine_domain(public, width: int = 1):
             cols.append(c)
             continue
         lo, hi = FINE[c.name]
-        b = Binning(tuple(float(e) for e in range(lo, hi + 1)), integer=True)  # last bin [hi - 1, hi]
+        b = Binning(tuple(float(e) for e in fine_edges(c.name, fine_width)), integer=True)
         fine = Column(c.name, tuple(b.labels()), binning=b)
         cols += [fine, Column.groups_of(fine, GROUPS[c.name][1:-1], name=c.name + "_g")]
         if width > 1 or width == -1:
@@ -120,7 +130,8 @@ def age_profile(frame) -> dict:
 
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
-STUDY_KEYS = ("epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "inference", "interaction_sd",
+STUDY_KEYS = ("epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width", "inference",
+              "interaction_sd",
               "smooth_sd", "num_warmup", "num_samples")
 
 
@@ -164,6 +175,8 @@ def main() -> None:
     ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
+    ap.add_argument("--fine-width", type=int, default=1,
+                    help="the fine bins of age and hours in this many units (from each group's lower edge)")
     ap.add_argument("--one-way-width", type=int, default=1,
                     help="with --outcome coarse: the 1-ways of age and hours in groups of this many units "
                          "(1: fine; 0: none, so their distributions inside a 5-group follow the pairs' groups; "
@@ -179,14 +192,16 @@ def main() -> None:
     from synthinfer.generate import NapsuMQ
 
     df, public = cc.load()
-    domain = fine_domain(public, a.one_way_width)
+    if a.fine_width != 1 and a.one_way_width not in (0, 1):
+        ap.error("--fine-width goes with --one-way-width 1 (the fine bins) or 0")
+    domain = fine_domain(public, a.one_way_width, a.fine_width)
     derived = [c + s for c in FINE for s in ("_g", "_w") if c + s in domain.names]
     data = df  # the group columns are computed from the numbers by the fit
     real_q, real_se = cc.real_fit(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_fine_coarse.py", *sys.argv[1:]]),
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
-           "one_way_width": a.one_way_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
+           "one_way_width": a.one_way_width, "fine_width": a.fine_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
            **({"num_warmup": a.num_warmup, "num_samples": a.num_samples} if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()

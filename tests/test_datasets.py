@@ -34,6 +34,37 @@ def test_adult_paper_marginals():
     assert sum(k[c] - 1 for c in dom.names) + sum((k[a] - 1) * (k[b] - 1) for a, b in marginals) == 130
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_adult_numbers_bins_lie_inside_the_groups(width):
+    dom = datasets.adult_numbers_domain(width)
+    for col, (lo, hi) in {"age": (17, 90), "hours-per-week": (1, 99)}.items():
+        whole = np.arange(lo, hi + 1, dtype=float)  # every whole number of the column, in one bin each
+        codes = dom[col].binning.codes(whole)
+        sizes = np.bincount(codes)
+        assert sizes.sum() == whole.size and sizes.min() >= 1
+        assert sizes[:-1].max() <= width and sizes[-1] <= width + 1  # the last bin is closed at the bound
+        groups = np.searchsorted(datasets.ADULT_NUMBER_GROUPS[col], whole, side="right")
+        assert all(len(set(groups[codes == k])) == 1 for k in range(codes.max() + 1))  # no bin spans two groups
+        _, table = dom.derived[col + "_g"]
+        np.testing.assert_array_equal(table[codes], groups)
+    with pytest.raises(ValueError, match="width"):
+        datasets.adult_number_edges("age", 0)
+    with pytest.raises(ValueError, match="'workclass'"):
+        datasets.adult_number_edges("workclass")
+
+
+def test_adult_with_numbers():
+    df, dom = datasets.load_adult(paper_subset=True, numbers=True)
+    paper, _ = datasets.load_adult(paper_subset=True)
+    assert df.shape == (46043, 10) and df["age"].dtype.kind == "i" and df["hours-per-week"].between(1, 99).all()
+    assert (df["workclass"] == paper["workclass"]).all()
+    codes = encode(df, dom)  # the group columns computed from the numbers
+    assert codes.shape == (46043, 12)
+    assert {c for m in datasets.ADULT_NUMBERS_MARGINALS for c in m} == set(dom.names)
+    with pytest.raises(ValueError, match="paper_subset"):
+        datasets.load_adult(numbers=True)
+
+
 def test_other_loaders():
     assert datasets.load_framingham().data.shape == (4240, 16)
     heart = datasets.load_heart_cleveland().data

@@ -67,44 +67,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import continuous_coverage as cc  # noqa: E402  (the study's data, logit and analysis)
 
 OUT = Path(__file__).resolve().parent / "results" / "continuous_fine_coarse.json"
-#: (lower bound, upper bound) of the whole numbers; one bin per value
+#: (lower bound, upper bound) of the whole numbers, whose 5 groups are
+#: ``synthinfer.datasets.ADULT_NUMBER_GROUPS``
 FINE = {"age": (17, 90), "hours-per-week": (1, 99)}
-#: the 5 groups' lower edges (and the upper bound + 1)
-GROUPS = {"age": [17, 30, 45, 60, 75, 91], "hours-per-week": [1, 30, 40, 41, 50, 100]}
 MARGINALS = [("age", "income"), ("age_g", "marital-status"), ("age_g", "workclass"), ("education", "income"),
              ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
              ("capital-loss", "income"), ("hours-per-week", "income"), ("age_g", "race"), ("age_g", "sex"),
              ("hours-per-week_g", "race"), ("hours-per-week_g", "sex")]
 
 
-def fine_edges(column: str, fine_width: int = 1) -> list[int]:
-    """The fine bins' edges of ``column``: ``fine_width`` units from each group's lower edge
-    (:data:`GROUPS`), the last bin closed at the upper bound (one unit: ``[lo, lo + 1, ..., hi]``,
-    the last bin ``[hi - 1, hi]``)."""
-    lo, hi = FINE[column]
-    g = GROUPS[column]
-    return sorted({e for a, b in zip(g[:-1], g[1:]) for e in range(a, b, fine_width) if e < hi} | {hi})
+def fine_domain(width: int = 1, fine_width: int = 1):
+    """The paper's Domain with age and hours in ``fine_width``-unit bins, each with its 5-group
+    column (``_g``; :func:`synthinfer.datasets.adult_numbers_domain`) and, for ``width`` > 1 or
+    -1, a column of ``width``-unit groups (``_w``; :data:`TAIL_EDGES` for -1); groups are derived
+    columns, which the fit computes from the numbers."""
+    from synthinfer.data import Column, Domain
+    from synthinfer.datasets import adult_numbers_domain
 
-
-def fine_domain(public, width: int = 1, fine_width: int = 1):
-    """The paper's Domain with age and hours in ``fine_width``-unit bins (:func:`fine_edges`),
-    each with its 5-group column (``_g``) and, for ``width`` > 1, a column of ``width``-unit
-    groups (``_w``); groups are derived columns (``Column.groups_of``), which the fit computes
-    from the numbers."""
-    from synthinfer.data import Binning, Column, Domain
-
+    base = adult_numbers_domain(fine_width)
+    if width in (0, 1):
+        return base
     cols = []
-    for c in public.columns:
-        if c.name not in FINE:
-            cols.append(c)
-            continue
-        lo, hi = FINE[c.name]
-        b = Binning(tuple(float(e) for e in fine_edges(c.name, fine_width)), integer=True)
-        fine = Column(c.name, tuple(b.labels()), binning=b)
-        cols += [fine, Column.groups_of(fine, GROUPS[c.name][1:-1], name=c.name + "_g")]
-        if width > 1 or width == -1:
-            edges = list(range(lo, hi, width)) + [hi + 1] if width > 1 else TAIL_EDGES[c.name]
-            cols.append(Column.groups_of(fine, edges[1:-1], name=c.name + "_w"))
+    for c in base.columns:
+        cols.append(c)
+        if c.name.endswith("_g") and c.name[:-2] in FINE:
+            lo, hi = FINE[c.name[:-2]]
+            edges = list(range(lo, hi, width)) + [hi + 1] if width > 1 else TAIL_EDGES[c.name[:-2]]
+            cols.append(Column.groups_of(base[c.name[:-2]], edges[1:-1], name=c.name[:-2] + "_w"))
     return Domain(cols)
 
 
@@ -191,10 +180,10 @@ def main() -> None:
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
 
-    df, public = cc.load()
+    df, _ = cc.load()
     if a.fine_width != 1 and a.one_way_width not in (0, 1):
         ap.error("--fine-width goes with --one-way-width 1 (the fine bins) or 0")
-    domain = fine_domain(public, a.one_way_width, a.fine_width)
+    domain = fine_domain(a.one_way_width, a.fine_width)
     derived = [c + s for c in FINE for s in ("_g", "_w") if c + s in domain.names]
     data = df  # the group columns are computed from the numbers by the fit
     real_q, real_se = cc.real_fit(df)

@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--fine-width", type=int, default=1, help="age and hours in bins of this many units "
-                    "(continuous_fine_coarse.fine_edges)")
+                    "(synthinfer.datasets.adult_number_edges)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -61,8 +61,8 @@ def main() -> None:
 
     marginals = [(c + "_g", "income") if (c in cfc.FINE and o == "income") else (c, o) for c, o in cfc.MARGINALS]
     marginals += [(c,) for c in cfc.FINE]
-    df, public = cc.load()
-    domain = cfc.fine_domain(public, fine_width=a.fine_width)
+    df, _ = cc.load()
+    domain = cfc.fine_domain(fine_width=a.fine_width)
     data = df  # the group columns are computed from the numbers by the fit
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_gradient.py", *sys.argv[1:]]),
            "epsilon": a.epsilon, "repeats": a.repeats, "fine_width": a.fine_width, "loadavg_before": os.getloadavg()}

@@ -64,6 +64,21 @@ ADULT_PAPER_MARGINALS: tuple[tuple[str, str], ...] = (
     ("capital-loss", "income"), ("hours-per-week", "income"),
 )
 _BINARY = ["0", ">0"]
+#: Public groups of Adult's numbers (their interior cuts): age 17-29, 30-44, 45-59, 60-74,
+#: 75-90; hours-per-week 1-29, 30-39, 40, 41-49, 50-99 (40 is a third of the rows).
+ADULT_NUMBER_GROUPS: dict[str, tuple[int, ...]] = {"age": (30, 45, 60, 75), "hours-per-week": (30, 40, 41, 50)}
+_ADULT_NUMBER_BOUNDS = {"age": (17, 90), "hours-per-week": (1, 99)}
+#: The marginals of the continuous-columns model on :func:`adult_numbers_domain`: the paper's 10
+#: (:data:`ADULT_PAPER_MARGINALS`) with every pair of age or hours through its groups (``_g``),
+#: the analyst's pairs of age and hours with race and sex, and the fine 1-ways of age and
+#: hours (each number's shape inside its groups). With ``NapsuMQ(coarse_interactions="linear")``
+#: the log-odds of income are piecewise linear in age and hours.
+ADULT_NUMBERS_MARGINALS: tuple[tuple[str, ...], ...] = (
+    ("age_g", "income"), ("age_g", "marital-status"), ("age_g", "workclass"), ("education", "income"),
+    ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
+    ("capital-loss", "income"), ("hours-per-week_g", "income"), ("age_g", "race"), ("age_g", "sex"),
+    ("hours-per-week_g", "race"), ("hours-per-week_g", "sex"), ("age",), ("hours-per-week",),
+)
 
 
 def adult_paper_domain() -> Domain:
@@ -114,7 +129,42 @@ def adult_domain(*, derived: bool = False) -> Domain:
     return Domain(cols)
 
 
-def load_adult(paper_subset: bool = False, *, categorical: bool = False) -> Dataset:
+def adult_number_edges(column: str, width: int = 3) -> tuple[int, ...]:
+    """Edges of ``width``-unit bins of Adult's ``"age"`` or ``"hours-per-week"`` (whole numbers):
+    ``width`` units from the lower bound and from each group's cut (:data:`ADULT_NUMBER_GROUPS`),
+    so that every bin lies in one group; the last bin is closed at the upper bound."""
+    if column not in ADULT_NUMBER_GROUPS:
+        raise ValueError(f"Adult's numbers in groups are {sorted(ADULT_NUMBER_GROUPS)}, got {column!r}")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"width must be a positive whole number of units, got {width!r}")
+    lo, hi = _ADULT_NUMBER_BOUNDS[column]
+    starts = (lo, *ADULT_NUMBER_GROUPS[column], hi + 1)
+    return tuple(sorted({e for a, b in zip(starts[:-1], starts[1:]) for e in range(a, b, width) if e < hi} | {hi}))
+
+
+def adult_numbers_domain(width: int = 3) -> Domain:
+    """The Domain of the paper's Adult subset with age and hours-per-week as whole numbers.
+
+    As :func:`adult_paper_domain`, but age (17-90) and hours-per-week (1-99) are integer
+    columns in ``width``-unit bins (:func:`adult_number_edges`; numbers drawn back inside them
+    by ``generate(numbers=...)``), each followed by its public groups, ``age_g`` and
+    ``hours-per-week_g`` (:data:`ADULT_NUMBER_GROUPS`; derived columns, which fits compute from
+    the numbers). The model is :data:`ADULT_NUMBERS_MARGINALS`.
+    """
+    from synthinfer.data.domain import Binning
+
+    cols = []
+    for c in adult_paper_domain().columns:
+        if c.name not in ADULT_NUMBER_GROUPS:
+            cols.append(c)
+            continue
+        b = Binning(tuple(float(e) for e in adult_number_edges(c.name, width)), integer=True)
+        fine = Column(c.name, tuple(b.labels()), binning=b)
+        cols += [fine, Column.groups_of(fine, ADULT_NUMBER_GROUPS[c.name], name=c.name + "_g")]
+    return Domain(cols)
+
+
+def load_adult(paper_subset: bool = False, *, categorical: bool = False, numbers: bool = False) -> Dataset:
     """UCI Adult (Kohavi & Becker 1996; CC BY 4.0), train and test parts together.
 
     ``paper_subset=False``: the full 48,842 x 15 table with missing values as NaN, domain None.
@@ -124,11 +174,14 @@ def load_adult(paper_subset: bool = False, *, categorical: bool = False) -> Data
     every column categorical, returned with :func:`adult_paper_domain`. Map the buckets back
     to numbers with ``decode(..., midpoints=True)`` or ``domain.midpoints("age")``.
     ``categorical=True`` (without the subset): all 15 columns on :func:`adult_domain`, rows with
-    a missing value dropped (n = 45,222).
+    a missing value dropped (n = 45,222). ``numbers=True`` (with the subset): the same rows with
+    age and hours-per-week as whole numbers, returned with :func:`adult_numbers_domain`.
     """
     df = _read("adult.csv.gz").drop(columns=["split"])
     if paper_subset and categorical:
         raise ValueError("choose paper_subset or categorical, not both")
+    if numbers and not paper_subset:
+        raise ValueError("numbers=True goes with paper_subset=True")
     if not (paper_subset or categorical):
         return Dataset(df, None)
     domain = adult_paper_domain() if paper_subset else adult_domain()
@@ -146,7 +199,9 @@ def load_adult(paper_subset: bool = False, *, categorical: bool = False) -> Data
             codes = pd.Index(col.categories).get_indexer(x)
             assert (codes >= 0).all(), col.name  # the documented category sets cover the data
         out[col.name] = pd.Categorical.from_codes(codes, categories=list(col.categories))
-    return Dataset(pd.DataFrame(out), domain)
+        if numbers and col.name in ADULT_NUMBER_GROUPS:
+            out[col.name] = x.to_numpy(int)
+    return Dataset(pd.DataFrame(out), adult_numbers_domain() if numbers else domain)
 
 
 def load_framingham() -> Dataset:

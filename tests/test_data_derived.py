@@ -208,18 +208,25 @@ def test_cli_fits_a_grouped_column_that_the_file_lacks(tmp_path):
         {"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}, {"name": "y", "categories": [0, 1]}]}))
     r = CliRunner().invoke(app, ["generate", str(tmp_path / "t.csv"), "--domain", str(tmp_path / "d.json"),
                                  "--marginals", "age_g,y", "--marginals", "age", "--epsilon", "2", "--inference",
-                                 "laplace", "--m", "2", "--out", str(tmp_path / "rel"), "--seed", "0"])
+                                 "laplace", "--m", "2", "--out", str(tmp_path / "rel"), "--seed", "0", "--numbers",
+                                 "age"])
     assert r.exit_code == 0, r.output
     from synthinfer.release import open_release
 
     rel = open_release(tmp_path / "rel")
     s = rel.datasets[0]
     assert list(s.columns) == ["age", "age_g", "y"]
+    ages = s["age"].to_numpy()  # whole numbers drawn inside the bins (--numbers)
+    assert (ages == np.round(ages)).all() and ages.min() >= 17 and ages.max() <= 90
     groups = {c: k for k, c in enumerate(rel.domain["age_g"].categories)}
     lower = np.array([17, 30, 45, 60, 75])
-    ages = s["age"].astype(str).str.extract(r"\[(\d+)")[0].astype(int).to_numpy()
     np.testing.assert_array_equal(lower[s["age_g"].astype(str).map(groups).to_numpy()],
                                   lower[np.searchsorted(lower, ages, side="right") - 1])
+    for bad, message in ((["--numbers", "y"], "'y' has no bins"), (["--numbers", "nope"], "nope"),
+                         (["--numbers", "age", "--midpoints"], "leave out --numbers")):
+        r = CliRunner().invoke(app, ["generate", str(tmp_path / "t.csv"), "--domain", str(tmp_path / "d.json"),
+                                     "--marginals", "age_g,y", "--epsilon", "2", "--out", str(tmp_path / "r2"), *bad])
+        assert r.exit_code == 2 and message in r.output and not (tmp_path / "r2").exists()
 
 
 @pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")

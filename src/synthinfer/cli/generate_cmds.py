@@ -53,6 +53,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--chains": ("napsu",),
     "--reference": ("napsu",),
     "--midpoints": ("napsu",),
+    "--numbers": ("napsu",),
     "--save-fit": ("napsu",),
     "--edges-share": ("napsu", "privbayes"),
     "--epochs": ("dpgan", "dpcgan"),
@@ -154,6 +155,10 @@ def generate_cmd(
     midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
                                    "(default: bin labels, and numbers drawn inside their bins for columns with "
                                    '"bins": "private:K").'),
+    numbers: str = typer.Option(
+        None, "--numbers", metavar="COL,...|all",
+        help="napsu: write these discretised columns (or all) as numbers drawn uniformly inside their bins "
+             '(whole numbers for "integer": true columns) instead of bin labels.'),
     save_fit: Path = typer.Option(
         None, "--save-fit", dir_okay=False,
         help="napsu: also write the fit to this file (its noisy measurements and posterior draws, no rows; "
@@ -180,7 +185,8 @@ def generate_cmd(
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
         "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
-        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None, "--save-fit": save_fit,
+        "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
+        "--numbers": numbers, "--save-fit": save_fit,
         "--edges-share": edges_share, "--epochs": epochs,
         "--label": label,
     }
@@ -256,6 +262,7 @@ def _generate_release(
         held.enter_context(output_lock(out))
         check_output(out, overwrite=overwrite, directory=True)
         dom = Domain.from_json(domain)
+        numbers = _numbers(given.get("--numbers"), dom, midpoints="--midpoints" in given)  # before any spend
         if any(ch in str(data) for ch in "*?["):
             if generator != "napsu":
                 raise ParameterError(f"a glob of files is read by NAPSU-MQ's counting only, not by --generator {generator}")
@@ -297,7 +304,7 @@ def _generate_release(
             # sampled from its model, never copied from the rows
             private = {"skip_private_data_check": True} if from_file else {"private_data": df}
             path = _write_datasets(gen, bar, out, m, n_syn, midpoints=bool(given.get("--midpoints")),
-                                   overwrite=overwrite, **private)
+                                   numbers=numbers, overwrite=overwrite, **private)
     if napsu:
         console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     e, dl = gen.ledger_.spent
@@ -320,6 +327,8 @@ def resample_cmd(
     save_fit: Path = typer.Option(None, "--save-fit", dir_okay=False,
                                   help="Also write the fit with its new posterior to this file."),
     midpoints: bool = typer.Option(False, "--midpoints", help="Write discretised columns as bin midpoints."),
+    numbers: str = typer.Option(None, "--numbers", metavar="COL,...|all",
+                                help="Write these discretised columns (or all) as numbers drawn inside their bins."),
     seed: int = _SEED,
     overwrite: bool = _OVERWRITE,
 ) -> None:
@@ -341,6 +350,7 @@ def resample_cmd(
         held.enter_context(output_lock(out))
         check_output(out, overwrite=overwrite, directory=True)
         gen = NapsuMQ.load(fit)
+        numbers = _numbers(numbers, gen.domain_, midpoints=midpoints)
         changes = {"inference": inference, "target_accept": target_accept, "num_warmup": num_warmup,
                    "num_samples": num_samples, "n_chains": chains}
         gen.set_params(**{k: v for k, v in changes.items() if v is not None})
@@ -351,8 +361,8 @@ def resample_cmd(
             if save_fit is not None:
                 gen.save(save_fit)
             # no private table here: NAPSU-MQ's datasets are sampled from its model, never copied from rows
-            path = _write_datasets(gen, bar, out, m, n_syn, midpoints=midpoints, overwrite=overwrite,
-                                   skip_private_data_check=True)
+            path = _write_datasets(gen, bar, out, m, n_syn, midpoints=midpoints, numbers=numbers,
+                                   overwrite=overwrite, skip_private_data_check=True)
     console.print(gen.summary(), soft_wrap=True)
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] (napsu-mq, posterior sampled again: no new privacy cost)")
 
@@ -366,16 +376,39 @@ def _progress_bar():
                     TimeElapsedColumn(), console=console, transient=True)
 
 
+def _numbers(text: str | None, domain, *, midpoints: bool) -> bool | list[str] | None:
+    """``--numbers``: ``all`` or comma-separated discretised columns of ``domain`` (checked:
+    a column with private bins counts, its bins are chosen by the fit); ``None`` when not given."""
+    from synthinfer.data import PrivateBins
+
+    if text is None:
+        return None
+    if midpoints:
+        raise ParameterError("--midpoints writes every discretised column as its bins' midpoints; leave out "
+                             "--numbers with it")
+    if text.strip() == "all":
+        return True
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise ParameterError("--numbers names no column (give COL,... or all)")
+    for name in domain.check_columns(names):
+        col = domain[name]
+        if not isinstance(col, PrivateBins) and getattr(col, "binning", None) is None:
+            raise ParameterError(f"--numbers: column {name!r} has no bins, so no numbers to draw inside them")
+    return names
+
+
 def _write_datasets(gen, bar, out: Path, m: int, n_syn: int | None, *, midpoints: bool, overwrite: bool,
-                    **private: Any) -> Path:
-    """``m`` datasets of the fitted ``gen`` written as a release at ``out``, counted on ``bar``;
-    ``private``: ``write_release``'s ``private_data`` or ``skip_private_data_check``."""
+                    numbers: bool | list[str] | None = None, **private: Any) -> Path:
+    """``m`` datasets of the fitted ``gen`` written as a release at ``out``, counted on ``bar``
+    (``numbers``: ``NapsuMQ.generate``'s); ``private``: ``write_release``'s ``private_data`` or
+    ``skip_private_data_check``."""
     from synthinfer.generate import NapsuMQ
     from synthinfer.release import DatasetStream, write_release
 
     task = bar.add_task("generating and writing datasets", total=m)
     if isinstance(gen, NapsuMQ):  # drawn and written chunk by chunk: memory does not grow with m or n
-        stream = gen.generate_stream(m, n_syn, midpoints=midpoints)
+        stream = gen.generate_stream(m, n_syn, midpoints=midpoints, numbers=numbers)
         datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
                                  _counted(stream, lambda done: bar.update(task, completed=done)))
     else:

@@ -119,9 +119,8 @@ def age_profile(frame) -> dict:
 
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
-STUDY_KEYS = ("epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width", "inference",
-              "interaction_sd",
-              "smooth_sd", "num_warmup", "num_samples")
+STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
+              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples")
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -164,6 +163,9 @@ def main() -> None:
     ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
+    ap.add_argument("--pair-of-numbers", action="store_true",
+                    help="with --outcome coarse: also measure (age_g, hours-per-week_g), the analysis' pair of "
+                         "numbers (else the synthetic numbers are independent given the other columns)")
     ap.add_argument("--fine-width", type=int, default=1,
                     help="the fine bins of age and hours in this many units (from each group's lower edge)")
     ap.add_argument("--one-way-width", type=int, default=1,
@@ -176,7 +178,10 @@ def main() -> None:
         return
     marginals = MARGINALS if a.outcome == "fine" else [
         (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (
-        [] if a.one_way_width == 0 else [(c,) if a.one_way_width == 1 else (c + "_w",) for c in FINE])
+        [] if a.one_way_width == 0 else [(c,) if a.one_way_width == 1 else (c + "_w",) for c in FINE]) + (
+        [("age_g", "hours-per-week_g")] if a.pair_of_numbers else [])
+    if a.pair_of_numbers and a.outcome != "coarse":
+        ap.error("--pair-of-numbers goes with --outcome coarse")
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
 

@@ -1,10 +1,16 @@
 """The end-to-end demo run by ``make demo``: NA+MI on the bundled UCI Adult data.
 
-Data holder: NAPSU-MQ (Räisä et al. 2023) measures the paper's 10 two-way marginals of Adult
-under (epsilon, delta)-DP, infers the noise-aware posterior and writes a release of m synthetic
-datasets. Analyst: opens the release (checksums verified) and fits the paper's downstream
-logistic regression on every dataset, combining with Rubin's rules for synthetic data. For
-comparison only, the same model is fitted on the real data (something an analyst could not do).
+Data holder: NAPSU-MQ (Räisä et al. 2023) measures marginals of the paper's 10 Adult columns
+under (epsilon, delta)-DP, with age and hours-per-week as whole numbers: 3-unit bins inside
+public groups, every pair of a number with another column measured through its groups with a
+slope in the number (coarse interactions, ``coarse_interactions="linear"``), and each number's
+own 1-way marginal in its bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`). It
+infers the noise-aware posterior and writes a release of m synthetic datasets whose ages and
+hours are numbers drawn inside their bins. Analyst: opens the release (checksums verified) and
+fits a logistic regression on the numbers on every dataset, combining with Rubin's rules for
+synthetic data. For comparison only, the same model is fitted on the real data (something an
+analyst could not do). ``--paper`` runs the paper's model instead (age and hours in 5 buckets,
+age decoded as bucket midpoints, Supplement F).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -28,7 +34,11 @@ console = Console()
 
 #: The paper's downstream model (Supplement F): age bucket midpoint, race dummies (reference
 #: White), a Male indicator and an intercept.
-FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
+PAPER_FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
+#: The same with age and hours-per-week as numbers.
+FORMULA = "income ~ age + Q('hours-per-week') + C(race, Treatment('White')) + C(sex)"
+#: The numbers of the demo's release
+NUMBERS = ["age", "hours-per-week"]
 
 
 def hold_release(
@@ -42,11 +52,14 @@ def hold_release(
     inference: str = "auto",
     m: int = 20,
     midpoints: bool | Sequence[str] = False,
+    numbers: bool | Sequence[str] | None = None,
     seed: int | None = None,
     overwrite: bool = False,
+    **settings: Any,
 ) -> tuple[NapsuMQ, Path]:
     """The data holder's part: fit NAPSU-MQ to ``df``, generate ``m`` datasets and write them as a
-    release at ``out``; return the fitted generator and the release's path.
+    release at ``out``; return the fitted generator and the release's path. ``settings``: more
+    of ``NapsuMQ``'s (e.g. ``coarse_interactions``).
 
     The same steps as ``synthinfer generate`` (same settings -> same manifest): the datasets come
     from ``generate_stream`` under the generator's ``seed`` (drawn and written chunk by chunk)
@@ -56,14 +69,14 @@ def hold_release(
     from synthinfer.release import write_release
 
     t0 = time.perf_counter()
-    gen = NapsuMQ(marginals, epsilon=epsilon, delta=delta, inference=inference, seed=seed)
+    gen = NapsuMQ(marginals, epsilon=epsilon, delta=delta, inference=inference, seed=seed, **settings)
     with console.status("measuring the marginals and inferring the posterior ...") as status:
         gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
     console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     t0 = time.perf_counter()
-    path = write_release(out, gen.generate_stream(m, midpoints=midpoints), record=gen.release_record(),
-                         overwrite=overwrite, private_data=df)
+    path = write_release(out, gen.generate_stream(m, midpoints=midpoints, numbers=numbers),
+                         record=gen.release_record(), overwrite=overwrite, private_data=df)
     console.print(f"generated {m} datasets of {gen.n_:,} rows and wrote them to [bold]{path}[/] in "
                   f"{time.perf_counter() - t0:.1f} s")
     return gen, path
@@ -75,42 +88,58 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--m", type=int, default=20, help="number of synthetic datasets")
     parser.add_argument("--inference", choices=["auto", "nuts", "laplace"], default="auto",
-                        help="auto (default: the library's choice, NUTS for this model), nuts, or laplace (fast)")
+                        help="auto (default: the library's choice, NUTS for these models), nuts, or laplace (fast, "
+                             "an approximation)")
+    parser.add_argument("--paper", action="store_true",
+                        help="the paper's model: age and hours in 5 buckets, age decoded as bucket midpoints")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 
     import statsmodels.formula.api as smf
 
     from synthinfer.data import decode, encode
-    from synthinfer.datasets import ADULT_PAPER_MARGINALS, load_adult
+    from synthinfer.datasets import ADULT_NUMBERS_MARGINALS, ADULT_PAPER_MARGINALS, load_adult
     from synthinfer.release import open_release
 
-    df, domain = load_adult(paper_subset=True)
+    df, domain = load_adult(paper_subset=True, numbers=not args.paper)
     n = len(df)
     delta = 1.0 / n**2
     console.rule("[bold]Data holder: NAPSU-MQ on UCI Adult")
     console.print(f"n = {n:,} rows; public {domain!r}")
-    console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; "
-                  f"{len(ADULT_PAPER_MARGINALS)} two-way marginals; inference = {args.inference}")
-    _, path = hold_release(df, domain, args.out / "release", marginals=ADULT_PAPER_MARGINALS, epsilon=args.epsilon,
-                           delta=delta, inference=args.inference, m=args.m, midpoints=["age"], seed=args.seed,
-                           overwrite=True)
+    if args.paper:
+        formula, marginals = PAPER_FORMULA, ADULT_PAPER_MARGINALS
+        model = {"midpoints": ["age"]}
+        what = f"the paper's {len(marginals)} two-way marginals (age and hours in 5 buckets)"
+    else:
+        formula, marginals = FORMULA, ADULT_NUMBERS_MARGINALS
+        model = {"numbers": NUMBERS, "coarse_interactions": "linear"}
+        what = (f"{len(marginals)} marginals, age and hours-per-week as numbers in 3-unit bins, "
+                "their pairs through 5 groups with slopes")
+    console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
+                  f"inference = {args.inference}")
+    _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
+                           delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True, **model)
 
     console.print(f"release written to {path}; its public report: {path / 'report.html'}")
 
     console.rule("[bold]Analyst: Rubin's rules on the release")
     release = open_release(path)
-    result = release.analyze(FORMULA, model="logit", drop_variance_above=1e3, progress=False)
+    result = release.analyze(formula, model="logit", drop_variance_above=1e3, progress=False)
     console.print(str(result.summary()), soft_wrap=True)
 
-    # For comparison only: the same fit on the real (discretised) data.
-    rows = decode(encode(df, domain), domain, midpoints=["age"])  # as the release writes them
+    # For comparison only: the same fit on the real data (the numbers themselves, or the buckets'
+    # midpoints as the paper's release writes them), with the group columns the release has.
+    rows = decode(encode(df, domain), domain, midpoints=model.get("midpoints", False))
+    for c in model.get("numbers", []):
+        rows[c] = df[c].to_numpy()
     real = rows.assign(income=(rows["income"] == ">50K").astype(float))
-    fit = smf.logit(FORMULA, data=real).fit(disp=0)
+    fit = smf.logit(formula, data=real).fit(disp=0)
     ci_syn = result.conf_int(0.05)
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
-    table.caption = "syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
+    table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
+                     + ("" if args.paper else "; with the paper's 5 age buckets as midpoints (--paper) the age "
+                        "interval is far wider"))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:
@@ -127,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     # The data holder's own report: fidelity and the analysis against the private data (not for publication)
     from synthinfer.reporting import report
 
-    holder = report(release, rows, formula=FORMULA, keys=["age", "sex", "race"], target="income")
+    holder = report(release, rows, formula=formula, keys=["age", "sex", "race"], target="income")
     holder.save(args.out / "holder_report.html")
     console.print(f"data holder's report (with the private data: do not publish): {args.out / 'holder_report.html'}")
 
@@ -138,10 +167,13 @@ def _num(x: float) -> str:
 
 
 def _short(term: str) -> str:
-    """``C(race, Treatment('White'))[T.Black]`` -> ``race[Black]`` (fits an 80-column terminal)."""
+    """``C(race, Treatment('White'))[T.Black]`` -> ``race[Black]``, ``Q('hours-per-week')`` ->
+    ``hours-per-week`` (fits an 80-column terminal)."""
     if term.startswith("C(") and "[T." in term:
         var = term[2:].split(",")[0].split(")")[0]
         return f"{var}[{term.rsplit('[T.', 1)[1].rstrip(']')}]"
+    if term.startswith("Q('") and term.endswith("')"):
+        return term[3:-2]
     return term
 
 

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
                              "an approximation)")
     parser.add_argument("--numbers", action="store_true",
                         help="age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on this model "
-                             "takes the better part of an hour of CPU")
+                             "takes an hour of CPU or more")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 

@@ -138,17 +138,30 @@ def test_cuts_group_a_discretised_columns_bins_like_brute_force():
     d = Domain.from_dict({"columns": [AGE_JSON, {"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}]})
     g = d["age_g"]
     assert g.categories == ("[17, 30)", "[30, 45)", "[45, 60)", "[60, 75)", "[75, 90]")
-    assert g == Column.groups_of(d["age"], [30, 45, 60, 75], name="age_g")
+    mapped = dict(g.derive)
+    assert (mapped["[29, 30)"], mapped["[30, 31)"], mapped["[88, 89)"], mapped["[89, 90]"]) == (
+        "[17, 30)", "[30, 45)", "[75, 90]", "[75, 90]")
     ages = np.arange(17, 91, dtype=float)  # every whole number of the column, the closed upper bound included
     codes = encode(pd.DataFrame({"age": ages}), d)
     expect = np.searchsorted([30, 45, 60, 75], ages, side="right")  # the group of each number
     np.testing.assert_array_equal(codes[:, 1], expect)
     assert Domain.from_json(d.to_json()) == d  # written back with its map
-    # a source with a missing-value category keeps it in the groups
+    # a source with a missing-value category keeps it in the groups, before or after grouping
     from synthinfer.data import with_missing_category
 
     m = Column.groups_of(with_missing_category(Domain([d["age"]]))["age"], [45], name="age_g")
     assert m.categories[-1] == "<missing>" and dict(m.derive)["<missing>"] == "<missing>"
+    for w in (with_missing_category(d), with_missing_category(d, ["age"])):
+        assert w.derived_sources == {"age_g": "age"} and w["age_g"].categories[-1] == "<missing>"
+        codes = encode(pd.DataFrame({"age": [17.0, None, 90.0]}), w)  # age_g computed, missing to missing
+        assert codes[:, 1].tolist() == [0, 5, 4]
+    with pytest.raises(DomainError, match="give 'age' the missing category"):
+        with_missing_category(d, ["age_g"])
+    # cuts equal to the source's edges up to rounding; numpy numbers
+    x = Domain.from_dict({"columns": [{"name": "x", "bounds": [0, 1], "bins": 10},
+                                      {"name": "x_g", "derived_from": "x", "cuts": [0.3]}]})
+    assert x["x_g"].categories == ("[0, 0.3)", "[0.3, 1]")
+    assert Column.groups_of(d["age"], [np.int64(30)], name="g").size == 2
 
 
 AGE_JSON = {"name": "age", "bin_edges": list(range(17, 91)), "integer": True}

@@ -158,7 +158,8 @@ def generate_cmd(
     numbers: str = typer.Option(
         None, "--numbers", metavar="COL,...|all",
         help="napsu: write these discretised columns (or all) as numbers drawn uniformly inside their bins "
-             '(whole numbers for "integer": true columns) instead of bin labels.'),
+             '(whole numbers for "integer": true columns) instead of bin labels; private-bins columns, written as '
+             "numbers by default, then only if named."),
     save_fit: Path = typer.Option(
         None, "--save-fit", dir_okay=False,
         help="napsu: also write the fit to this file (its noisy measurements and posterior draws, no rows; "

@@ -232,7 +232,8 @@ class Column:
         if isinstance(cuts, np.ndarray):
             cuts = cuts.tolist()
         if isinstance(cuts, (str, Mapping)) or not isinstance(cuts, Sequence) or not cuts or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in cuts):
+                isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                for v in cuts):
             raise DomainError(f"column {name!r}: 'cuts' must be a non-empty list of numbers, got {cuts!r}")
         b = source.binning
         edges = np.asarray(b.edges)
@@ -240,10 +241,13 @@ class Column:
         if not np.all(np.diff(c) > 0) or c[0] <= b.lower or c[-1] >= b.upper:
             raise DomainError(f"column {name!r}: 'cuts' must increase strictly inside {source.name!r}'s bounds "
                               f"[{_fmt(b.lower)}, {_fmt(b.upper)}], got {list(cuts)!r}")
-        off = [v for v in c if not np.any(edges == v)]
+        # a cut is the source's edge it equals up to rounding (an edge of linspace may be 0.30000000000000004)
+        at = [np.flatnonzero(np.isclose(edges, v, rtol=1e-12, atol=0.0)) for v in c]
+        off = [v for v, i in zip(c, at) if i.size == 0]
         if off:
             raise DomainError(f"column {name!r}: cut {_fmt(off[0])} is not an edge of {source.name!r}'s bins, so a bin "
                               "would lie in two groups")
+        c = edges[[int(i[0]) for i in at]]
         groups = Binning((b.lower, *c.tolist(), b.upper), integer=b.integer).labels()
         of = np.searchsorted(c, edges[:-1], side="right")  # a bin's group: the cuts at or below its lower edge
         has_missing = source.categories[-1] == MISSING

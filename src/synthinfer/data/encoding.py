@@ -8,6 +8,7 @@ see :func:`synthinfer.data.discretize.clip_to_bounds`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
@@ -32,16 +33,26 @@ MissingPolicy = Literal["error", "drop", "category"]
 
 def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) -> Domain:
     """The Domain with a :data:`MISSING` category appended to ``columns`` (default: every
-    categorical column; a continuous column has no categories to extend)."""
+    categorical column; a continuous column has no categories to extend). A derived column
+    follows its source: it gets the category, mapped from the source's, where its source does."""
+    derived = domain.derived_sources
     if columns is None:
-        columns = tuple(c.name for c in domain.columns if isinstance(c, Column))
+        columns = tuple(c.name for c in domain.columns if isinstance(c, Column) and c.name not in derived)
     else:
         columns = domain.check_columns(columns)
         domain.check_finite(columns, purpose="with_missing_category()")
+        named = [c for c in columns if c in derived]
+        if named:
+            raise DomainError(f"column {named[0]!r} is derived from {derived[named[0]]!r}: give {derived[named[0]]!r} "
+                              "the missing category and the derived column follows")
+    sources = {c for c in columns if MISSING not in domain[c].categories}
     out = []
     for c in domain.columns:
-        if c.name in columns and MISSING not in c.categories:
-            out.append(Column(c.name, c.categories + (MISSING,), c.binning))
+        if c.name in sources:
+            out.append(dataclasses.replace(c, categories=c.categories + (MISSING,)))
+        elif derived.get(c.name) in sources and MISSING not in c.categories:
+            out.append(dataclasses.replace(c, categories=c.categories + (MISSING,),
+                                           derive=c.derive + ((MISSING, MISSING),)))
         else:
             out.append(c)
     return Domain(out)

@@ -95,8 +95,7 @@ class _ScanCounter(ABC):
 
     def prefetch(self, marginals: Sequence[Sequence[str]]) -> None:
         todo = list(dict.fromkeys(tuple(m) for m in marginals if tuple(m) not in self._cache))
-        scanned = list(dict.fromkeys(self._scanned_as(m) for m in todo))
-        scanned = [m for m in scanned if m not in self._cache]
+        scanned = [m for m in dict.fromkeys(self._scanned_as(m) for m in todo) if m not in self._cache]
         if scanned:
             for key, counts in zip(scanned, self._scan(scanned)):
                 self._cache[key] = counts
@@ -105,11 +104,9 @@ class _ScanCounter(ABC):
                 self._cache[m] = self._through_maps(m)
 
     def _scanned_as(self, columns: tuple[str, ...]) -> tuple[str, ...]:
-        """The marginal the table is scanned for: computed columns replaced by their sources."""
-        if not any(c in self._computed for c in columns):
-            return columns
-        return tuple(dict.fromkeys(self.domain.derived_sources.get(c, c) if c in self._computed else c
-                                   for c in columns))
+        """The marginal the table is scanned for: where it names a computed column, every derived
+        column replaced by its source (:meth:`Domain.source_columns`; the maps were checked)."""
+        return self.domain.source_columns(columns) if any(c in self._computed for c in columns) else columns
 
     def _through_maps(self, columns: tuple[str, ...]) -> np.ndarray:
         """Counts of ``columns`` from those of :meth:`_scanned_as`: each scanned cell's count added
@@ -119,7 +116,7 @@ class _ScanCounter(ABC):
         grid = np.indices(shape).reshape(len(base), -1)
         codes = []
         for c in columns:
-            if c in self._computed:
+            if c in self.domain.derived:
                 src, table = self.domain.derived[c]
                 codes.append(table[grid[base.index(src)]])
             else:

@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--fine-width", type=int, default=1, help="age and hours in bins of this many units "
                     "(synthinfer.datasets.adult_number_edges)")
+    ap.add_argument("--pair-of-numbers", action="store_true",
+                    help="also measure (age_g, hours-per-week_g), as continuous_fine_coarse.py --pair-of-numbers")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -60,12 +62,13 @@ def main() -> None:
     from synthinfer.napsu.structured import plan, structured_log_likelihood
 
     marginals = [(c + "_g", "income") if (c in cfc.FINE and o == "income") else (c, o) for c, o in cfc.MARGINALS]
-    marginals += [(c,) for c in cfc.FINE]
+    marginals += [(c,) for c in cfc.FINE] + ([("age_g", "hours-per-week_g")] if a.pair_of_numbers else [])
     df, _ = cc.load()
     domain = cfc.fine_domain(fine_width=a.fine_width)
     data = df  # the group columns are computed from the numbers by the fit
     rec = {"command": " ".join(["python", "benchmarks/napsu/continuous_gradient.py", *sys.argv[1:]]),
-           "epsilon": a.epsilon, "repeats": a.repeats, "fine_width": a.fine_width, "loadavg_before": os.getloadavg()}
+           "epsilon": a.epsilon, "repeats": a.repeats, "fine_width": a.fine_width,
+           "pair_of_numbers": a.pair_of_numbers, "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference="laplace", coarse_interactions="linear").fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu

@@ -88,6 +88,13 @@ MIN_ELIMINATED_BLOCK = 32
 #: factorisation is ``k x k``; past half the block it saves little).
 MAX_ELIMINATED_RANK_SHARE = 0.5
 
+#: A projected clique's Gram tables come from its marginals on pairs of block scopes
+#: (:func:`_factorised_gram`) instead of one scatter-add of ``(1 + B)^2`` entries per clique
+#: cell (:func:`_gram_index`) when that scatter has at least this many entries: below it the
+#: scatter is one cheap program, above it (a clique of tens of thousands of cells with twenty
+#: blocks: two numbers and the columns of an analysis, all pairs measured) it sets the cost.
+FACTORISED_GRAM_MIN_ENTRIES = 1 << 20
+
 #: The measured values, in the order of the observation vector ``y``: per measurement
 #: ``(columns, cells)`` (domain column indices in the marginal's order; flat C-order cells), one
 #: value per cell; or ``(columns, cells, groups)``, where ``groups[i]`` is the value that cell
@@ -266,6 +273,11 @@ class _Clique:
     eliminated: int | None = None
     #: rank of that block's low-rank part: the separator's cells and its nested parts' cells
     eliminated_rank: int = 0
+    #: projected form from marginals on pairs of scopes (:func:`_factorised_gram`): the
+    #: clique's table shape and, for the separator then each block, its clique axes and its
+    #: ``(scope cells x values)`` factor (``G``'s columns as a function of the scope's cell);
+    #: None: one scatter-add (:func:`_gram_index`)
+    gram_factors: tuple[tuple[int, ...], tuple[tuple[tuple[int, ...], np.ndarray], ...]] | None = None
 
     @property
     def rank(self) -> int:
@@ -277,7 +289,7 @@ class _Clique:
         """Rough multiply-adds of one evaluation (forward pass) at this clique."""
         K, t, r = self.size, self.sep_size, self.rank
         if self.gram_index is not None:
-            gram = K * (len(self.blocks) + 1) ** 2
+            gram = K * (len(self.blocks) + 1) ** 2 if self.gram_factors is None else _factorised_flops(*self.gram_factors)
             if self.eliminated is None:
                 return gram + r**3 + r * r * t
             k1, k = self.blocks[self.eliminated].size, self.eliminated_rank
@@ -366,9 +378,14 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
         sep_size = math.prod(shape[v] for v in sep) if sep else 1
         # no measurement of the whole scope: the projected form (see structured_log_likelihood)
-        gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks) if not full[c] and blocks else None
-        gram_weight = None
-        if gram_index is not None and any(b.weight is not None for b in blocks):
+        projected = bool(not full[c] and blocks)
+        gram_index, gram_weight, gram_factors = None, None, None
+        if projected and cells_of[c] * (len(blocks) + 1) ** 2 >= FACTORISED_GRAM_MIN_ENTRIES:
+            gram_factors = _gram_factors(cl, sep, shape, blocks)
+            gram_index = np.zeros(0, dtype=np.int64)  # marks the projected form; the factors replace the scatter
+        elif projected:
+            gram_index = _gram_index(sep_map, cells_of[c], sep_size, blocks)
+        if gram_factors is None and projected and any(b.weight is not None for b in blocks):
             col = np.stack([np.ones(cells_of[c])] + [np.ones(cells_of[c]) if b.weight is None else b.weight
                                                       for b in blocks])  # (1 + B, K), as _gram_index's pairs
             gram_weight = (col[:, None, :] * col[None, :, :]).reshape(-1)
@@ -387,7 +404,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         cliques.append(_Clique(
             size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
             groups=groups, children=children, active=active[c], gram_index=gram_index, gram_weight=gram_weight,
-            eliminated=eliminated, eliminated_rank=low_rank,
+            eliminated=eliminated, eliminated_rank=low_rank, gram_factors=gram_factors,
         ))
     return cliques
 
@@ -416,7 +433,8 @@ class TreeLikelihoodPlan:
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or
         #: ``r x r`` matrices (projected form)
         self.bytes_per_point = 8 * 12 * sum(
-            (cq.rank + cq.sep_size) ** 2 + cq.size * (len(cq.blocks) + 1) ** 2 if cq.gram_index is not None
+            (cq.rank + cq.sep_size) ** 2 + (cq.size * (len(cq.blocks) + 1) ** 2 if cq.gram_factors is None
+                                             else _factorised_cells(*cq.gram_factors)) if cq.gram_index is not None
             else cq.size * (cq.sep_size + cq.rank + 2) for cq in self.cliques if cq.active)
 
     @property
@@ -595,6 +613,10 @@ def _gram_tables(cq: _Clique, p: jax.Array) -> tuple[jax.Array, jax.Array, jax.A
     blocks), ``P_GS`` (blocks x separator), by one scatter-add over the clique's cells
     (:func:`_gram_index`), and ``F = P_GS diag(1/p_S) = G^T Q``."""
     t = cq.sep_size
+    if cq.gram_factors is not None:
+        P_gg, P_gs = _factorised_gram(*cq.gram_factors, p)
+        p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
+        return P_gg, P_gs, P_gs / p_s
     size = t + cq.rank
     scattered = jnp.tile(p, (len(cq.blocks) + 1) ** 2)
     if cq.gram_weight is not None:  # weighted blocks: G's entries multiply in
@@ -603,6 +625,86 @@ def _gram_tables(cq: _Clique, p: jax.Array) -> tuple[jax.Array, jax.Array, jax.A
     P = P.reshape(size, size)
     p_s = jnp.sum(p) if cq.sep_map is None else jax.ops.segment_sum(p, cq.sep_map, t)
     return P[t:, t:], P[t:, :t], P[t:, :t] / p_s
+
+
+def _gram_factors(clique: tuple[int, ...], sep: tuple[int, ...], shape: Sequence[int], blocks: Sequence[_Block]
+                  ) -> tuple[tuple[int, ...], tuple[tuple[tuple[int, ...], np.ndarray], ...]]:
+    """:attr:`_Clique.gram_factors`: each column of ``E = [G_S, G]`` is a function of the cell of
+    one scope of the clique (the separator's, or a block's), so ``E``'s columns of that scope are
+    a ``(scope cells x values)`` matrix ``F`` (one entry per row: the value's weight, 1 unless
+    weighted) read off the clique-cell maps."""
+    table = tuple(shape[v] for v in clique)
+    sep_axes = tuple(clique.index(v) for v in sep)
+    t = math.prod(table[a] for a in sep_axes)
+    parts = [(sep_axes, np.eye(t))]
+    for b in blocks:
+        to_scope = _cell_map(clique, tuple(clique[a] for a in b.scope), shape)
+        cells = _cells(clique, b.scope, shape)
+        value = np.zeros(cells, dtype=np.int64)
+        value[to_scope] = b.cell_map  # a block's value is a function of its scope's cell
+        weight = np.ones(cells)
+        if b.weight is not None:
+            weight[to_scope] = b.weight
+        F = np.zeros((cells, b.size))
+        F[np.arange(cells), value] = weight
+        parts.append((tuple(b.scope), F))
+    return table, tuple(parts)
+
+
+def _pairs(parts: Sequence[tuple[tuple[int, ...], np.ndarray]]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The ``(i, j, union of their axes)`` of :func:`_factorised_gram`: each block with each block
+    from itself on, and with the separator (part 0)."""
+    return [(i, j, tuple(sorted(set(parts[i][0]) | set(parts[j][0]))))
+            for i in range(1, len(parts)) for j in [0, *range(i, len(parts))]]
+
+
+def _factorised_cells(table: tuple[int, ...], parts) -> int:
+    """Cells of the marginal tables :func:`_factorised_gram` forms (its working memory, roughly)."""
+    return sum(math.prod(table[a] for a in u) for u in {u for _, _, u in _pairs(parts)})
+
+
+def _factorised_flops(table: tuple[int, ...], parts) -> int:
+    """Rough multiply-adds of :func:`_factorised_gram`: each distinct union's marginal (a pass
+    over the clique) and, per pair, its marginal times the smaller factor's values, then the
+    two factors' product."""
+    K = math.prod(table)
+    unions = {u for _, _, u in _pairs(parts)}
+    work = K * len(unions)
+    for i, j, u in _pairs(parts):
+        ki, kj = parts[i][1].shape[1], parts[j][1].shape[1]
+        work += math.prod(table[a] for a in u) * min(ki, kj) + parts[i][1].shape[0] * ki * kj
+    return work
+
+
+def _factorised_gram(table: tuple[int, ...], parts, p: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``P_GG = G^T diag(p) G`` and ``P_GS = G^T diag(p) G_S`` of a projected clique from its
+    table's marginals: for scopes ``X, Y`` with factors ``F_X, F_Y`` (:func:`_gram_factors`),
+
+        (G_X^T diag(p) G_Y)[u, v] = sum over cells z of X ∪ Y of p_{X ∪ Y}(z) F_X[z_X, u] F_Y[z_Y, v],
+
+    one contraction of the marginal on ``X ∪ Y`` (an einsum), so the cost is the marginals'
+    cells times a factor's values instead of ``(1 + B)^2`` scattered entries per clique cell.
+    The same numbers as :func:`_gram_tables`' scatter-add."""
+    full = p.reshape(table)
+    letters = "abcdefghijklmnopqrstuvw"
+    if len(table) > len(letters):
+        raise ParameterError(f"a clique of {len(table)} columns is beyond the factorised Gram tables' {len(letters)}")
+    marginals: dict[tuple[int, ...], jax.Array] = {}
+    block: dict[tuple[int, int], jax.Array] = {}
+    for i, j, u in _pairs(parts):
+        if u not in marginals:
+            other = tuple(a for a in range(len(table)) if a not in u)
+            marginals[u] = jnp.sum(full, axis=other) if other else full
+        (ai, Fi), (aj, Fj) = parts[i], parts[j]
+        fi = jnp.asarray(Fi.reshape([table[a] for a in ai] + [Fi.shape[1]]))
+        fj = jnp.asarray(Fj.reshape([table[a] for a in aj] + [Fj.shape[1]]))
+        axes = lambda scope: "".join(letters[a] for a in scope)  # noqa: E731
+        block[i, j] = jnp.einsum(f"{axes(u)},{axes(ai)}X,{axes(aj)}Y->XY", marginals[u], fi, fj)
+    n = len(parts)
+    P_gg = jnp.concatenate([jnp.concatenate([block[i, j] if j >= i else block[j, i].T for j in range(1, n)], axis=1)
+                            for i in range(1, n)], axis=0)
+    P_gs = jnp.concatenate([block[i, 0] for i in range(1, n)], axis=0)
+    return P_gg, P_gs
 
 
 def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array,

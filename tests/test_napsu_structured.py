@@ -311,12 +311,12 @@ def test_factorised_gram_tables_change_nothing(shape, measured, monkeypatch):
         layout = _grouped(layout, rng)
     if measured == "weighted":
         layout = _weighted(layout, rng)
-    scattered = plan(MarkovNetwork(q), layout)
-    monkeypatch.setattr(structured, "FACTORISED_GRAM_MIN_ENTRIES", 0)
+    scattered = TreeLikelihoodPlan(MarkovNetwork(q), layout, factorised_gram_min=2**62)
+    assert all(cq.gram_factors is None for cq in scattered.cliques)
     for pick in (None, 0):
         monkeypatch.setattr(structured, "_eliminated_block", lambda cands, pick=pick: pick if pick in cands else None)
         net = MarkovNetwork(q)
-        tree = plan(net, layout)
+        tree = TreeLikelihoodPlan(net, layout, factorised_gram_min=0)
         projected = [c for c, cq in enumerate(tree.cliques) if cq.active and cq.gram_index is not None]
         assert projected and all(tree.cliques[c].gram_factors is not None for c in projected)
         theta = _thetas(q, 4, k=1)[0]

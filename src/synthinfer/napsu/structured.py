@@ -298,10 +298,13 @@ class _Clique:
         return K * (t + r) ** 2 + (t + r) ** 3
 
 
-def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> list[_Clique]:
+def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout,
+                  factorised_gram_min: int | None = None) -> list[_Clique]:
     """The per-clique plan of :class:`TreeLikelihoodPlan` from the junction tree, the domain's
     shape and the layout (needs no network: :func:`likelihood_flops` uses it to price a model
-    before it is built)."""
+    before it is built); ``factorised_gram_min`` as :class:`TreeLikelihoodPlan`'s."""
+    if factorised_gram_min is None:
+        factorised_gram_min = FACTORISED_GRAM_MIN_ENTRIES
     n_cliques = len(jt.cliques)
     cells_of = [math.prod(shape[v] for v in cl) for cl in jt.cliques]
 
@@ -380,7 +383,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout) -> lis
         # no measurement of the whole scope: the projected form (see structured_log_likelihood)
         projected = bool(not full[c] and blocks)
         gram_index, gram_weight, gram_factors = None, None, None
-        if projected and cells_of[c] * (len(blocks) + 1) ** 2 >= FACTORISED_GRAM_MIN_ENTRIES:
+        if projected and cells_of[c] * (len(blocks) + 1) ** 2 >= factorised_gram_min:
             gram_factors = _gram_factors(cl, sep, shape, blocks)
             gram_index = np.zeros(0, dtype=np.int64)  # marks the projected form; the factors replace the scatter
         elif projected:
@@ -422,13 +425,19 @@ class TreeLikelihoodPlan:
     """The fixed (data-independent) part of :func:`structured_log_likelihood` for a network and
     a layout of measured cells: which clique holds each measurement, the blocks of measured
     sub-marginals and separators of each clique, and the 0/1 maps between them. Built once
-    (``O(sum_C K_C (number of blocks)^2)``)."""
+    (``O(sum_C K_C (number of blocks)^2)``).
 
-    def __init__(self, network: MarkovNetwork, layout: Layout) -> None:
+    ``factorised_gram_min``: a clique without a measurement of its whole scope forms its Gram
+    tables from marginals on pairs of scopes when the one-scatter form would scatter at least
+    this many entries (default :data:`FACTORISED_GRAM_MIN_ENTRIES`; 0: always, a huge number:
+    never). The likelihood is the same either way; only its cost differs."""
+
+    def __init__(self, network: MarkovNetwork, layout: Layout, *, factorised_gram_min: int | None = None) -> None:
         self.network = network
         self.layout = layout
         self.size = layout_size(layout)
-        self.cliques = _plan_cliques(network.junction_tree, network.queries.domain.shape, layout)
+        self.cliques = _plan_cliques(network.junction_tree, network.queries.domain.shape, layout,
+                                     factorised_gram_min)
         #: float64 working memory of one evaluation with its gradient, roughly: a dozen copies
         #: (with reverse-mode residuals) of each clique's ``K x (t + r)`` matrices (cell form) or
         #: ``r x r`` matrices (projected form)
@@ -723,6 +732,8 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
     separator, one scatter-add over the clique's cells (:func:`_gram_index`): cost
     ``O(K B^2 + r^3)`` instead of ``O(K (t + r)^2)`` for the cell form. Triangulation makes such
     cliques (several measured 2-way marginals closing a cycle), where ``r`` is a fraction of ``K``.
+    In a large clique with many blocks the scatter itself dominates; there the tables come from
+    the clique's marginals on pairs of scopes instead (:func:`_factorised_gram`).
     """
     P_gg, P_gs, F = _gram_tables(cq, p)
     A = n * (P_gg - F @ P_gs.T)

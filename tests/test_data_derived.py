@@ -201,6 +201,20 @@ def test_a_derived_column_the_table_lacks_is_computed_from_its_source(tmp_path):
     assert counter.n == len(df)
     for m in [("code", "y"), ("level", "code"), ("z", "code", "y"), ("level", "y")]:
         np.testing.assert_array_equal(counter.count(m), count_codes(codes, d, m))
+    # count_file and `synthinfer count` compute it too (the file's own columns are counted as before)
+    from synthinfer.data import count_file
+    from synthinfer.data.marginals import count_file_marginals
+
+    for m in [("code", "y"), ("level", "code"), ("z", "code", "y"), ("level", "y")]:
+        np.testing.assert_array_equal(count_file(path, d, m), count_codes(codes, d, m))
+    both = count_file_marginals(path, d, [("code",), ("level",), ("code",)], missing="drop")
+    np.testing.assert_array_equal(both[0], count_codes(codes, d, ("code",)))
+    np.testing.assert_array_equal(both[2], both[0])
+    d.to_json(tmp_path / "d.json")
+    r = CliRunner().invoke(app, ["count", str(path), "--domain", str(tmp_path / "d.json"), "--marginal", "code,y"])
+    assert r.exit_code == 0, r.output
+    expected = count_codes(codes, d, ("code", "y")).astype(int)
+    assert all(f"{k:,}" in r.output for k in expected)
     # where the file has the column, every row is still checked against the map
     bad = df.assign(code=1)
     bad.to_csv(path, index=False)

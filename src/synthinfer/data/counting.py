@@ -12,7 +12,6 @@ map) and finds ``n``, before the caller spends any budget.
 
 from __future__ import annotations
 
-import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -23,7 +22,9 @@ import numpy as np
 
 from synthinfer.data.domain import Domain
 from synthinfer.data.encoding import computed_columns
-from synthinfer.data.marginals import count_codes, count_file_marginals, file_columns
+from synthinfer.data.marginals import (
+    count_codes, count_file_marginals, counts_through_maps, file_columns, scanned_columns,
+)
 from synthinfer.errors import ArgumentTypeError, DomainError, OutOfDomainError, UnknownColumnError
 
 
@@ -104,25 +105,14 @@ class _ScanCounter(ABC):
                 self._cache[m] = self._through_maps(m)
 
     def _scanned_as(self, columns: tuple[str, ...]) -> tuple[str, ...]:
-        """The marginal the table is scanned for: where it names a computed column, every derived
-        column replaced by its source (:meth:`Domain.source_columns`; the maps were checked)."""
-        return self.domain.source_columns(columns) if any(c in self._computed for c in columns) else columns
+        """The marginal the table is scanned for (:func:`synthinfer.data.marginals.scanned_columns`;
+        the maps of the derived columns the table has were checked)."""
+        return scanned_columns(self.domain, columns, self._computed)
 
     def _through_maps(self, columns: tuple[str, ...]) -> np.ndarray:
-        """Counts of ``columns`` from those of :meth:`_scanned_as`: each scanned cell's count added
-        to the cell its codes map to."""
+        """Counts of ``columns`` from those of :meth:`_scanned_as`, through the derived columns' maps."""
         base = self._scanned_as(columns)
-        shape = [self.domain[c].size for c in base]
-        grid = np.indices(shape).reshape(len(base), -1)
-        codes = []
-        for c in columns:
-            if c in self.domain.derived:
-                src, table = self.domain.derived[c]
-                codes.append(table[grid[base.index(src)]])
-            else:
-                codes.append(grid[base.index(c)])
-        cells = np.ravel_multi_index(tuple(codes), [self.domain[c].size for c in columns])
-        return np.bincount(cells, weights=self._cache[base], minlength=math.prod(self.domain[c].size for c in columns))
+        return counts_through_maps(self.domain, base, columns, self._cache[base])
 
     @abstractmethod
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:

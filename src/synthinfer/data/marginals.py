@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data.domain import Domain
-from synthinfer.data.encoding import MissingPolicy, category_text, encode
+from synthinfer.data.encoding import MissingPolicy, category_text, computed_columns, encode
 from synthinfer.errors import (
     DomainError,
     DuplicateColumnError,
@@ -255,12 +255,15 @@ def count_file_marginals(
     """
     import duckdb
 
-    marginals, used = plan_marginals(domain, marginals, missing)
+    wanted, _ = plan_marginals(domain, marginals, missing)
     path = Path(path)
     src = _duckdb_source(path)
     con = duckdb.connect()
     try:
         have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+        computed = computed_columns(have, domain)
+        scanned = [scanned_columns(domain, m, computed) for m in wanted]
+        marginals, used = plan_marginals(domain, list(dict.fromkeys(scanned)), missing)
         for c in used:
             if c not in have:
                 raise UnknownColumnError(f"the file {path.name} lacks column {c!r} (has {have})")
@@ -269,7 +272,32 @@ def count_file_marginals(
         raise DomainError(f"{path.name} could not be read: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    return collect_counts(rows, domain, marginals, used, missing, f"the file {path.name}")
+    counts = dict(zip(marginals, collect_counts(rows, domain, marginals, used, missing, f"the file {path.name}")))
+    return [counts[m] if m == w else counts_through_maps(domain, m, w, counts[m]) for m, w in zip(scanned, wanted)]
+
+
+def scanned_columns(domain: Domain, columns: tuple[str, ...], computed: Sequence[str]) -> tuple[str, ...]:
+    """The marginal a table is scanned for to count ``columns``: where it names a derived column
+    that the table lacks (``computed``, :func:`synthinfer.data.encoding.computed_columns`), every
+    derived column replaced by its source (:meth:`Domain.source_columns`)."""
+    return domain.source_columns(columns) if any(c in computed for c in columns) else tuple(columns)
+
+
+def counts_through_maps(domain: Domain, base: Sequence[str], columns: Sequence[str], counts: np.ndarray) -> np.ndarray:
+    """Counts of the marginal on ``columns`` from ``counts`` of the marginal on ``base``
+    (:func:`scanned_columns`: each derived column of ``columns`` replaced by its source): each
+    base cell's count added to the cell its codes map to through the derived columns' public maps."""
+    shape = [domain[c].size for c in base]
+    grid = np.indices(shape).reshape(len(base), -1)
+    codes = []
+    for c in columns:
+        if c in domain.derived:
+            src, table = domain.derived[c]
+            codes.append(table[grid[list(base).index(src)]])
+        else:
+            codes.append(grid[list(base).index(c)])
+    cells = np.ravel_multi_index(tuple(codes), [domain[c].size for c in columns])
+    return np.bincount(cells, weights=counts, minlength=math.prod(domain[c].size for c in columns))
 
 
 def file_columns(path: str | os.PathLike) -> list[str]:

@@ -67,6 +67,14 @@ _UNROLL_MAX = 32  # longest clique row sampled by the unrolled comparison count
 #: over ~10^6 gradient evaluations (Adult: d = 130).
 SMALL_MODEL_DIMENSION = 32
 
+#: The clique log-potentials ``B theta`` are a sparse product (a gather of the nonzero
+#: entries' parameters and a segment sum per cell) instead of a dense one when the dense
+#: incidence ``B`` (cells x parameters) has at least this many entries and at most
+#: :data:`SPARSE_POTENTIALS_MAX_DENSITY` of them are nonzero: a product over a clique of tens of
+#: thousands of cells then reads megabytes instead of the whole matrix, in each gradient.
+SPARSE_POTENTIALS_MIN_ENTRIES = 1 << 21
+SPARSE_POTENTIALS_MAX_DENSITY = 0.1
+
 
 def compiles_quick(dimension: int) -> bool:
     """Whether a model of ``dimension`` parameters compiles its programs quick
@@ -138,6 +146,11 @@ class MarkovNetwork:
             at = np.flatnonzero(np.isin(cell_of[i], cells))
             incidence[offsets[c] + at, j] = 1.0 if weights is None else weights[j][np.searchsorted(cells, cell_of[i][at])]
         self._incidence = incidence
+        nz_cell, nz_param = np.nonzero(incidence)  # cells ascending
+        sparse = (incidence.size >= SPARSE_POTENTIALS_MIN_ENTRIES
+                  and nz_cell.size <= SPARSE_POTENTIALS_MAX_DENSITY * incidence.size)
+        #: (cell, parameter, value) of B's nonzero entries, where the potentials use them; else None
+        self._sparse_incidence = (nz_cell, nz_param, incidence[nz_cell, nz_param]) if sparse else None
         self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
         # that puts the per-clique rows of E[a a^T] back into parameter order.
@@ -192,7 +205,11 @@ class MarkovNetwork:
                 f"theta must have shape ({self.dimension},) (one parameter per canonical query), "
                 f"got {theta.shape}; use jax.vmap for batches"
             )
-        flat = self._incidence @ theta
+        if self._sparse_incidence is None:
+            flat = self._incidence @ theta
+        else:
+            rows, cols, values = self._sparse_incidence
+            flat = jax.ops.segment_sum(theta[cols] * values, rows, self._incidence.shape[0], indices_are_sorted=True)
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
 

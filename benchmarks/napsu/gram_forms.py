@@ -125,26 +125,36 @@ def plot(doc: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(description: str, out: Path) -> argparse.Namespace:
+    """The options of this script and of ``potential_forms.py`` (the same models and repeats)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=out)
+    return ap.parse_args()
+
+
+def run_models(script: str, a: argparse.Namespace, measure, summary, plot) -> None:
+    """``measure(model, a)`` for each model, a line per model (``summary(record)``), then the
+    JSON record (with the command and the load average) and its plot."""
     warnings.simplefilter("ignore")
-    doc = {"command": " ".join(["python", "benchmarks/napsu/gram_forms.py", *sys.argv[1:]]), "epsilon": a.epsilon,
+    doc = {"command": " ".join(["python", f"benchmarks/napsu/{script}", *sys.argv[1:]]), "epsilon": a.epsilon,
            "seed": a.seed, "repeats": a.repeats, "cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg(),
            "models": []}
     for model in a.models.split(","):
         doc["models"].append(measure(model, a))
-        r = doc["models"][-1]
-        print(model, r["d"], {f: round(r[f]["call_cpu_min_ms"], 2) for f in FORMS}, flush=True)
+        print(model, doc["models"][-1]["d"], summary(doc["models"][-1]), flush=True)
     doc["loadavg_after"] = os.getloadavg()
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1))
     plot(doc, a.out.with_suffix(".png"))
+
+
+def main() -> None:
+    run_models("gram_forms.py", parse_args(__doc__.splitlines()[0], OUT), measure,
+               lambda r: {f: round(r[f]["call_cpu_min_ms"], 2) for f in FORMS}, plot)
 
 
 if __name__ == "__main__":

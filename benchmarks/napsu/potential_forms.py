@@ -16,17 +16,14 @@ difference in value and gradient between the forms.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gram_forms import MODELS, fit  # noqa: E402  (the models)
+from gram_forms import fit, parse_args, run_models  # noqa: E402  (the models, options and loop)
 from scale_gradient import time_program  # noqa: E402  (first call, then warm calls' wall and CPU time)
 
 OUT = Path(__file__).resolve().parent / "results" / "potential_forms.json"
@@ -103,26 +100,9 @@ def plot(doc: dict, path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
-    warnings.simplefilter("ignore")
-    doc = {"command": " ".join(["python", "benchmarks/napsu/potential_forms.py", *sys.argv[1:]]),
-           "epsilon": a.epsilon, "seed": a.seed, "repeats": a.repeats, "cpu_count": os.cpu_count(),
-           "loadavg_before": os.getloadavg(), "models": []}
-    for model in a.models.split(","):
-        doc["models"].append(measure(model, a))
-        r = doc["models"][-1]
-        print(model, r["d"], {f: {n: round(r[f][n]["call_cpu_min_ms"], 2) for n in ("log_partition", "neg_log_posterior")}
-                              for f in FORMS}, flush=True)
-    doc["loadavg_after"] = os.getloadavg()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1))
-    plot(doc, a.out.with_suffix(".png"))
+    run_models("potential_forms.py", parse_args(__doc__.splitlines()[0], OUT), measure,
+               lambda r: {f: {n: round(r[f][n]["call_cpu_min_ms"], 2) for n in ("log_partition", "neg_log_posterior")}
+                          for f in FORMS}, plot)
 
 
 if __name__ == "__main__":

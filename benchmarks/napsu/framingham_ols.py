@@ -1,0 +1,120 @@
+r"""A continuous outcome: OLS of systolic blood pressure on age, BMI and sex from NAPSU-MQ releases.
+
+The Framingham heart study teaching table (``synthinfer.datasets.load_framingham``; rows with a
+missing BMI dropped, n = 4,221) and the analysis ``sysBP ~ age + BMI + male`` by ordinary least
+squares, whose truth is the same fit on the real numbers. The data holder releases three numbers
+in fine public bins, each with five public groups (derived columns, which the fit computes):
+
+* ``sysBP``: 5 mmHg bins over [80, 300], groups cut at 110, 125, 140, 160;
+* ``age``: 2-year bins over [32, 72], groups cut at 40, 46, 52, 58;
+* ``BMI``: 1-unit bins over [15, 60], groups cut at 22, 25, 28, 32;
+
+every pair of the four analysis columns through the groups (so with
+``coarse_interactions="linear"`` the model is piecewise linear in each number inside each group,
+measured by the numbers' moments in each coarse cell) and the numbers' fine 1-ways. ``m``
+datasets are drawn with the numbers inside their bins (``numbers=True``) and, side by side, at
+the bins' midpoints; ``analyze(..., model="ols")`` combines them by Rubin's rules for synthetic
+data. Per coefficient: the error in real standard errors, whether the 95% interval covers the
+real estimate, and the width ratio (synthetic / real 95% interval). One fit per call, appended
+to ``--out``.
+
+    PYTHONPATH=src python benchmarks/napsu/framingham_ols.py --epsilon 1 --inference laplace --m 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+OUT = Path(__file__).resolve().parent / "results" / "framingham_ols.json"
+FORMULA = "sysBP ~ age + BMI + male"
+#: public bounds, bin width and group cuts of each number
+NUMBERS = {"sysBP": ((80.0, 300.0), 5.0, (110, 125, 140, 160)), "age": ((32.0, 72.0), 2.0, (40, 46, 52, 58)),
+           "BMI": ((15.0, 60.0), 1.0, (22, 25, 28, 32))}
+COLUMNS = ["sysBP", "age", "BMI", "male"]
+
+
+def table() -> tuple[pd.DataFrame, object]:
+    """The analysis columns (complete rows) and their public Domain (nothing read from the data)."""
+    from synthinfer.data import Column, Domain, binned_column
+    from synthinfer.datasets import load_framingham
+
+    df = load_framingham().data[COLUMNS].dropna().reset_index(drop=True)
+    df["male"] = df["male"].astype(int)
+    cols = []
+    for name, ((lo, hi), width, cuts) in NUMBERS.items():
+        fine = binned_column(name, bounds=(lo, hi), bins=int(round((hi - lo) / width)))
+        cols += [fine, Column.groups_of(fine, cuts, name=name + "_g")]
+    cols.append(Column("male", (0, 1)))
+    return df, Domain(cols)
+
+
+def marginals() -> list[tuple[str, ...]]:
+    group = {c: c + "_g" if c in NUMBERS else c for c in COLUMNS}
+    pairs = [(group[a], group[b]) for i, a in enumerate(COLUMNS) for b in COLUMNS[i + 1:]]
+    return pairs + [(c,) for c in NUMBERS]
+
+
+def ols(frame: pd.DataFrame):
+    import statsmodels.formula.api as smf
+
+    return smf.ols(FORMULA, frame).fit()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--inference", default="laplace")
+    ap.add_argument("--m", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    from synthinfer.analysis import analyze
+    from synthinfer.generate import NapsuMQ
+
+    df, domain = table()
+    real = ols(df)
+    rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
+           "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
+           "numbers": {k: {"bounds": v[0], "width": v[1], "cuts": v[2]} for k, v in NUMBERS.items()},
+           "marginals": [list(m) for m in marginals()], "coefficients": list(real.params.index),
+           "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
+    t, cpu = time.perf_counter(), time.process_time()
+    gen = NapsuMQ(marginals(), epsilon=a.epsilon, inference=a.inference, coarse_interactions="linear",
+                  seed=a.seed).fit(df, domain)
+    rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
+    rec["d"] = int(gen.network_.dimension)
+    rec["largest_clique_cells"] = int(max(np.prod(t.shape) for t in gen.network_.clique_marginals(
+        np.zeros(rec["d"]))))
+    derived = [c + "_g" for c in NUMBERS]
+    rq, se = real.params.to_numpy(), real.bse.to_numpy()
+    for decoder, kw in (("uniform", {"numbers": True}), ("midpoints", {"midpoints": True})):
+        syn = [s.drop(columns=derived).astype(float) for s in gen.generate(a.m, seed=a.seed, **kw)]
+        res = analyze(syn, FORMULA, model="ols", n=len(df), progress=False, seed=0)
+        q, ci = res.params.to_numpy(), res.conf_int(0.05).to_numpy()
+        rec[decoder] = {"estimate": q.tolist(), "error_in_real_se": ((q - rq) / se).tolist(),
+                        "covers95": ((ci[:, 0] <= rq) & (rq <= ci[:, 1])).tolist(),
+                        "width_ratio": ((ci[:, 1] - ci[:, 0]) / (2 * 1.959964 * se)).tolist()}
+    rec["loadavg_after"] = os.getloadavg()
+    doc = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}
+    doc["runs"].append(rec)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=1))
+    print(f"d = {rec['d']}, largest clique {rec['largest_clique_cells']} cells, fit {rec['fit_cpu_s']:.0f} s CPU")
+    for decoder in ("uniform", "midpoints"):
+        for name, e, c, w in zip(rec["coefficients"], rec[decoder]["error_in_real_se"], rec[decoder]["covers95"],
+                                 rec[decoder]["width_ratio"]):
+            print(f"{decoder:9s} {name:10s} error {e:+7.2f} real se  covers95 {c!s:5s}  width ratio {w:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -143,6 +144,9 @@ def test_sparse_potentials_change_nothing(monkeypatch):
 
     for a, b in zip(dense.clique_marginals(theta), sparse.clique_marginals(theta)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    with jax.enable_x64(False), warnings.catch_warnings():  # JAX's default 32-bit mode: the indices still fit
+        warnings.filterwarnings("ignore", message="Explicitly requested dtype float64", category=UserWarning)
+        assert np.isfinite(float(sparse.log_partition(np.zeros(q.dimension, np.float32))))
     np.testing.assert_allclose(jax.grad(lambda t: f(sparse, t))(theta), jax.grad(lambda t: f(dense, t))(theta),
                                rtol=1e-10, atol=1e-13)
 

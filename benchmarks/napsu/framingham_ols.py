@@ -93,8 +93,8 @@ def main() -> None:
                   seed=a.seed).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["d"] = int(gen.network_.dimension)
-    rec["largest_clique_cells"] = int(max(np.prod(t.shape) for t in gen.network_.clique_marginals(
-        np.zeros(rec["d"]))))
+    jt = gen.network_.junction_tree
+    rec["largest_clique_cells"] = int(max(np.prod(jt.shape(c)) for c in range(len(jt.cliques))))
     derived = [c + "_g" for c in NUMBERS]
     rq, se = real.params.to_numpy(), real.bse.to_numpy()
     for decoder, kw in (("uniform", {"numbers": True}), ("midpoints", {"midpoints": True})):

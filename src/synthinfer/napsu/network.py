@@ -150,7 +150,10 @@ class MarkovNetwork:
         sparse = (incidence.size >= SPARSE_POTENTIALS_MIN_ENTRIES
                   and nz_cell.size <= SPARSE_POTENTIALS_MAX_DENSITY * incidence.size)
         #: (cell, parameter, value) of B's nonzero entries, where the potentials use them; else None
-        self._sparse_incidence = (nz_cell, nz_param, incidence[nz_cell, nz_param]) if sparse else None
+        # int32 indices (cells and parameters are far fewer than 2^31): valid in JAX's default
+        # 32-bit mode as in float64 mode
+        self._sparse_incidence = ((nz_cell.astype(np.int32), nz_param.astype(np.int32), incidence[nz_cell, nz_param])
+                                  if sparse else None)
         self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
         # that puts the per-clique rows of E[a a^T] back into parameter order.
@@ -209,7 +212,8 @@ class MarkovNetwork:
             flat = self._incidence @ theta
         else:
             rows, cols, values = self._sparse_incidence
-            flat = jax.ops.segment_sum(theta[cols] * values, rows, self._incidence.shape[0], indices_are_sorted=True)
+            flat = jax.ops.segment_sum(theta[cols] * jnp.asarray(values, theta.dtype), rows, self._incidence.shape[0],
+                                       indices_are_sorted=True)
         o = self._offsets
         return [flat[o[c] : o[c + 1]].reshape(s) for c, s in enumerate(self._shapes)]
 

@@ -69,12 +69,18 @@ def test_spark_counts_equal_duckdb_and_pandas(spark, table):
 
 def test_spark_refuses_bad_tables_by_column_and_count(spark, table):
     df, _ = table
+
+    def views() -> set[str]:
+        return {t.name for t in spark.catalog.listTables() if t.name.startswith("synthinfer_")}
+
+    before = views()
     with pytest.raises(OutOfDomainError, match="'age' of the Spark DataFrame: 2 row"):
         SparkCounter(spark.createDataFrame(df.assign(age=df["age"].where(df.index > 1, 200.0))), DOMAIN)
     with pytest.raises(OutOfDomainError, match="'level' is derived from 'grade'"):
         SparkCounter(spark.createDataFrame(df.assign(level="high")), DOMAIN)
     with pytest.raises(UnknownColumnError, match="lacks Domain column"):
         SparkCounter(spark.createDataFrame(df.drop(columns="sex")), DOMAIN)
+    assert views() == before  # a refused table leaves no view behind
     # a derived column it lacks is computed from its source, as for DuckDB and pandas
     without = SparkCounter(spark.createDataFrame(df.drop(columns="level")), DOMAIN)
     np.testing.assert_array_equal(without.count(("level", "y")), count_codes(encode(df, DOMAIN), DOMAIN, ("level", "y")))

@@ -73,7 +73,11 @@ class SparkCounter(_ScanCounter):
         self.frame = frame
         self._view = f"synthinfer_{uuid.uuid4().hex}"
         frame.createOrReplaceTempView(self._view)
-        super().__init__(domain, "the Spark DataFrame", list(frame.columns))
+        try:
+            super().__init__(domain, "the Spark DataFrame", list(frame.columns))
+        except Exception:  # a refused table leaves no view behind in the user's session
+            frame.sparkSession.catalog.dropTempView(self._view)
+            raise
 
     def _scan(self, marginals: list[tuple[str, ...]]) -> list[np.ndarray]:
         marginals, used = plan_marginals(self.domain, marginals, "error")

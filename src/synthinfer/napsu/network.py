@@ -137,7 +137,8 @@ class MarkovNetwork:
         home = [next(c for c in range(n_cliques) if set(mc) <= set(jt.cliques[c])) for mc in cols]
         # Dense cell-to-parameter incidence B (cells x d): potentials = B theta, mu = B^T P.
         # Dense matmuls beat gather/scatter on CPU and transpose cleanly under autodiff; B has
-        # the size of the (cells x d) tables the covariance needs anyway.
+        # the size of the (cells x d) tables the covariance needs anyway. Only where B is large
+        # and sparse (a clique of tens of thousands of cells) do the potentials use its nonzeros.
         incidence = np.zeros((int(offsets[-1]), d))
         cell_of = [_cell_map(jt.cliques[c], mc, domain.shape) for mc, c in zip(cols, home)]
         weights = getattr(queries, "cell_weights", None)  # a feature's value on its cells (slopes); else 1

@@ -416,9 +416,12 @@ def likelihood_flops(junction_tree: JunctionTree, shape: Sequence[int], scopes: 
     """:attr:`TreeLikelihoodPlan.flops` of a model whose measurements are every cell of each
     of ``scopes`` (domain column indices) on ``junction_tree``: the work of one evaluation of
     the noise-aware likelihood, from the measured scopes alone (which cells are measured, and
-    how often, does not change it). Public wherever the scopes are."""
+    how often, does not change it). Public wherever the scopes are. Priced with every projected
+    clique's Gram tables in the one-scatter form, on which AIM's default cap was calibrated
+    (:data:`synthinfer.napsu.aim.DEFAULT_MAX_LIKELIHOOD_FLOPS`), whichever form the fit then uses."""
     layout = tuple((tuple(int(v) for v in sc), tuple(range(math.prod(shape[v] for v in sc)))) for sc in scopes)
-    return sum(cq.flops for cq in _plan_cliques(junction_tree, shape, layout) if cq.active)
+    return sum(cq.flops for cq in _plan_cliques(junction_tree, shape, layout, factorised_gram_min=1 << 62)
+               if cq.active)
 
 
 class TreeLikelihoodPlan:

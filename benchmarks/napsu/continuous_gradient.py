@@ -14,6 +14,9 @@ with XLA's own cost analysis (flops, bytes accessed) of the first two and, per c
 likelihood's plan, its cells ``K``, separator cells ``t``, block cells ``r`` and the plan's
 flop estimate (:attr:`synthinfer.napsu.structured.TreeLikelihoodPlan.flops`).
 
+``--pair-of-numbers`` measures ``(age_g, hours-per-week_g)`` too: the analysis' five columns are
+then all pairwise measured, so one clique holds them all (17,500 cells at ``--fine-width 3``).
+
     PYTHONPATH=src python benchmarks/napsu/continuous_gradient.py \
         --out benchmarks/napsu/results/continuous_gradient.json
 """

@@ -147,14 +147,15 @@ class MarkovNetwork:
             at = np.flatnonzero(np.isin(cell_of[i], cells))
             incidence[offsets[c] + at, j] = 1.0 if weights is None else weights[j][np.searchsorted(cells, cell_of[i][at])]
         self._incidence = incidence
-        nz_cell, nz_param = np.nonzero(incidence)  # cells ascending
-        sparse = (incidence.size >= SPARSE_POTENTIALS_MIN_ENTRIES
-                  and nz_cell.size <= SPARSE_POTENTIALS_MAX_DENSITY * incidence.size)
         #: (cell, parameter, value) of B's nonzero entries, where the potentials use them; else None
-        # int32 indices (cells and parameters are far fewer than 2^31): valid in JAX's default
-        # 32-bit mode as in float64 mode
-        self._sparse_incidence = ((nz_cell.astype(np.int32), nz_param.astype(np.int32), incidence[nz_cell, nz_param])
-                                  if sparse else None)
+        self._sparse_incidence = None
+        if incidence.size >= SPARSE_POTENTIALS_MIN_ENTRIES:
+            nz_cell, nz_param = np.nonzero(incidence)  # cells ascending
+            if nz_cell.size <= SPARSE_POTENTIALS_MAX_DENSITY * incidence.size:
+                # int32 indices (cells and parameters are far fewer than 2^31): valid in JAX's
+                # default 32-bit mode as in float64 mode
+                self._sparse_incidence = (nz_cell.astype(np.int32), nz_param.astype(np.int32),
+                                          incidence[nz_cell, nz_param])
         self._dropped = np.setdiff1d(np.arange(qs.dimension), queries.kept)
         # Each parameter belongs to one clique: its block of B (cells_c x d_c) and the order
         # that puts the per-clique rows of E[a a^T] back into parameter order.

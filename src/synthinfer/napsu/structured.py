@@ -701,17 +701,17 @@ def _factorised_gram(table: tuple[int, ...], parts, p: jax.Array) -> tuple[jax.A
     letters = "abcdefghijklmnopqrstuvw"
     if len(table) > len(letters):
         raise ParameterError(f"a clique of {len(table)} columns is beyond the factorised Gram tables' {len(letters)}")
+    # each factor with one axis per scope column (then its values), made a constant once
+    factors = [jnp.asarray(F.reshape([table[a] for a in axes] + [F.shape[1]])) for axes, F in parts]
+    letters_of = ["".join(letters[a] for a in axes) for axes, _ in parts]
     marginals: dict[tuple[int, ...], jax.Array] = {}
     block: dict[tuple[int, int], jax.Array] = {}
     for i, j, u in _pairs(parts):
         if u not in marginals:
             other = tuple(a for a in range(len(table)) if a not in u)
             marginals[u] = jnp.sum(full, axis=other) if other else full
-        (ai, Fi), (aj, Fj) = parts[i], parts[j]
-        fi = jnp.asarray(Fi.reshape([table[a] for a in ai] + [Fi.shape[1]]))
-        fj = jnp.asarray(Fj.reshape([table[a] for a in aj] + [Fj.shape[1]]))
-        axes = lambda scope: "".join(letters[a] for a in scope)  # noqa: E731
-        block[i, j] = jnp.einsum(f"{axes(u)},{axes(ai)}X,{axes(aj)}Y->XY", marginals[u], fi, fj)
+        union = "".join(letters[a] for a in u)
+        block[i, j] = jnp.einsum(f"{union},{letters_of[i]}X,{letters_of[j]}Y->XY", marginals[u], factors[i], factors[j])
     n = len(parts)
     P_gg = jnp.concatenate([jnp.concatenate([block[i, j] if j >= i else block[j, i].T for j in range(1, n)], axis=1)
                             for i in range(1, n)], axis=0)

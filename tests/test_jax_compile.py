@@ -36,3 +36,33 @@ def test_only_small_networks_compile_quick():
     big = MarkovNetwork(CanonicalQueries(Domain({"a": list(range(6)), "b": list(range(7))}), [("a", "b")]))
     assert small.dimension <= SMALL_MODEL_DIMENSION < big.dimension
     assert small.small and not big.small
+
+
+def test_the_objective_is_traced_once_for_every_program(monkeypatch):
+    """The value-and-gradient, value and NUTS programs of a network share one trace of eq. 6
+    (``likelihood.objective`` is jitted, so later programs reuse its jaxpr): tracing it again
+    for each was a noticeable part of a small fit's wait."""
+    from synthinfer.data import Domain
+    from synthinfer.napsu import structured
+    from synthinfer.napsu.likelihood import posterior_args, value_and_grad, values
+    from synthinfer.napsu.network import MarkovNetwork
+    from synthinfer.napsu.nuts import compile_nuts
+    from synthinfer.napsu.queries import CanonicalQueries
+    from synthinfer._precision import float64
+
+    traced = []
+    inner = structured.structured_log_likelihood
+
+    def counting(*args, **kwargs):
+        traced.append(1)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(structured, "structured_log_likelihood", counting)
+    net = MarkovNetwork(CanonicalQueries(Domain({"a": [0, 1], "b": [0, 1, 2], "c": [0, 1]}), [("a", "b"), ("b", "c")]))
+    d = net.dimension
+    args = posterior_args(np.full(d, 50.0), 3.0, 1000, 10.0)
+    with float64():
+        value_and_grad(net, "neg_log_posterior")(np.zeros(d), *args)
+        values(net, "neg_log_posterior", batched=False)(np.zeros((2, d)), *args)
+        compile_nuts(net, num_warmup=10, num_samples=10, jump_moves=False).result()
+    assert len(traced) == 1

@@ -65,6 +65,7 @@ class CoarseInteractions(str, Enum):
 
     constant = "constant"
     linear = "linear"
+    bilinear = "bilinear"
 
 
 class Engine(str, Enum):
@@ -132,8 +133,9 @@ def generate_cmd(
     coarse_interactions: CoarseInteractions = typer.Option(
         None, "--coarse-interactions",
         help="napsu: how the interactions of a column named through a many-to-one derived column vary inside a "
-             "group: constant (default; one parameter per group) or linear (also a slope in a numeric column's "
-             "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups)."),
+             "group: constant (default; one parameter per group), linear (also a slope in a numeric column's "
+             "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups) or bilinear "
+             "(also the product of two numbers named in one marginal, so they covary within each cell)."),
     smooth_sd: str = typer.Option(
         None, "--smooth-sd", metavar="SD|COL=SD,...",
         help="napsu: numeric columns' main effects as penalised splines whose slope changes from one bin to the "

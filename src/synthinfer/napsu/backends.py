@@ -422,7 +422,8 @@ class AutoBackend:
       exact posterior of the tied model. Coarse interactions alone (marginals naming a
       many-to-one derived column) keep the fine near-empty cells, so such a model follows the
       size rule above;
-    * a model with slopes of numeric coarse columns (``coarse_interactions="linear"``,
+    * a model with slopes of numeric coarse columns (``coarse_interactions="linear"`` or
+      ``"bilinear"``,
       ``PosteriorProblem.coarse_slopes``): NUTS, whatever its size. On Adult's logit with age
       and hours as whole numbers at epsilon 1 (450 parameters), the Laplace approximation's
       synthetic intervals missed age by 7-9 real standard errors in every fit, its draws

@@ -18,12 +18,23 @@ integer-scaled (weights ``round(Q w) / Q``, ``Q`` = :data:`MOMENT_SCALE`) by
 :func:`synthinfer.privacy.scaled_discrete_gaussian_mechanism`. Without moments a slope has no
 measured statistic and only the prior sets it.
 
-**Sensitivity** (substitution of one row, :func:`squared_sensitivity`): a marginal's table
-changes by ``-1, +1`` in two values when the row changes coarse cell (squared L2 ``2``), and by
-nothing when it stays. Each of its ``k`` moment tables changes by ``-w`` and ``+w'`` in two
-values when the row changes coarse cell (at most ``1 + 1``), or by ``w' - w`` in one value when
-it stays (at most ``2^2``). The marginal's squared sensitivity is therefore
-``max(2 + 2k, 4k)``: ``2`` without moments, ``4`` with one.
+With bilinear coarse interactions (two numeric columns ``x``, ``y`` named through groups in one
+marginal) the model also has a product term ``w_x w_y`` in each coarse cell, whose statistic is
+the **product moment** ``sum over the rows in the cell of w_x w_y``: how the two numbers covary
+inside the cell, which the moments alone leave at independence. Its weights ``w_x w_y`` are in
+``[-1, 1]`` too.
+
+**Sensitivity** (substitution of one row, :func:`squared_sensitivity`). Let ``f(c)`` be the
+vector of a fine cell's normalised weights in the marginal's moment tables (0 in a table that
+does not hold it). When the row changes coarse cell, the table changes by ``-1, +1`` in two
+values and each moment table by ``-f_t(c)`` and ``+f_t(c')`` in two values: squared L2 at most
+``2 + 2 max_c |f(c)|^2``. When it stays, only the moment tables change, by ``f(c') - f(c)`` for
+two fine cells of one coarse cell. The sensitivity is the larger of the two maxima, computed
+from the public weights. For ``k`` moments alone it is ``max(2 + 2k, 4k)``: ``2`` without
+moments, ``4`` with one, ``8`` with two. A pair of numbers with both moments and their product
+is also ``8``: inside a cell the largest change is a move from one edge of a group to the other
+(``f`` is convex in each number), and flipping one number changes its moment and the product by
+2 each, flipping both leaves the product as it was. So the product moment adds no noise.
 
 Which marginals are coarse, and how: :func:`coarse_versions` (each marginal on the model's
 columns with the maps of the columns it names through groups) and :func:`drop_contained` (a
@@ -62,16 +73,18 @@ def coarse_groups(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, dom
 
 @dataclass(frozen=True)
 class MomentQuery:
-    """The moment of numeric column ``column`` inside each coarse cell of ``marginal``'s coarse
-    table whose group of ``column`` holds two or more categories.
+    """The moment of numeric column ``columns[0]`` (or, with two columns, the product moment of
+    the pair) inside each coarse cell of ``marginal``'s coarse table whose groups of those
+    columns hold two or more categories each.
 
     ``cells`` (ascending fine cells of the marginal), ``groups`` (each cell's value, ``0 .. k - 1``)
-    and ``weights`` (each cell's integer weight ``round(Q w)``, ``Q`` = :data:`MOMENT_SCALE`):
-    value ``j`` is ``sum over cells in j of weights * count``, divided by ``Q`` once measured.
+    and ``weights`` (each cell's integer weight ``round(Q w)``, ``Q`` = :data:`MOMENT_SCALE`;
+    for a product ``w = w_x w_y``): value ``j`` is ``sum over cells in j of weights * count``,
+    divided by ``Q`` once measured.
     """
 
     marginal: Marginal
-    column: str
+    columns: tuple[str, ...]
     cells: np.ndarray
     groups: np.ndarray
     weights: np.ndarray
@@ -83,16 +96,17 @@ class MomentQuery:
 
 
 def moment_queries(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, scores: Mapping[str, np.ndarray],
-                   domain: Domain) -> list[MomentQuery]:
+                   domain: Domain, *, products: bool = False) -> list[MomentQuery]:
     """The moment queries of ``marginal`` named through ``maps`` (source column -> code -> group):
     one per coarse column with ``scores`` (the number of each of its categories, e.g. bin
     midpoints), over the coarse cells whose group of that column has scores of two or more
-    values (module docstring)."""
+    values; with ``products``, then one per pair of such columns, over the coarse cells where
+    both groups do (module docstring)."""
     if not maps:
         return []
     table = coarse_groups(marginal, maps, domain)
     grid = np.indices(marginal.shape(domain)).reshape(len(marginal.columns), -1)
-    out = []
+    centred: dict[str, np.ndarray] = {}  # each fine cell's w in [-1, 1]; NaN where its group has one value
     for axis, c in enumerate(marginal.columns):
         if c not in maps or c not in scores:
             continue
@@ -101,21 +115,49 @@ def moment_queries(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, sc
         hi = np.array([x[mp == g].max() for g in range(mp.max() + 1)])
         group = mp[grid[axis]]  # each fine cell's group of c
         half = (hi - lo)[group] / 2.0
-        cells = np.flatnonzero(half > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = np.where(half > 0, (x[grid[axis]] - (hi + lo)[group] / 2.0) / half, np.nan)
+        if np.isfinite(w).any():
+            centred[c] = np.clip(w, -1.0, 1.0)
+    names = list(centred)
+    terms = [(c,) for c in names] + ([(a, b) for i, a in enumerate(names) for b in names[i + 1:]] if products else [])
+    out = []
+    for cols in terms:
+        w = np.prod([centred[c] for c in cols], axis=0)
+        cells = np.flatnonzero(np.isfinite(w))
         if cells.size == 0:
             continue
-        w = (x[grid[axis][cells]] - (hi + lo)[group[cells]] / 2.0) / half[cells]
         values = np.unique(table[cells], return_inverse=True)[1].ravel().astype(np.int64)
-        out.append(MomentQuery(marginal, c, cells.astype(np.int64), values,
-                               np.rint(MOMENT_SCALE * np.clip(w, -1.0, 1.0)).astype(np.int64)))
+        out.append(MomentQuery(marginal, cols, cells.astype(np.int64), values,
+                               np.rint(MOMENT_SCALE * w[cells]).astype(np.int64)))
     return out
 
 
-def squared_sensitivity(moment_tables: Sequence[int]) -> int:
-    """Squared L2 sensitivity, under substitution of one row, of a list of marginals' coarse (or
-    fine) tables with, for marginal ``i``, ``moment_tables[i]`` normalised moment tables
-    (weights in ``[-1, 1]``): ``sum_i max(2 + 2 k_i, 4 k_i)`` (module docstring)."""
-    return int(sum(max(2 + 2 * k, 4 * k) for k in moment_tables))
+def squared_sensitivity(coarse_cells: np.ndarray | None, moments: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> float:
+    """Squared L2 sensitivity, under substitution of one row, of one marginal's table and its
+    moment tables (module docstring): ``max(2 + 2 max_c |f(c)|^2, max |f(c) - f(c')|^2)``, the
+    second over pairs of fine cells in one coarse cell.
+
+    ``coarse_cells``: each fine cell's coarse cell (:func:`coarse_groups`; ``None``: the table is
+    fine). ``moments``: ``(cells, weights)`` of each moment table, the weights normalised (the
+    measured ``round(Q w) / Q``, in ``[-1, 1]``). Only public quantities enter."""
+    if not moments:
+        return 2.0
+    size = (max(int(np.max(c)) for c, _ in moments) + 1) if coarse_cells is None else np.asarray(coarse_cells).size
+    f = np.zeros((size, len(moments)))
+    for t, (cells, weights) in enumerate(moments):
+        w = np.asarray(weights, dtype=np.float64)
+        if np.any(np.abs(w) > 1):
+            raise ValueError("moment weights must be normalised to [-1, 1]")
+        f[np.asarray(cells), t] = w
+    move = 2.0 + 2.0 * float(np.max(np.sum(f**2, axis=1)))
+    coarse = np.arange(size) if coarse_cells is None else np.asarray(coarse_cells)
+    stay = 0.0
+    for g in np.unique(coarse):
+        u = np.unique(f[coarse == g], axis=0)
+        for row in u[:-1]:  # pairs of distinct weight vectors (a few dozen per coarse cell)
+            stay = max(stay, float(np.max(np.sum((u - row) ** 2, axis=1))))
+    return max(move, stay)
 
 
 def coarse_versions(marginals, domain: Domain) -> list[tuple[tuple[str, ...], dict[str, np.ndarray]]]:

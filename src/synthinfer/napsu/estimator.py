@@ -206,7 +206,10 @@ class NapsuMQ(Generator):
         flattened); a categorical source stays constant. Without AIM such a marginal is
         measured as its coarse table, with ``"linear"`` also with the number's moment in each
         of its cells, the slopes' statistic (:mod:`synthinfer.napsu.coarse`; its own
-        sensitivity, accounted in zCDP). With slopes, ``inference="auto"`` samples with NUTS
+        sensitivity, accounted in zCDP). ``"bilinear"``: as ``"linear"``, and where a marginal
+        names two numeric columns through groups, a product term per coarse cell and its
+        statistic, the product moment, so that the synthetic numbers covary inside each cell
+        as the real ones do (what a regression of one number on others needs). With slopes, ``inference="auto"`` samples with NUTS
         whatever the model's size (:class:`~synthinfer.napsu.backends.AutoBackend`).
     smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
         slope from one bin to the next, one number for every column with numeric bins (three or
@@ -291,7 +294,7 @@ class NapsuMQ(Generator):
         cell_prior: float = CELL_PRIOR,
         interaction_sd: float | None = INTERACTION_SD,
         tie_below: float | Literal["auto"] | None = "auto",
-        coarse_interactions: Literal["constant", "linear"] = "constant",
+        coarse_interactions: Literal["constant", "linear", "bilinear"] = "constant",
         smooth_sd: float | Mapping[str, float] | None = None,
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
@@ -429,8 +432,9 @@ class NapsuMQ(Generator):
                                      "it needs interaction_sd")
             if not backend.noise_aware:
                 raise ParameterError(f"smooth_sd applies to noise-aware inference, not inference={self.inference!r}")
-        if self.coarse_interactions not in ("constant", "linear"):
-            raise ParameterError(f"coarse_interactions must be 'constant' or 'linear', got {self.coarse_interactions!r}")
+        if self.coarse_interactions not in ("constant", "linear", "bilinear"):
+            raise ParameterError("coarse_interactions must be 'constant', 'linear' or 'bilinear', "
+                                 f"got {self.coarse_interactions!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "well_measured", "first") or isinstance(self.reference, Mapping)):
@@ -638,8 +642,9 @@ class NapsuMQ(Generator):
             coarse_maps = {tuple(cols): maps for cols, maps in coarse if maps}
             groups = [coarse_groups(m, coarse_maps.get(m.columns), domain) for m in queryset.marginals]
             scores = numeric_scores(full_domain)
-            moments = [moment_queries(m, coarse_maps.get(m.columns), scores, domain)
-                       if self.coarse_interactions == "linear" else [] for m in queryset.marginals]
+            moments = [moment_queries(m, coarse_maps.get(m.columns), scores, domain,
+                                      products=self.coarse_interactions == "bilinear")
+                       if self.coarse_interactions != "constant" else [] for m in queryset.marginals]
             fine_tables = [counter.count(m.columns) for m in queryset.marginals]
             tables = [c if g is None else np.bincount(g, weights=c).round().astype(np.int64)
                       for c, g in zip(fine_tables, groups)]
@@ -651,7 +656,8 @@ class NapsuMQ(Generator):
                     raise PrivacyError("moments cannot be measured inside MST's jointly calibrated noise plan")
                 noisy_parts, sigma_scale = scaled_discrete_gaussian_mechanism(
                     [counts, *moment_values], [1] + [MOMENT_SCALE] * len(moment_values),
-                    sensitivity=math.sqrt(squared_sensitivity([len(qs) for qs in moments])),
+                    sensitivity=math.sqrt(sum(squared_sensitivity(g, [(q.cells, q.weights / MOMENT_SCALE) for q in qs])
+                                              for g, qs in zip(groups, moments))),
                     epsilon=meas_budget.epsilon, delta=meas_budget.delta, ledger=ledger,
                     name="napsu-mq: marginal queries and coarse moments")
                 noisy_all, *noisy_moments = noisy_parts
@@ -769,9 +775,9 @@ class NapsuMQ(Generator):
         if not named:
             return
         numeric = [cols for cols, maps in coarse if any(c in numeric_scores(domain) for c in maps)]
-        if self.coarse_interactions == "linear" and numeric and self.select_extra and self.select_extra != "aim":
+        if self.coarse_interactions != "constant" and numeric and self.select_extra and self.select_extra != "aim":
             raise ParameterError(f"marginal {numeric[0]} names a numeric column through its groups, and "
-                                 "coarse_interactions='linear' measures its moments in each group: MST's jointly "
+                                 f"coarse_interactions={self.coarse_interactions!r} measures its moments in each group: MST's jointly "
                                  "calibrated noise plan does not cover them; use select_extra='aim' or None, or "
                                  "coarse_interactions='constant'")
         if self.interaction_sd is None:
@@ -903,8 +909,9 @@ class NapsuMQ(Generator):
         moments = self._moments()
         if not moments:
             return float(self.queries_.l2_sensitivity)
-        tables = [m.marginal for m in self.measurements_ if m.weights is None]
-        return math.sqrt(squared_sensitivity([sum(q.marginal == t for q in moments) for t in tables]))
+        tables = [m for m in self.measurements_ if m.weights is None]
+        return math.sqrt(sum(squared_sensitivity(t.groups, [(q.cells, q.weights) for q in moments
+                                                            if q.marginal == t.marginal]) for t in tables))
 
     def _privacy_record(self) -> dict[str, Any]:
         rec = self.ledger_.to_dict()

@@ -304,20 +304,26 @@ def coarse_ties(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str
 
 
 def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[str], Mapping[str, np.ndarray]]],
-                  scores: Mapping[str, np.ndarray]) -> list[tuple[list[int], list[float]]]:
+                  scores: Mapping[str, np.ndarray], *, products: bool = False) -> list[tuple[list[int], list[float]]]:
     """Slopes that make the coarse interactions of numeric columns linear within each group.
 
     ``versions`` as for :func:`coarse_ties`; ``scores[c]`` is the number of each category of
     column ``c`` (e.g. its bins' midpoints). For every group of interactions that
     :func:`coarse_ties` ties or fixes at zero, and every coarse column ``c`` of its scope with
     scores, one slope: members the group's interactions, weight of the member with value
-    ``v_c`` ``(x(v_c) - a) / h``, where ``h`` is half the range of the scores of the group's
-    categories and ``a`` its centre, or the reference category's score in the reference's
-    group (whose constant is fixed at zero: the interaction there is ``psi (x(v_c) - x(x*_c)) / h``,
-    0 at the reference as reference coding needs). With the constant, ``lambda_D(v) = phi_g +
-    psi_g (x(v_c) - a) / h``: the interactions are linear in the number within each group, and
-    ``psi_g`` is the log-odds change from the group's centre to its edge. A group of one
-    category has no slope.
+    ``v_c`` ``w_c(v_c) = (x(v_c) - a) / h``, where ``h`` is half the range of the scores of the
+    group's categories and ``a`` its centre, or the reference category's score in the
+    reference's group (whose constant is fixed at zero: the interaction there is
+    ``psi (x(v_c) - x(x*_c)) / h``, 0 at the reference as reference coding needs). With the
+    constant, ``lambda_D(v) = phi_g + psi_g (x(v_c) - a) / h``: the interactions are linear in
+    the number within each group, and ``psi_g`` is the log-odds change from the group's centre
+    to its edge. A group of one category has no slope.
+
+    ``products``: also, for every pair ``c, c'`` of such columns in the scope, a product term of
+    weight ``w_c(v_c) w_c'(v_c')``: the interactions are then bilinear within each coarse cell,
+    ``phi + psi w_c + psi' w_c' + chi w_c w_c'``, and ``chi`` is how the two numbers covary
+    inside it (its statistic: the product moment, :mod:`synthinfer.napsu.coarse`). A column whose
+    group holds one category besides the reference has one weight there, and no product.
 
     Returns ``[(members, weights), ...]`` (:class:`InteractionFeatures`' ``slopes``).
     """
@@ -333,6 +339,8 @@ def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[s
         if not coarse:
             continue
         key = tuple(tuple(int(maps[c][v]) for maps in holders) if c in coarse else v for c, v in zip(scope, vals))
+        weight: dict[str, float] = {}  # w_c(v_c) of each coarse numeric column whose group has a range
+        varies: list[str] = []  # and of those whose w_c takes two values or more among the members
         for c, v in zip(scope, vals):
             if c not in coarse or c not in scores:
                 continue
@@ -343,9 +351,16 @@ def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[s
             if not half > 0:
                 continue
             anchor = scores[c][queries.reference[c]] if queries.reference[c] in codes else (x.max() + x.min()) / 2.0
-            members, weights = slopes.setdefault((int(queries.query_marginal[j]), scope, key, c), ([], []))
+            weight[c] = float((scores[c][v] - anchor) / half)
+            if codes.size - (queries.reference[c] in codes) >= 2:
+                varies.append(c)
+        # a product with a column whose members all have one weight would repeat the other's slope
+        pairs = [(a, b) for i, a in enumerate(varies) for b in varies[i + 1:]] if products else []
+        terms = [(c,) for c in weight] + pairs
+        for cols in terms:
+            members, weights = slopes.setdefault((int(queries.query_marginal[j]), scope, key, cols), ([], []))
             members.append(j)
-            weights.append(float((scores[c][v] - anchor) / half))
+            weights.append(float(np.prod([weight[c] for c in cols])))
     return list(slopes.values())
 
 

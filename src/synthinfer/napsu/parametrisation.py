@@ -57,7 +57,8 @@ def tied_network(
     In order: the interactions of columns the marginals name coarsely (``versions``: each
     marginal's columns and its maps of derived columns; :func:`~synthinfer.napsu.interactions.coarse_ties`,
     public), with ``coarse_interactions="linear"`` also their slopes in numeric columns
-    (:func:`~synthinfer.napsu.interactions.coarse_slopes`); with ``smooth_sd`` numeric
+    (:func:`~synthinfer.napsu.interactions.coarse_slopes`; ``"bilinear"``: and the products of
+    pairs of them); with ``smooth_sd`` numeric
     columns' main effects as penalised splines (:func:`~synthinfer.napsu.interactions.spline_main_effects`,
     change-of-slope sd ``smooth_sd / interaction_sd`` in the prior's units); with ``tie_below``
     the ``selected`` marginals' near-empty interactions
@@ -71,8 +72,8 @@ def tied_network(
     q = network.queries
     ties, zero = coarse_ties(q, versions)
     slopes: list = []
-    if coarse_interactions == "linear":
-        slopes = coarse_slopes(q, versions, dict(scores))
+    if coarse_interactions in ("linear", "bilinear"):
+        slopes = coarse_slopes(q, versions, dict(scores), products=coarse_interactions == "bilinear")
     spline_zero: list[int] = []
     splines: list = []
     if smooth_sd is not None:

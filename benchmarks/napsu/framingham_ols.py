@@ -9,16 +9,19 @@ in fine public bins, each with five public groups (derived columns, which the fi
 * ``age``: 2-year bins over [32, 72], groups cut at 40, 46, 52, 58;
 * ``BMI``: 1-unit bins over [15, 60], groups cut at 22, 25, 28, 32;
 
-every pair of the four analysis columns through the groups (so with
-``coarse_interactions="linear"`` the model is piecewise linear in each number inside each group,
-measured by the numbers' moments in each coarse cell) and the numbers' fine 1-ways. ``m``
+every pair of the four analysis columns through the groups and the numbers' fine 1-ways. With
+``--coarse-interactions linear`` the model is piecewise linear in each number inside each group,
+measured by the numbers' moments in each coarse cell; with ``bilinear`` (the default) each pair
+of numbers also has a product term per coarse cell, measured by its product moment, so that the
+numbers covary inside a cell (runs without the field in ``--out`` were ``linear``). ``m``
 datasets are drawn with the numbers inside their bins (``numbers=True``) and, side by side, at
 the bins' midpoints; ``analyze(..., model="ols")`` combines them by Rubin's rules for synthetic
 data. Per coefficient: the error in real standard errors, whether the 95% interval covers the
 real estimate, and the width ratio (synthetic / real 95% interval). One fit per call, appended
 to ``--out``.
 
-    PYTHONPATH=src python benchmarks/napsu/framingham_ols.py --epsilon 1 --inference laplace --m 20
+    PYTHONPATH=src python benchmarks/napsu/framingham_ols.py --epsilon 1 --inference laplace --m 20 \
+        --coarse-interactions bilinear
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def main() -> None:
     ap.add_argument("--inference", default="laplace")
     ap.add_argument("--m", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -85,11 +89,12 @@ def main() -> None:
     real = ols(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
+           "coarse_interactions": a.coarse_interactions,
            "numbers": {k: {"bounds": v[0], "width": v[1], "cuts": v[2]} for k, v in NUMBERS.items()},
            "marginals": [list(m) for m in marginals()], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
-    gen = NapsuMQ(marginals(), epsilon=a.epsilon, inference=a.inference, coarse_interactions="linear",
+    gen = NapsuMQ(marginals(), epsilon=a.epsilon, inference=a.inference, coarse_interactions=a.coarse_interactions,
                   seed=a.seed).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["d"] = int(gen.network_.dimension)

@@ -196,7 +196,7 @@ class NapsuMQ(Generator):
         rates where each repeat's real data were drawn anew (95%: 0.964, 50%: 0.536 over 20
         repeats at epsilon 1), and the untied model's Laplace approximation, the other choice at
         that size, covered 0.80 for two of seven coefficients (docs/napsu-sampler.md).
-    coarse_interactions : ``"constant"`` (default) or ``"linear"``: how the interactions of a
+    coarse_interactions : ``"constant"`` (default), ``"linear"`` or ``"bilinear"``: how the interactions of a
         column that a marginal names through a many-to-one derived column (an age group of
         one-year ages) vary inside a group. ``"constant"``: one parameter per group
         (:func:`synthinfer.napsu.interactions.coarse_ties`). ``"linear"``: for a source column

@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--outcome", choices=["fine", "coarse"], default="fine",
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
-    ap.add_argument("--coarse-interactions", choices=["constant", "linear"], default="constant")
+    ap.add_argument("--coarse-interactions", choices=["constant", "linear", "bilinear"], default="constant")
     ap.add_argument("--inference", choices=["laplace", "nuts"], default="laplace")
     ap.add_argument("--smooth-sd", type=lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split(","))},
                     default=None, help="NapsuMQ's smooth_sd per column, e.g. age=0.1 (penalised splines)")

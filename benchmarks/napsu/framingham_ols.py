@@ -129,6 +129,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
     ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ(cell_prior=...); default the library's")
+    ap.add_argument("--smooth-sd", type=float, default=None,
+                    help="NapsuMQ(smooth_sd=...): the numbers' main effects as penalised splines")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -139,12 +141,13 @@ def main() -> None:
     real = ols(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
-           "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior,
+           "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
            "numbers": {k: {"bounds": v[0], "width": v[1], "cuts": v[2]} for k, v in NUMBERS.items()},
            "marginals": [list(m) for m in marginals()], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
-    extra = {} if a.cell_prior is None else {"cell_prior": a.cell_prior}
+    extra = ({} if a.cell_prior is None else {"cell_prior": a.cell_prior}) | (
+        {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd})
     gen = NapsuMQ(marginals(), epsilon=a.epsilon, inference=a.inference, coarse_interactions=a.coarse_interactions,
                   seed=a.seed, **extra).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu

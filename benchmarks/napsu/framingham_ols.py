@@ -62,10 +62,11 @@ def table() -> tuple[pd.DataFrame, object]:
     return df, Domain(cols)
 
 
-def marginals() -> list[tuple[str, ...]]:
+def marginals(one_ways: bool = True) -> list[tuple[str, ...]]:
+    """Every pair of ``COLUMNS`` through the numbers' groups, and (``one_ways``) each number's fine 1-way."""
     group = {c: c + "_g" if c in NUMBERS else c for c in COLUMNS}
     pairs = [(group[a], group[b]) for i, a in enumerate(COLUMNS) for b in COLUMNS[i + 1:]]
-    return pairs + [(c,) for c in NUMBERS]
+    return pairs + ([(c,) for c in NUMBERS] if one_ways else [])
 
 
 def ols(frame: pd.DataFrame):
@@ -129,6 +130,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
     ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ(cell_prior=...); default the library's")
+    ap.add_argument("--no-one-ways", action="store_true",
+                    help="measure no fine 1-ways: inside a group each number is log-linear (its moments)")
     ap.add_argument("--smooth-sd", type=float, default=None,
                     help="NapsuMQ(smooth_sd=...): the numbers' main effects as penalised splines")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -143,12 +146,12 @@ def main() -> None:
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
            "numbers": {k: {"bounds": v[0], "width": v[1], "cuts": v[2]} for k, v in NUMBERS.items()},
-           "marginals": [list(m) for m in marginals()], "coefficients": list(real.params.index),
+           "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     extra = ({} if a.cell_prior is None else {"cell_prior": a.cell_prior}) | (
         {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd})
-    gen = NapsuMQ(marginals(), epsilon=a.epsilon, inference=a.inference, coarse_interactions=a.coarse_interactions,
+    gen = NapsuMQ(marginals(not a.no_one_ways), epsilon=a.epsilon, inference=a.inference, coarse_interactions=a.coarse_interactions,
                   seed=a.seed, **extra).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["d"] = int(gen.network_.dimension)

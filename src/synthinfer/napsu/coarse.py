@@ -133,7 +133,8 @@ def moment_queries(marginal: Marginal, maps: Mapping[str, np.ndarray] | None, sc
     return out
 
 
-def squared_sensitivity(coarse_cells: np.ndarray | None, moments: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> float:
+def squared_sensitivity(coarse_cells: np.ndarray | None,
+                        moments: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> float:
     """Squared L2 sensitivity, under substitution of one row, of one marginal's table and its
     moment tables (module docstring): ``max(2 + 2 max_c |f(c)|^2, max |f(c) - f(c')|^2)``, the
     second over pairs of fine cells in one coarse cell.

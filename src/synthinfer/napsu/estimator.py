@@ -196,8 +196,8 @@ class NapsuMQ(Generator):
         rates where each repeat's real data were drawn anew (95%: 0.964, 50%: 0.536 over 20
         repeats at epsilon 1), and the untied model's Laplace approximation, the other choice at
         that size, covered 0.80 for two of seven coefficients (docs/napsu-sampler.md).
-    coarse_interactions : ``"constant"`` (default), ``"linear"`` or ``"bilinear"``: how the interactions of a
-        column that a marginal names through a many-to-one derived column (an age group of
+    coarse_interactions : ``"constant"`` (default), ``"linear"`` or ``"bilinear"``: how the
+        interactions of a column that a marginal names through a many-to-one derived column (an age group of
         one-year ages) vary inside a group. ``"constant"``: one parameter per group
         (:func:`synthinfer.napsu.interactions.coarse_ties`). ``"linear"``: for a source column
         with numeric bins, also a slope per group in the bins' midpoints
@@ -209,8 +209,9 @@ class NapsuMQ(Generator):
         sensitivity, accounted in zCDP). ``"bilinear"``: as ``"linear"``, and where a marginal
         names two numeric columns through groups, a product term per coarse cell and its
         statistic, the product moment, so that the synthetic numbers covary inside each cell
-        as the real ones do (what a regression of one number on others needs). With slopes, ``inference="auto"`` samples with NUTS
-        whatever the model's size (:class:`~synthinfer.napsu.backends.AutoBackend`).
+        as the real ones do (what a regression of one number on others needs). With slopes,
+        ``inference="auto"`` samples with NUTS whatever the model's size
+        (:class:`~synthinfer.napsu.backends.AutoBackend`).
     smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
         slope from one bin to the next, one number for every column with numeric bins (three or
         more, not named only through groups) or ``{column: sd}`` for some: their main effects
@@ -777,9 +778,9 @@ class NapsuMQ(Generator):
         numeric = [cols for cols, maps in coarse if any(c in numeric_scores(domain) for c in maps)]
         if self.coarse_interactions != "constant" and numeric and self.select_extra and self.select_extra != "aim":
             raise ParameterError(f"marginal {numeric[0]} names a numeric column through its groups, and "
-                                 f"coarse_interactions={self.coarse_interactions!r} measures its moments in each group: MST's jointly "
-                                 "calibrated noise plan does not cover them; use select_extra='aim' or None, or "
-                                 "coarse_interactions='constant'")
+                                 f"coarse_interactions={self.coarse_interactions!r} measures its moments in each "
+                                 "group: MST's jointly calibrated noise plan does not cover them; use "
+                                 "select_extra='aim' or None, or coarse_interactions='constant'")
         if self.interaction_sd is None:
             raise ParameterError(f"marginal {named[0]} names a column through a many-to-one derived column, whose "
                                  "interactions are coarse (tied): that needs the interaction prior (interaction_sd); "

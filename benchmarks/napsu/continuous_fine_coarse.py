@@ -161,6 +161,8 @@ def main() -> None:
     ap.add_argument("--smooth-sd", type=lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split(","))},
                     default=None, help="NapsuMQ's smooth_sd per column, e.g. age=0.1 (penalised splines)")
     ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
+    ap.add_argument("--target-accept", type=float, default=None,
+                    help="NUTS only: NapsuMQ(target_accept=...) (default: the library's, with its retries)")
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
     ap.add_argument("--pair-of-numbers", action="store_true",
@@ -196,12 +198,14 @@ def main() -> None:
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
            "one_way_width": a.one_way_width, "fine_width": a.fine_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
-           **({"num_warmup": a.num_warmup, "num_samples": a.num_samples} if a.inference == "nuts" else {}),
+           **({"num_warmup": a.num_warmup, "num_samples": a.num_samples, "target_accept": a.target_accept}
+              if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
                   num_warmup=a.num_warmup, num_samples=a.num_samples, smooth_sd=a.smooth_sd,
-                  coarse_interactions=a.coarse_interactions, seed=a.seed).fit(data, domain)
+                  coarse_interactions=a.coarse_interactions, seed=a.seed,
+                  **({} if a.target_accept is None else {"target_accept": a.target_accept})).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]
     if a.inference == "laplace":
@@ -209,6 +213,7 @@ def main() -> None:
     else:
         rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences",
                                                                  "gradient_evaluations_per_draw", "passes",
+                                                                 "step_size",
                                                                  "earlier_runs") if k in gen.diagnostics_["nuts"]}
     syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
     q, ci95, ci50 = cc.analyse(syn, len(df))

@@ -134,6 +134,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
     ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ(cell_prior=...); default the library's")
+    ap.add_argument("--reference", default=None, metavar="COL=LABEL,...",
+                    help="fixed reference categories (NapsuMQ(reference=...); male's labels are 0 and 1)")
     ap.add_argument("--no-one-ways", action="store_true",
                     help="measure no fine 1-ways: inside a group each number is log-linear (its moments)")
     ap.add_argument("--smooth-sd", type=float, default=None,
@@ -155,6 +157,9 @@ def main() -> None:
     t, cpu = time.perf_counter(), time.process_time()
     extra = ({} if a.cell_prior is None else {"cell_prior": a.cell_prior}) | (
         {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd})
+    if a.reference:
+        pairs = dict(kv.split("=", 1) for kv in a.reference.split(","))
+        extra["reference"] = {c: int(v) if c == "male" else v for c, v in pairs.items()}
     gen = NapsuMQ(marginals(not a.no_one_ways), epsilon=a.epsilon, inference=a.inference,
                   coarse_interactions=a.coarse_interactions, seed=a.seed, **extra).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu

@@ -123,13 +123,13 @@ STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "on
               "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples")
 
 
-def summary(runs: list[dict]) -> list[dict]:
-    """Per study (runs with equal :data:`STUDY_KEYS`): repeats, 95% and 50% coverage over every
+def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
+    """Per study (runs with equal ``keys``): repeats, 95% and 50% coverage over every
     coefficient of every run, and per coefficient the median 95% width ratio, the median error
     in real se and the 95% coverage."""
     groups: dict[str, list[dict]] = {}
     for r in runs:
-        groups.setdefault(json.dumps({k: r.get(k) for k in STUDY_KEYS}), []).append(r)
+        groups.setdefault(json.dumps({k: r.get(k) for k in keys}), []).append(r)
     out = []
     for key, rs in groups.items():
         rows = {"study": json.loads(key), "repeats": len(rs),

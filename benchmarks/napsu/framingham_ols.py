@@ -20,10 +20,14 @@ data. Per coefficient: the error in real standard errors, whether the 95% interv
 real estimate, and the width ratio (synthetic / real 95% interval). Also the model's own OLS at
 its mode (exact, from its clique table: no synthetic sampling noise) with the covariance ratios
 (model / real data binned alike) and the rows in each number's upper tail. One fit per call,
-appended to ``--out``.
+appended to ``--out``; ``--summary`` prints each study's coverage from it (runs that differ
+only in ``--seed`` are repeats). ``--design`` picks other public bins (:data:`DESIGNS`): wide
+bins in the tails, and three groups per number.
 
     PYTHONPATH=src python benchmarks/napsu/framingham_ols.py --epsilon 1 --inference laplace --m 20 \
         --coarse-interactions bilinear
+    for s in $(seq 0 19); do PYTHONPATH=src python benchmarks/napsu/framingham_ols.py --epsilon 1 \
+        --design tails3 --m 100 --seed $s --out benchmarks/napsu/results/framingham_ols_coverage.json; done
 """
 
 from __future__ import annotations
@@ -41,22 +45,45 @@ import pandas as pd
 
 OUT = Path(__file__).resolve().parent / "results" / "framingham_ols.json"
 FORMULA = "sysBP ~ age + BMI + male"
-#: public bounds, bin width and group cuts of each number
-NUMBERS = {"sysBP": ((80.0, 300.0), 5.0, (110, 125, 140, 160)), "age": ((32.0, 72.0), 2.0, (40, 46, 52, 58)),
-           "BMI": ((15.0, 60.0), 1.0, (22, 25, 28, 32))}
+
+
+def _edges(lo: float, hi: float, width: float, *, below: tuple = (), above: tuple = ()) -> tuple[float, ...]:
+    """Bins of ``width`` over [lo, hi], with the public edges ``below`` lo and ``above`` hi as wider tail bins."""
+    return (*below, *np.arange(lo, hi + width / 2, width).tolist(), *above)
+
+
+#: each design's public bin edges and group cuts per number (nothing read from the data).
+#: "uniform": equal fine bins over wide clinical bounds; "tails": the same fine bins over the
+#: clinical bulk and a few wide bins in each tail, so that no bin is nearly empty at n = 4,221
+#: (sysBP >= 180 and BMI >= 36 or < 18 are clinical categories, not the data's quantiles)
+DESIGNS = {
+    "uniform": {"sysBP": (_edges(80, 300, 5), (110, 125, 140, 160)),
+                "age": (_edges(32, 72, 2), (40, 46, 52, 58)),
+                "BMI": (_edges(15, 60, 1), (22, 25, 28, 32))},
+    "tails": {"sysBP": (_edges(95, 180, 5, below=(80,), above=(200, 300)), (110, 125, 140, 160)),
+              "age": (_edges(32, 72, 2), (40, 46, 52, 58)),
+              "BMI": (_edges(18, 36, 1, below=(15,), above=(40, 60)), (22, 25, 28, 32))},
+    # as "tails", with three groups per number at clinical thresholds (so each coarse cell of a
+    # pair holds more rows): systolic 120 and 140 mmHg, age 44 and 56, BMI 25 and 30
+    "tails3": {"sysBP": (_edges(95, 180, 5, below=(80,), above=(200, 300)), (120, 140)),
+               "age": (_edges(32, 72, 2), (44, 56)),
+               "BMI": (_edges(18, 36, 1, below=(15,), above=(40, 60)), (25, 30))},
+}
+NUMBERS = tuple(DESIGNS["uniform"])
 COLUMNS = ["sysBP", "age", "BMI", "male"]
 
 
-def table() -> tuple[pd.DataFrame, object]:
-    """The analysis columns (complete rows) and their public Domain (nothing read from the data)."""
+def table(design: str = "uniform") -> tuple[pd.DataFrame, object]:
+    """The analysis columns (complete rows) and their public Domain in ``design`` (nothing read
+    from the data)."""
     from synthinfer.data import Column, Domain, binned_column
     from synthinfer.datasets import load_framingham
 
     df = load_framingham().data[COLUMNS].dropna().reset_index(drop=True)
     df["male"] = df["male"].astype(int)
     cols = []
-    for name, ((lo, hi), width, cuts) in NUMBERS.items():
-        fine = binned_column(name, bounds=(lo, hi), bins=int(round((hi - lo) / width)))
+    for name, (edges, cuts) in DESIGNS[design].items():
+        fine = binned_column(name, edges=edges)
         cols += [fine, Column.groups_of(fine, cuts, name=name + "_g")]
     cols.append(Column("male", (0, 1)))
     return df, Domain(cols)
@@ -124,8 +151,23 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
             "cov_ratio": (cm / cr).tolist(), "tail_rows": tails}
 
 
+#: what makes two runs repeats of one study (``--summary``)
+STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "marginals",
+              "decoder")
+
+
+def summary(runs: list[dict]) -> list[dict]:
+    """Each study's coverage (:func:`continuous_fine_coarse.summary`), per decoder."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import continuous_fine_coarse as cfc  # the Adult study's summary
+
+    flat = [{**r, **r[dec], "decoder": dec} for r in runs for dec in ("uniform", "midpoints") if dec in r]
+    return cfc.summary(flat, STUDY_KEYS)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--summary", action="store_true", help="print each study's coverage from --out (no fitting)")
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--inference", default="laplace")
     ap.add_argument("--m", type=int, default=20, help="synthetic datasets (0: only the model at its mode)")
@@ -138,18 +180,23 @@ def main() -> None:
                     help="measure no fine 1-ways: inside a group each number is log-linear (its moments)")
     ap.add_argument("--smooth-sd", type=float, default=None,
                     help="NapsuMQ(smooth_sd=...): the numbers' main effects as penalised splines")
+    ap.add_argument("--design", choices=tuple(DESIGNS), default="uniform",
+                    help="the numbers' public bins: uniform, or wide bins in the tails")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
+    if a.summary:
+        print(json.dumps(summary(json.loads(a.out.read_text())["runs"]), indent=1))
+        return
     warnings.simplefilter("ignore")
     from synthinfer.analysis import analyze
     from synthinfer.generate import NapsuMQ
 
-    df, domain = table()
+    df, domain = table(a.design)
     real = ols(df)
     rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
-           "numbers": {k: {"bounds": v[0], "width": v[1], "cuts": v[2]} for k, v in NUMBERS.items()},
+           "design": a.design, "numbers": {k: {"edges": list(e), "cuts": list(c)} for k, (e, c) in DESIGNS[a.design].items()},
            "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
@@ -174,9 +221,10 @@ def main() -> None:
     for decoder, kw in decoders:
         syn = [s.drop(columns=derived).astype(float) for s in gen.generate(a.m, seed=a.seed, **kw)]
         res = analyze(syn, FORMULA, model="ols", n=len(df), progress=False, seed=0)
-        q, ci = res.params.to_numpy(), res.conf_int(0.05).to_numpy()
+        q, ci, ci50 = res.params.to_numpy(), res.conf_int(0.05).to_numpy(), res.conf_int(0.5).to_numpy()
         rec[decoder] = {"estimate": q.tolist(), "error_in_real_se": ((q - rq) / se).tolist(),
                         "covers95": ((ci[:, 0] <= rq) & (rq <= ci[:, 1])).tolist(),
+                        "covers50": ((ci50[:, 0] <= rq) & (rq <= ci50[:, 1])).tolist(),
                         "width_ratio": ((ci[:, 1] - ci[:, 0]) / (2 * 1.959964 * se)).tolist()}
     rec["loadavg_after"] = os.getloadavg()
     doc = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}

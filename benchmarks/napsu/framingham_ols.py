@@ -68,6 +68,11 @@ DESIGNS = {
     "tails3": {"sysBP": (_edges(95, 180, 5, below=(80,), above=(200, 300)), (120, 140)),
                "age": (_edges(32, 72, 2), (44, 56)),
                "BMI": (_edges(18, 36, 1, below=(15,), above=(40, 60)), (25, 30))},
+    # as "tails3", with the upper tail bins in a group of their own (systolic >= 180, BMI >= 36),
+    # so that the moment weights of the bulk's top group are not stretched to the public bound
+    "tails4": {"sysBP": (_edges(95, 180, 5, below=(80,), above=(200, 300)), (120, 140, 180)),
+               "age": (_edges(32, 72, 2), (44, 56)),
+               "BMI": (_edges(18, 36, 1, below=(15,), above=(40, 60)), (25, 30, 36))},
 }
 NUMBERS = tuple(DESIGNS["uniform"])
 COLUMNS = ["sysBP", "age", "BMI", "male"]

@@ -157,8 +157,8 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
 
 
 #: what makes two runs repeats of one study (``--summary``)
-STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "marginals",
-              "decoder")
+STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "interaction_sd",
+              "marginals", "decoder")
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -179,6 +179,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
     ap.add_argument("--cell-prior", type=float, default=None, help="NapsuMQ(cell_prior=...); default the library's")
+    ap.add_argument("--interaction-sd", type=float, default=None,
+                    help="NapsuMQ(interaction_sd=...); default the library's")
     ap.add_argument("--reference", default=None, metavar="COL=LABEL,...",
                     help="fixed reference categories (NapsuMQ(reference=...); male's labels are 0 and 1)")
     ap.add_argument("--no-one-ways", action="store_true",
@@ -201,12 +203,14 @@ def main() -> None:
     rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
+           "interaction_sd": a.interaction_sd,
            "design": a.design, "numbers": {k: {"edges": list(e), "cuts": list(c)} for k, (e, c) in DESIGNS[a.design].items()},
            "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     extra = ({} if a.cell_prior is None else {"cell_prior": a.cell_prior}) | (
-        {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd})
+        {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd}) | (
+        {} if a.interaction_sd is None else {"interaction_sd": a.interaction_sd})
     if a.reference:
         pairs = dict(kv.split("=", 1) for kv in a.reference.split(","))
         extra["reference"] = {c: int(v) if c == "male" else v for c, v in pairs.items()}

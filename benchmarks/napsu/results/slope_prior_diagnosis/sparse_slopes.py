@@ -3,7 +3,7 @@ the library's 1), with no privacy noise drawn (the likelihood keeps epsilon's no
 diagnosis that reads the real counts, never a release: would dropping the slopes of near-empty
 coarse cells remove the dilution?
 
-    PYTHONPATH=src python benchmarks/napsu/results/framingham_diagnosis/sparse_slopes.py SD K --outcome coarse \
+    PYTHONPATH=src python benchmarks/napsu/results/slope_prior_diagnosis/sparse_slopes.py SD K --outcome coarse \
         --coarse-interactions linear --inference laplace --fine-width 3 --pair-of-numbers --m 20 --out /tmp/x.json
 """
 import os, sys

@@ -3,7 +3,7 @@ parameters only (the coarse cells' interactions keep --interaction-sd); with ZER
 environment no privacy noise is drawn; SCRIPT=continuous_fine_coarse runs Adult's study instead (the likelihood keeps epsilon's noise sd): what the prior
 alone does to the mode. A diagnosis, never a release.
 
-    ZERO=1 PYTHONPATH=src python benchmarks/napsu/results/framingham_diagnosis/prior_attribution.py FACTOR \
+    ZERO=1 PYTHONPATH=src python benchmarks/napsu/results/slope_prior_diagnosis/prior_attribution.py FACTOR \
         --epsilon 1 --design tails3 --m 0 [--interaction-sd 5] [--cell-prior 0] --out /tmp/x.json
 """
 from pathlib import Path

@@ -1,6 +1,6 @@
 """The slopes' prior sd at SD only where a slope's cells hold fewer than K real rows (the others at
-the library's 1), with no privacy noise drawn (the likelihood keeps epsilon's noise sd). A
-diagnosis that reads the real counts, never a release: would dropping the slopes of near-empty
+the library's 1), with no privacy noise drawn (the likelihood keeps epsilon's noise sd). With
+``NOISY=1`` the noise is drawn as usual. A diagnosis that reads the real counts, never a release: would dropping the slopes of near-empty
 coarse cells remove the dilution?
 
     PYTHONPATH=src python benchmarks/napsu/results/slope_prior_diagnosis/sparse_slopes.py SD K --outcome coarse \
@@ -16,7 +16,8 @@ from synthinfer.generate import NapsuMQ
 import jax.numpy as jnp
 
 sd_sparse, k_rows = float(sys.argv[1]), float(sys.argv[2])
-samplers.discrete_gaussian = lambda counts, scale: samplers.as_counts(counts)
+if not os.environ.get("NOISY"):  # NOISY=1: draw the privacy noise as usual
+    samplers.discrete_gaussian = lambda counts, scale: samplers.as_counts(counts)
 state = {}
 orig_fit = NapsuMQ.fit
 def fit(self, data, domain=None, ledger=None):

@@ -188,7 +188,7 @@ def main() -> None:
     ap.add_argument("--smooth-sd", type=float, default=None,
                     help="NapsuMQ(smooth_sd=...): the numbers' main effects as penalised splines")
     ap.add_argument("--design", choices=tuple(DESIGNS), default="uniform",
-                    help="the numbers' public bins: uniform, or wide bins in the tails")
+                    help="the numbers' public bins (DESIGNS): uniform; wide tail bins (tails); and 3 or 4 groups (tails3, tails4)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     if a.summary:

@@ -1,6 +1,6 @@
 """Diagnose the two modes at epsilon 100: capture the posterior problem, inspect the L-BFGS result, then Newton from the mode."""
 from pathlib import Path
-import sys, warnings, json, time
+import sys, warnings
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/napsu
 import framingham_ols as F

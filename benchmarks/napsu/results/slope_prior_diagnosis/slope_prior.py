@@ -1,10 +1,14 @@
-"""The slopes' prior sd at SD only where a slope's cells hold fewer than K real rows (the others at
-the library's 1), with no privacy noise drawn (the likelihood keeps epsilon's noise sd). With
-``NOISY=1`` the noise is drawn as usual. A diagnosis that reads the real counts, never a release: would dropping the slopes of near-empty
-coarse cells remove the dilution?
+"""The interaction prior's sd times SD on the slope and product parameters whose cells hold fewer
+than K real rows (``K = inf``: every slope; the coarse cells' interactions keep
+``--interaction-sd``), with no privacy noise drawn (the likelihood keeps epsilon's noise sd):
+what the prior alone does. ``NOISY=1`` draws the noise as usual. ``SCRIPT=framingham_ols`` runs
+Framingham's OLS instead of Adult's logit (``continuous_fine_coarse``); the other arguments go
+to that script. A diagnosis that reads the real counts, never a release.
 
-    PYTHONPATH=src python benchmarks/napsu/results/slope_prior_diagnosis/sparse_slopes.py SD K --outcome coarse \
+    PYTHONPATH=src python benchmarks/napsu/results/slope_prior_diagnosis/slope_prior.py SD K --outcome coarse \
         --coarse-interactions linear --inference laplace --fine-width 3 --pair-of-numbers --m 20 --out /tmp/x.json
+    SCRIPT=framingham_ols PYTHONPATH=src python .../slope_prior.py SD inf --epsilon 1 --design tails3 --m 0 \
+        [--interaction-sd 5] [--cell-prior 0] --out /tmp/x.json
 """
 import os, sys
 from pathlib import Path
@@ -27,18 +31,15 @@ NapsuMQ.fit = fit
 orig_init = interactions.InteractionFeatures.__init__
 def init(self, *a, **k):
     orig_init(self, *a, **k)
-    qs = self.canonical.queryset
-    counts = qs.count(state["df"][list(qs.domain.names)] if hasattr(qs.domain, "names") else state["df"])
-    off = qs.offsets()
-    scale = np.ones(self.dimension)
-    rows = np.zeros(self.dimension)
-    for i in np.flatnonzero(self.is_slope):
-        m = int(self.query_marginal[i])
-        rows[i] = counts[off[m] + self.cells[i]].sum()
-        if rows[i] < k_rows:
-            scale[i] = sd_sparse
-    state["scale"] = scale
-    print(f"slopes: {int(self.is_slope.sum())}, at sd {sd_sparse}: {int((scale != 1).sum())} (cells with < {k_rows:g} rows)", flush=True)
+    sparse = np.asarray(self.is_slope).copy()
+    if np.isfinite(k_rows):  # only the slopes whose cells hold fewer than K real rows
+        qs = self.canonical.queryset
+        counts, off = qs.count(state["df"][list(qs.domain.names)]), qs.offsets()
+        for i in np.flatnonzero(sparse):
+            sparse[i] = counts[off[int(self.query_marginal[i])] + self.cells[i]].sum() < k_rows
+    state["scale"] = np.where(sparse, sd_sparse, 1.0)
+    print(f"slopes: {int(self.is_slope.sum())}, prior sd times {sd_sparse}: {int(sparse.sum())} "
+          f"(cells with < {k_rows:g} rows)", flush=True)
 interactions.InteractionFeatures.__init__ = init
 def patched(lam, is_interaction, prior_sd, interaction_sd):
     sc = jnp.asarray(state["scale"])

@@ -602,3 +602,100 @@ def test_coarse_tables_keep_the_sensitivity_on_neighbouring_datasets(monkeypatch
         assert np.abs(diff).max() <= 1 and np.count_nonzero(diff) <= kw["unit_changes"] == 4
         assert np.sqrt((diff**2).sum()) <= kw["sensitivity"] + 1e-12
         assert a.size == 12 + 9  # the coarse table is measured, not its 18 fine cells
+
+
+# -- slopes of near-empty coarse cells dropped (chosen from the noisy coarse tables) ---------
+def _coarse_measurement(columns, counts, variance, grouping, weights=None):
+    """``(age, other)`` measured as age groups x other: value ``g * K + k`` sums cells ``(a, k)``
+    with ``grouping[a] = g``."""
+    from synthinfer.data import Marginal
+    from synthinfer.napsu.measurements import Measurement
+
+    ages, k = np.indices((6, AGE[columns[1]].size)).reshape(2, -1)
+    groups = grouping[ages] * AGE[columns[1]].size + k
+    return Measurement(Marginal(columns), np.asarray(counts, dtype=float), variance, cells=np.arange(groups.size),
+                       groups=groups, weights=weights)
+
+
+def test_near_empty_slopes_read_each_coarse_cells_count_from_the_measurements():
+    from synthinfer.napsu.interactions import coarse_slopes, near_empty_slopes
+    from synthinfer.napsu.measurements import Measurement
+
+    q = CanonicalQueries(AGE, [("age", "race"), ("age", "inc")], reference={"age": 0, "race": 0})
+    versions = [(("age", "race"), {"age": BY_HALVES}), (("age", "inc"), {})]
+    slopes = coarse_slopes(q, versions, {"age": AGE_YEARS})
+    info = _scopes(q)
+    # (age group, race) counts: group 0 x race 1 holds 5 rows, group 1 x race 2 holds 30, the rest 500
+    counts = np.array([[500, 5, 500], [500, 500, 30]])
+    race_table = _coarse_measurement(("age", "race"), counts.ravel(), 4.0**2, BY_HALVES)
+
+    def cell(members):  # brute force: the (age group, race) of a slope's members
+        (g,) = {int(BY_HALVES[info[j][2][0]]) for j in members}
+        (r,) = {info[j][2][1] for j in members}
+        return g, r
+
+    assert {cell(m) for m, _ in slopes} == {(0, 1), (0, 2), (1, 1), (1, 2)}
+    # the decision is count < k noise sd at the measurement's sd, 4: 5 rows from k = 1.25 on, 30 from 7.5
+    for below, expected in ((1.0, set()), (3.0, {(0, 1)}), (7.0, {(0, 1)}), (8.0, {(0, 1), (1, 2)}),
+                            (200.0, {(0, 1), (0, 2), (1, 1), (1, 2)})):
+        quiet = near_empty_slopes(q, slopes, [race_table], below=below)
+        assert {cell(slopes[k][0]) for k in quiet} == expected, below
+    # a finer measurement of less variance decides: its cells are summed over the members' ages
+    # (the reference's group leaves out age 0, whose interaction reference coding fixes at 0)
+    fine = np.full((6, 3), 100.0)
+    fine[3:6, 2] = 0.2  # group 1 with race 2: 0.6 < 3 sqrt(3) 0.5 (the coarse table said 30)
+    fine[:3, 1] = [1000.0, 0.5, 0.5]  # group 0 with race 1: age 0 is the reference, so 1.0 < 3 sqrt(2) 0.5
+    fine_table = Measurement(race_table.marginal, fine.ravel(), 0.5**2)
+    quiet = near_empty_slopes(q, slopes, [race_table, fine_table], below=3.0)
+    assert {cell(slopes[k][0]) for k in quiet} == {(0, 1), (1, 2)}
+    quiet = near_empty_slopes(q, slopes, [fine_table, race_table], below=1.0)  # 1.0 > 0.71, 0.6 < 0.87
+    assert {cell(slopes[k][0]) for k in quiet} == {(1, 2)}
+    # a moment (weighted) or a partial measurement never decides; with none, every slope is kept
+    moment = _coarse_measurement(("age", "race"), np.zeros(6), 1.0, BY_HALVES, weights=np.ones(18))
+    partial = Measurement(race_table.marginal, np.zeros(3), 1.0, cells=np.array([0, 1, 2]))
+    assert near_empty_slopes(q, slopes, [moment, partial], below=3.0) == []
+    with pytest.raises(ParameterError, match="positive"):
+        near_empty_slopes(q, slopes, [race_table], below=0.0)
+
+
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+def test_napsu_mq_drops_the_slopes_of_near_empty_coarse_cells(tmp_path):
+    from synthinfer.napsu.interactions import coarse_slopes, near_empty_slopes
+
+    df, domain = _numeric_age_table()
+    df = df[~((df["race"] == 2) & (df["age_group"] == "old"))]  # an empty coarse cell: (old, race 2)
+    kwargs = dict(epsilon=2.0, inference="laplace", seed=1, n_chains=1, num_samples=20, coarse_interactions="linear")
+    marginals = [("age_group", "inc"), ("age_group", "race")]
+    gen = NapsuMQ(marginals, slopes_below=3.0, **kwargs).fit(df, domain)
+    # the slopes kept are coarse_slopes' less near_empty_slopes' on this fit's noisy measurements
+    q = gen.queries_.canonical
+    versions = [(("age", "inc"), {"age": BY_HALVES}), (("age", "race"), {"age": BY_HALVES})]
+    every = coarse_slopes(q, versions, {"age": domain.midpoints("age")})
+    quiet = near_empty_slopes(q, every, gen.measurements_, below=3.0)
+    assert len(quiet) >= 1 and len(every) - len(quiet) >= 6  # at least the empty cell; 500-row cells stay
+    kept = [(tuple(m), tuple(w)) for k, (m, w) in enumerate(every) if k not in quiet]
+    assert list(gen.queries_.slopes) == kept
+    ties = gen.diagnostics_["ties"]
+    assert ties["near_empty_slopes"] == len(quiet) and ties["coarse_slopes"] == len(kept)
+    assert f"{len(quiet)} slopes of near-empty coarse cells dropped (below 3 noise sd)" in gen.summary()
+    assert gen.get_params()["slopes_below"] == 3.0 and gen.release_settings_["slopes_below"] == 3.0
+    gen.save(tmp_path / "g.napsu")
+    back = NapsuMQ.load(tmp_path / "g.napsu")
+    assert back.queries_.slopes == gen.queries_.slopes and back.slopes_below == 3.0
+    # no threshold: every slope kept
+    assert len(NapsuMQ(marginals, **kwargs).fit(df, domain).queries_.slopes) == len(every)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"slopes_below": 0.0}, "slopes_below must be"),
+    ({"slopes_below": float("nan")}, "slopes_below must be"),
+    ({"slopes_below": "auto"}, "slopes_below must be"),
+    ({"slopes_below": 3.0, "coarse_interactions": "constant"}, "coarse_interactions='linear'"),
+])
+def test_slopes_below_is_checked_before_any_spend(kwargs, match):
+    df, domain = _numeric_age_table(300)
+    gen = NapsuMQ([("age_group", "inc")], epsilon=1.0, inference="laplace", seed=0,
+                  **{"coarse_interactions": "linear", **kwargs})
+    with pytest.raises(ParameterError, match=match):
+        gen.fit(df, domain)
+    assert not hasattr(gen, "ledger_")

@@ -120,7 +120,7 @@ def age_profile(frame) -> dict:
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
 STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
-              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples")
+              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "slopes_below")
 
 
 def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
@@ -158,6 +158,8 @@ def main() -> None:
                     help="the outcome's pairs with age and hours: fine (one parameter per value) or through the groups")
     ap.add_argument("--coarse-interactions", choices=["constant", "linear", "bilinear"], default="constant")
     ap.add_argument("--inference", choices=["laplace", "nuts"], default="laplace")
+    ap.add_argument("--slopes-below", type=float, default=None,
+                    help="NapsuMQ(slopes_below=K): drop the slopes of coarse cells whose noisy count is below K noise sd")
     ap.add_argument("--smooth-sd", type=lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split(","))},
                     default=None, help="NapsuMQ's smooth_sd per column, e.g. age=0.1 (penalised splines)")
     ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
@@ -198,13 +200,14 @@ def main() -> None:
            "interaction_sd": a.interaction_sd, "m": a.m, "seed": a.seed, "marginals": [list(m) for m in marginals],
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
            "one_way_width": a.one_way_width, "fine_width": a.fine_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
+           "slopes_below": a.slopes_below,
            **({"num_warmup": a.num_warmup, "num_samples": a.num_samples, "target_accept": a.target_accept}
               if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
                   num_warmup=a.num_warmup, num_samples=a.num_samples, smooth_sd=a.smooth_sd,
-                  coarse_interactions=a.coarse_interactions, seed=a.seed,
+                  coarse_interactions=a.coarse_interactions, slopes_below=a.slopes_below, seed=a.seed,
                   **({} if a.target_accept is None else {"target_accept": a.target_accept})).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]

@@ -46,6 +46,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--required-share": ("napsu",),
     "--tie-below": ("napsu",),
     "--coarse-interactions": ("napsu",),
+    "--slopes-below": ("napsu",),
     "--smooth-sd": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
@@ -136,6 +137,10 @@ def generate_cmd(
              "group: constant (default; one parameter per group), linear (also a slope in a numeric column's "
              "bin midpoints, so a slope fitted on the synthetic data is not flattened within groups) or bilinear "
              "(also the product of two numbers named in one marginal, so they covary within each cell)."),
+    slopes_below: float = typer.Option(
+        None, "--slopes-below", metavar="K",
+        help="napsu, --coarse-interactions linear or bilinear: drop the slopes of coarse cells whose noisy count "
+             "is below K noise sd (the data cannot set them; default: keep every slope)."),
     smooth_sd: str = typer.Option(
         None, "--smooth-sd", metavar="SD|COL=SD,...",
         help="napsu: numeric columns' main effects as penalised splines whose slope changes from one bin to the "
@@ -186,7 +191,7 @@ def generate_cmd(
         "--workload": workload or None, "--max-model-cells": max_model_cells,
         "--max-likelihood-flops": max_likelihood_flops, "--required-share": required_share,
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
-        "--smooth-sd": smooth_sd,
+        "--slopes-below": slopes_below, "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
         "--numbers": numbers, "--save-fit": save_fit,
@@ -521,7 +526,8 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
     if name == "napsu":
         names = {"--inference": "inference", "--mst-budget-fraction": "mst_budget_fraction",
                  "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains",
-                 "--edges-share": "edges_share", "--coarse-interactions": "coarse_interactions"}
+                 "--edges-share": "edges_share", "--coarse-interactions": "coarse_interactions",
+                 "--slopes-below": "slopes_below"}
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)

@@ -212,6 +212,13 @@ class NapsuMQ(Generator):
         as the real ones do (what a regression of one number on others needs). With slopes,
         ``inference="auto"`` samples with NUTS whatever the model's size
         (:class:`~synthinfer.napsu.backends.AutoBackend`).
+    slopes_below : ``None`` (default) or a threshold ``k`` in noise standard deviations: with
+        linear coarse interactions, the slopes of the coarse cells whose noisy count is below
+        ``k`` noise sd are dropped (:func:`synthinfer.napsu.interactions.near_empty_slopes`;
+        post-processing, no privacy cost). The data cannot set such a slope (below about
+        3 noise sd its statistic says less than the prior), so it only tilts each synthetic
+        dataset at random inside a cell that holds few rows, and its narrow direction sets
+        NUTS's step.
     smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
         slope from one bin to the next, one number for every column with numeric bins (three or
         more, not named only through groups) or ``{column: sd}`` for some: their main effects
@@ -296,6 +303,7 @@ class NapsuMQ(Generator):
         interaction_sd: float | None = INTERACTION_SD,
         tie_below: float | Literal["auto"] | None = "auto",
         coarse_interactions: Literal["constant", "linear", "bilinear"] = "constant",
+        slopes_below: float | None = None,
         smooth_sd: float | Mapping[str, float] | None = None,
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
@@ -324,6 +332,7 @@ class NapsuMQ(Generator):
         self.interaction_sd = interaction_sd
         self.tie_below = tie_below
         self.coarse_interactions = coarse_interactions
+        self.slopes_below = slopes_below
         self.smooth_sd = smooth_sd
         self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
@@ -358,6 +367,7 @@ class NapsuMQ(Generator):
             "interaction_sd": self.interaction_sd,
             "tie_below": self.tie_below,
             "coarse_interactions": self.coarse_interactions,
+            "slopes_below": self.slopes_below,
             "smooth_sd": self.smooth_sd,
             "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
@@ -436,6 +446,13 @@ class NapsuMQ(Generator):
         if self.coarse_interactions not in ("constant", "linear", "bilinear"):
             raise ParameterError("coarse_interactions must be 'constant', 'linear' or 'bilinear', "
                                  f"got {self.coarse_interactions!r}")
+        if self.slopes_below is not None:
+            if not (_is_number(self.slopes_below) and math.isfinite(self.slopes_below) and self.slopes_below > 0):
+                raise ParameterError(f"slopes_below must be None or a finite number > 0 (noise sd), "
+                                     f"got {self.slopes_below!r}")
+            if self.coarse_interactions == "constant":
+                raise ParameterError("slopes_below drops slopes of coarse cells: it needs "
+                                     "coarse_interactions='linear' or 'bilinear'")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "well_measured", "first") or isinstance(self.reference, Mapping)):
@@ -710,7 +727,7 @@ class NapsuMQ(Generator):
                 network, marginals, reference, versions=versions, fixed=fixed, selected=selected,
                 scores=numeric_scores(full_domain), coarse_interactions=self.coarse_interactions,
                 smooth_sd=self.smooth_sd, interaction_sd=self.interaction_sd, tie_below=tie_below, noisy=noisy,
-                sigma=sigma, measurements=self.measurements_, layout=self.layout_)
+                slopes_below=self.slopes_below, sigma=sigma, measurements=self.measurements_, layout=self.layout_)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -731,6 +748,7 @@ class NapsuMQ(Generator):
         if queries is not queries.canonical:
             self.diagnostics_["ties"] = {
                 "tie_below": None if tie_below is None else float(tie_below), "ties": len(queries.ties),
+                "slopes_below": None if self.slopes_below is None else float(self.slopes_below),
                 "tied_interactions": sum(len(g) for g in queries.ties), **tie_counts,
                 "canonical_queries": queries.canonical.dimension, "parameters": queries.dimension}
         fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
@@ -1082,6 +1100,9 @@ class NapsuMQ(Generator):
                          f" and {t['coarse_zero']} fixed at 0 (their group holds the reference)")
         if t.get("coarse_slopes"):
             parts.append(f"{t['coarse_slopes']} slopes of numeric coarse columns (linear within their groups)")
+        if t.get("near_empty_slopes"):
+            parts.append(f"{t['near_empty_slopes']} slopes of near-empty coarse cells dropped "
+                         f"(below {t['slopes_below']:g} noise sd)")
         if t.get("spline_parameters"):
             parts.append(f"numeric columns' main effects as penalised splines ({t['spline_parameters']} parameters)")
         if t.get("tie_below") is not None:

@@ -44,6 +44,7 @@ parameters per group instead of one per fine value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -442,3 +443,59 @@ def near_empty_ties(queries: CanonicalQueries, s: np.ndarray, sigma: np.ndarray 
             continue
         groups.setdefault((int(queries.query_marginal[j]), scope), []).append(j)
     return [g for g in groups.values() if len(g) >= 2]
+
+
+def near_empty_slopes(queries: CanonicalQueries, slopes: Sequence[tuple[Sequence[int], Sequence[float]]],
+                      measurements: Sequence, *, below: float) -> list[int]:
+    """The slopes (:func:`coarse_slopes`) whose coarse cell's noisy count lies below ``below``
+    noise sd: the indices of ``slopes`` to drop.
+
+    A slope's feature lives on the cells where its scope ``D`` takes one of its members'
+    values, e.g. the rows of age group ``g`` with race ``r``. Its statistic, the number's
+    moment in that cell, carries about ``n_g var(w) psi`` of the slope ``psi`` against noise of
+    the count's order, so where the cell holds ``n_g`` rows of noise sd ``sigma`` the noise
+    alone leaves ``psi`` an sd of about ``3 sigma / n_g`` (weights ``w`` spread over ``[-1, 1]``,
+    ``var(w) ~ 1/3``): at ``n_g < 3 sigma`` the slope is the prior's, not the data's. Such
+    slopes tilt each synthetic dataset at random inside a cell nothing measures well (what
+    dilutes a regression slope fitted to the synthetic data), and they are the posterior's
+    narrowest directions, which set NUTS's step. Dropping one leaves the cell's values to its
+    group's constant and the fine main effects (a sub-family: the likelihood still uses every
+    measured value, its moment included).
+
+    The cell's count is read from the unweighted measurements (``Measurement``) whose marginal
+    holds ``D`` and is measured in full: the sum of the values whose cells project onto the
+    members' values (a coarse table's group counts whole: the reference category's value is
+    in its group), with variance the number of values summed times the measurement's; the
+    estimate of least variance decides, ``count < below * sd``. Post-processing of the
+    mechanism's output, no privacy cost. A slope no measurement covers is kept.
+    """
+    if not below > 0:
+        raise ParameterError(f"slope threshold must be positive (noise standard deviations), got {below!r}")
+    domain = queries.domain
+    support, values = _supports(queries)
+    usable = [m for m in measurements
+              if m.weights is None and m.cells.size == m.marginal.size(domain)]
+    projections: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}  # each cell's flat value of D, per measurement
+    quiet: list[int] = []
+    for k, (members, _) in enumerate(slopes):
+        scope = support[int(members[0])]
+        shape = tuple(domain[c].size for c in scope)
+        wanted = np.unique([np.ravel_multi_index(values[int(j)], shape) for j in members])  # a slope's scope holds its column
+        best: tuple[float, float] | None = None
+        for i, m in enumerate(usable):
+            cols = tuple(m.marginal.columns)
+            if not set(scope) <= set(cols):
+                continue
+            key = (i, scope)
+            if key not in projections:
+                grid = np.unravel_index(m.cells, m.marginal.shape(domain))
+                sub = tuple(grid[cols.index(c)] for c in scope)
+                projections[key] = np.ravel_multi_index(sub, shape)
+            hit = np.isin(projections[key], wanted)
+            summed = np.unique(m.groups[hit]) if m.groups is not None else np.flatnonzero(hit)
+            variance = summed.size * m.variance
+            if summed.size and (best is None or variance < best[1]):
+                best = (float(m.values[summed].sum()), variance)
+        if best is not None and best[0] < below * math.sqrt(best[1]):
+            quiet.append(k)
+    return quiet

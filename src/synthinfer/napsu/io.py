@@ -98,6 +98,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("required_share", None)  # likewise; it only matters to an AIM fit
     params.setdefault("tie_below", None)  # likewise: no ties
     params.setdefault("coarse_interactions", "constant")  # likewise: no slopes
+    params.setdefault("slopes_below", None)  # likewise: every slope kept
     params.setdefault("smooth_sd", None)  # likewise: no splines
     obj = cls(**params)
     obj.release_settings_ = params

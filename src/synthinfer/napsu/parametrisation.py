@@ -48,6 +48,7 @@ def tied_network(
     interaction_sd: float | None,
     tie_below: float | None,
     noisy: np.ndarray,
+    slopes_below: float | None = None,
     sigma: float,
     measurements: Sequence[Measurement] | None = None,
     layout=None,
@@ -58,7 +59,9 @@ def tied_network(
     marginal's columns and its maps of derived columns; :func:`~synthinfer.napsu.interactions.coarse_ties`,
     public), with ``coarse_interactions="linear"`` also their slopes in numeric columns
     (:func:`~synthinfer.napsu.interactions.coarse_slopes`; ``"bilinear"``: and the products of
-    pairs of them); with ``smooth_sd`` numeric
+    pairs of them), less those of near-empty coarse cells with ``slopes_below``
+    (:func:`~synthinfer.napsu.interactions.near_empty_slopes`, from the noisy ``measurements``);
+    with ``smooth_sd`` numeric
     columns' main effects as penalised splines (:func:`~synthinfer.napsu.interactions.spline_main_effects`,
     change-of-slope sd ``smooth_sd / interaction_sd`` in the prior's units); with ``tie_below``
     the ``selected`` marginals' near-empty interactions
@@ -66,7 +69,13 @@ def tied_network(
     chosen from the noisy counts: each canonical cell's ``noisy`` value at ``sigma``, or, with
     ``measurements`` and their ``layout`` (AIM), their inverse-variance combination.
     """
-    from synthinfer.napsu.interactions import coarse_slopes, coarse_ties, near_empty_ties, spline_main_effects
+    from synthinfer.napsu.interactions import (
+        coarse_slopes,
+        coarse_ties,
+        near_empty_slopes,
+        near_empty_ties,
+        spline_main_effects,
+    )
     from synthinfer.napsu.structured import canonical_summary
 
     q = network.queries
@@ -74,6 +83,11 @@ def tied_network(
     slopes: list = []
     if coarse_interactions in ("linear", "bilinear"):
         slopes = coarse_slopes(q, versions, dict(scores), products=coarse_interactions == "bilinear")
+    quiet: list[int] = []
+    if slopes and slopes_below is not None and measurements is not None:
+        quiet = near_empty_slopes(q, slopes, measurements, below=float(slopes_below))
+        dropped = set(quiet)
+        slopes = [sl for k, sl in enumerate(slopes) if k not in dropped]
     spline_zero: list[int] = []
     splines: list = []
     if smooth_sd is not None:
@@ -92,7 +106,8 @@ def tied_network(
         near = near_empty_ties(q, s, sd, below=float(tie_below), keep=[m.columns for m in fixed],
                                exclude=[j for g in ties for j in g] + zero + spline_zero)
     counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
-              "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_ties": len(near),
+              "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_slopes": len(quiet),
+              "near_empty_ties": len(near),
               "near_empty_interactions": sum(len(g) for g in near), "spline_parameters": len(splines)}
     ties, zero, slopes = ties + near, zero + spline_zero, slopes + splines
     if not (ties or zero or slopes):

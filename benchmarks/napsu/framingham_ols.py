@@ -158,7 +158,7 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
 
 #: what makes two runs repeats of one study (``--summary``)
 STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "interaction_sd",
-              "marginals", "decoder")
+              "marginals", "decoder", "slopes_below", "linear_by_linear")
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -185,6 +185,10 @@ def main() -> None:
                     help="fixed reference categories (NapsuMQ(reference=...); male's labels are 0 and 1)")
     ap.add_argument("--no-one-ways", action="store_true",
                     help="measure no fine 1-ways: inside a group each number is log-linear (its moments)")
+    ap.add_argument("--slopes-below", type=float, default=None,
+                    help="NapsuMQ(slopes_below=K): drop the slopes of coarse cells whose noisy count is below K noise sd")
+    ap.add_argument("--linear-by-linear", action="store_true",
+                    help="NapsuMQ(linear_by_linear=True): a trend per pair of numbers under the main effects' prior")
     ap.add_argument("--smooth-sd", type=float, default=None,
                     help="NapsuMQ(smooth_sd=...): the numbers' main effects as penalised splines")
     ap.add_argument("--design", choices=tuple(DESIGNS), default="uniform",
@@ -203,14 +207,17 @@ def main() -> None:
     rec = {"command": " ".join(["python", "benchmarks/napsu/framingham_ols.py", *sys.argv[1:]]), "formula": FORMULA,
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
-           "interaction_sd": a.interaction_sd,
+           "interaction_sd": a.interaction_sd, "slopes_below": a.slopes_below,
+           "linear_by_linear": a.linear_by_linear,
            "design": a.design, "numbers": {k: {"edges": list(e), "cuts": list(c)} for k, (e, c) in DESIGNS[a.design].items()},
            "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     extra = ({} if a.cell_prior is None else {"cell_prior": a.cell_prior}) | (
         {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd}) | (
-        {} if a.interaction_sd is None else {"interaction_sd": a.interaction_sd})
+        {} if a.interaction_sd is None else {"interaction_sd": a.interaction_sd}) | (
+        {} if a.slopes_below is None else {"slopes_below": a.slopes_below}) | (
+        {"linear_by_linear": True} if a.linear_by_linear else {})
     if a.reference:
         pairs = dict(kv.split("=", 1) for kv in a.reference.split(","))
         extra["reference"] = {c: int(v) if c == "male" else v for c, v in pairs.items()}

@@ -212,6 +212,13 @@ class NapsuMQ(Generator):
         as the real ones do (what a regression of one number on others needs). With slopes,
         ``inference="auto"`` samples with NUTS whatever the model's size
         (:class:`~synthinfer.napsu.backends.AutoBackend`).
+    linear_by_linear : ``False`` (default) or ``True``: one more parameter per pair of numeric
+        columns that a marginal holds, their linear-by-linear association
+        (:func:`synthinfer.napsu.interactions.linear_by_linear`) under the main effects' prior,
+        so the pair's interactions are shrunk towards a linear trend instead of towards
+        independence. The numbers' covariance (what an OLS of one number on others reads) is
+        then the data's, where at a small epsilon the interaction prior alone attenuates it.
+        Needs the interaction prior.
     slopes_below : ``None`` (default) or a threshold ``k`` in noise standard deviations: with
         linear coarse interactions, the slopes of the coarse cells whose noisy count is below
         ``k`` noise sd are dropped (:func:`synthinfer.napsu.interactions.near_empty_slopes`;
@@ -304,6 +311,7 @@ class NapsuMQ(Generator):
         tie_below: float | Literal["auto"] | None = "auto",
         coarse_interactions: Literal["constant", "linear", "bilinear"] = "constant",
         slopes_below: float | None = None,
+        linear_by_linear: bool = False,
         smooth_sd: float | Mapping[str, float] | None = None,
         edges_share: float = 0.1,
         laplace_max_iter: int = 6000,
@@ -333,6 +341,7 @@ class NapsuMQ(Generator):
         self.tie_below = tie_below
         self.coarse_interactions = coarse_interactions
         self.slopes_below = slopes_below
+        self.linear_by_linear = linear_by_linear
         self.smooth_sd = smooth_sd
         self.edges_share = edges_share
         self.laplace_max_iter = laplace_max_iter
@@ -368,6 +377,7 @@ class NapsuMQ(Generator):
             "tie_below": self.tie_below,
             "coarse_interactions": self.coarse_interactions,
             "slopes_below": self.slopes_below,
+            "linear_by_linear": self.linear_by_linear,
             "smooth_sd": self.smooth_sd,
             "edges_share": self.edges_share,
             "laplace_max_iter": self.laplace_max_iter,
@@ -453,6 +463,14 @@ class NapsuMQ(Generator):
             if self.coarse_interactions == "constant":
                 raise ParameterError("slopes_below drops slopes of coarse cells: it needs "
                                      "coarse_interactions='linear' or 'bilinear'")
+        if not isinstance(self.linear_by_linear, (bool, np.bool_)):
+            raise ParameterError(f"linear_by_linear must be True or False, got {self.linear_by_linear!r}")
+        if self.linear_by_linear:
+            if self.interaction_sd is None:
+                raise ParameterError("linear_by_linear centres the interaction prior on a trend: it needs interaction_sd")
+            if not backend.noise_aware:
+                raise ParameterError(f"linear_by_linear applies to noise-aware inference, "
+                                     f"not inference={self.inference!r}")
         if not (_is_number(self.edges_share) and 0 < self.edges_share < 1):
             raise ParameterError(f"edges_share must be a number in (0, 1), got {self.edges_share!r}")
         if not (self.reference in ("most_frequent", "well_measured", "first") or isinstance(self.reference, Mapping)):
@@ -721,13 +739,14 @@ class NapsuMQ(Generator):
             timings["network_and_measurement"] = time.perf_counter() - t0
         tie_counts: dict[str, int] = {}
         tie_below = self._tie_threshold()
-        if any(maps for _, maps in coarse) or (tie_below is not None and selected) or self.smooth_sd is not None:
+        if (any(maps for _, maps in coarse) or (tie_below is not None and selected) or self.smooth_sd is not None
+                or self.linear_by_linear):
             versions = coarse + [(m.columns, {}) for m in selected]  # selected marginals are fine
             network, tie_counts = tied_network(
                 network, marginals, reference, versions=versions, fixed=fixed, selected=selected,
                 scores=numeric_scores(full_domain), coarse_interactions=self.coarse_interactions,
                 smooth_sd=self.smooth_sd, interaction_sd=self.interaction_sd, tie_below=tie_below, noisy=noisy,
-                slopes_below=self.slopes_below, sigma=sigma, measurements=self.measurements_, layout=self.layout_)
+                slopes_below=self.slopes_below, linear_by_linear=bool(self.linear_by_linear), sigma=sigma, measurements=self.measurements_, layout=self.layout_)
         queries = network.queries
 
         self.marginals_ = marginals
@@ -1103,6 +1122,9 @@ class NapsuMQ(Generator):
         if t.get("near_empty_slopes"):
             parts.append(f"{t['near_empty_slopes']} slopes of near-empty coarse cells dropped "
                          f"(below {t['slopes_below']:g} noise sd)")
+        if t.get("linear_by_linear"):
+            parts.append(f"{t['linear_by_linear']} linear-by-linear trends of pairs of numeric columns "
+                         f"(under the main effects' prior)")
         if t.get("spline_parameters"):
             parts.append(f"numeric columns' main effects as penalised splines ({t['spline_parameters']} parameters)")
         if t.get("tie_below") is not None:

@@ -40,6 +40,15 @@ column's value: ``lambda_D(v) = phi_g + psi_g (x(v_c) - a_g) / h_g`` (``a_g`` th
 weighted feature ``sum_v (x(v_c) - a_g) / h_g 1[x_D = v]``. The log-linear model stays
 exponential-family on the fine domain, piecewise linear in the number across groups, with two
 parameters per group instead of one per fine value.
+
+**Linear-by-linear trends.** The interaction prior ``N(0, tau^2)`` centres every association on
+independence. Between two numbers measured only through groups at a small epsilon, the
+within-group part of their association is mostly the prior's, and centred there it attenuates
+the numbers' covariance (and an OLS of one on the other). :func:`linear_by_linear` adds one
+parameter per pair of numeric columns, ``lambda_(a, b)(v) += t (x_a(v_a) - x_a*) (x_b(v_b) - x_b*) /
+(h_a h_b)``, the linear-by-linear association (Goodman 1979; Agresti 2013, *Categorical Data
+Analysis*, sec. 10.5.1), under the main effects' wide prior: the coarse table measures it well,
+and the pair's interactions are then shrunk towards that trend instead of towards zero.
 """
 
 from __future__ import annotations
@@ -74,6 +83,9 @@ class InteractionFeatures:
         members ``j`` (canonical query indices sharing a host marginal and scope; they may also
         be tied or fixed at zero), with finite weights ``w_j``. They come after the other
         parameters.
+    trends : iterable of ``(members, weights)``
+        Weighted parameters as ``slopes``, but under the main effects' prior, not shrunk
+        (:func:`linear_by_linear`); they come last.
 
     Attributes
     ----------
@@ -91,18 +103,20 @@ class InteractionFeatures:
         ``x_D`` in its values.
     cell_weights : tuple of float64 arrays
         The feature's value on each of ``cells``: 1, or a slope's weight of the cell's member.
-    slopes : tuple of ``(members, weights)``
+    slopes, trends : tuple of ``(members, weights)``
         As given (members and weights as tuples).
-    is_slope : ndarray of bool
-        Which parameters are slopes (the last ``len(slopes)``).
+    is_slope, is_trend : ndarray of bool
+        Which parameters are slopes, and trends (the last ``len(trends)``).
     shrunk : ndarray of bool
         Which parameters take the interaction prior (:func:`synthinfer.napsu.likelihood.
-        log_interaction_prior`): those of order two or more, and every slope (a deviation from
-        its group's constant, or a spline's change of slope, :func:`spline_main_effects`).
+        log_interaction_prior`): those of order two or more but trends, and every slope (a
+        deviation from its group's constant, or a spline's change of slope,
+        :func:`spline_main_effects`).
     """
 
     def __init__(self, queries: CanonicalQueries, ties: Iterable[Sequence[int]] = (), zero: Iterable[int] = (),
-                 slopes: Iterable[tuple[Sequence[int], Sequence[float]]] = ()) -> None:
+                 slopes: Iterable[tuple[Sequence[int], Sequence[float]]] = (),
+                 trends: Iterable[tuple[Sequence[int], Sequence[float]]] = ()) -> None:
         self.canonical = queries
         d = queries.dimension
         support, values = _supports(queries)
@@ -131,7 +145,8 @@ class InteractionFeatures:
                     raise ParameterError(f"tied queries {list(g)} must share their marginal and scope")
             group_of[list(g)] = first
         self.slopes = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in slopes)
-        for mem, wts in self.slopes:
+        self.trends = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in trends)
+        for mem, wts in self.slopes + self.trends:
             if not mem or len(mem) != len(wts) or len(set(mem)) != len(mem):
                 raise ParameterError(f"a slope needs distinct members and one weight each, got {list(mem)}, {list(wts)}")
             if not all(0 <= j < d for j in mem):
@@ -144,7 +159,7 @@ class InteractionFeatures:
         firsts = np.unique(group_of[group_of >= 0])  # each parameter at its first member's position
         members = [np.flatnonzero(group_of == f) for f in firsts]
         weights = [np.ones(len(m)) for m in members]
-        for mem, wts in self.slopes:
+        for mem, wts in self.slopes + self.trends:
             members.append(np.asarray(mem, dtype=np.int64))
             weights.append(np.asarray(wts, dtype=np.float64))
         self.members = tuple(members)
@@ -178,8 +193,10 @@ class InteractionFeatures:
         vals = np.concatenate(weights) if weights else np.zeros(0)
         #: ``lambda = E phi`` (canonical interactions x parameters; 0/1 but for slopes' weights)
         self.expansion = sparse.csr_array((vals, (rows, cols)), shape=(d, self.dimension))
-        self.is_slope = np.arange(self.dimension) >= self.dimension - len(self.slopes)
-        self.shrunk = (self.order >= 2) | self.is_slope
+        position = np.arange(self.dimension)
+        self.is_trend = position >= self.dimension - len(self.trends)
+        self.is_slope = (position >= self.dimension - len(self.trends) - len(self.slopes)) & ~self.is_trend
+        self.shrunk = ((self.order >= 2) | self.is_slope) & ~self.is_trend
 
     # the canonical queries' public facts, unchanged by the parametrisation
     @property
@@ -226,10 +243,11 @@ class InteractionFeatures:
         parameter (post-processing). A slope's feature is the weighted sum of its members'
         cells, so its sd is ``sqrt(sum_j w_j^2 sigma_j^2)``; its count is ``+inf``: moving mass
         inside a group cannot empty the group, so a slope is never one-sided
-        (:func:`synthinfer.napsu.reparam.one_sided_cells`)."""
+        (:func:`synthinfer.napsu.reparam.one_sided_cells`), nor is a trend."""
         s = np.asarray(s, dtype=np.float64)
         var = np.broadcast_to(np.asarray(sigma, dtype=np.float64) ** 2, s.shape)
-        counts = np.array([np.inf if slope else s[m].sum() for m, slope in zip(self.members, self.is_slope)])
+        weighted = self.is_slope | self.is_trend
+        counts = np.array([np.inf if w else s[m].sum() for m, w in zip(self.members, weighted)])
         # a member of weight 0 adds nothing, even unmeasured (infinite variance)
         return counts, np.sqrt(np.array([(w**2 * np.where(w == 0, 0.0, var[m])).sum()
                                          for w, m in zip(self._member_weights, self.members)]))
@@ -238,7 +256,7 @@ class InteractionFeatures:
         n_tied = sum(len(g) for g in self.ties)
         return (f"InteractionFeatures({self.dimension} parameters: {self.canonical.dimension} interactions, "
                 f"{n_tied} of them in {len(self.ties)} ties, {len(self.zero)} fixed at zero, "
-                f"{len(self.slopes)} slopes)")
+                f"{len(self.slopes)} slopes, {len(self.trends)} trends)")
 
 
 def _supports(queries: CanonicalQueries) -> tuple[list[tuple[str, ...]], list[tuple[int, ...]]]:
@@ -363,6 +381,43 @@ def coarse_slopes(queries: CanonicalQueries, versions: Iterable[tuple[Sequence[s
             members.append(j)
             weights.append(float(np.prod([weight[c] for c in cols])))
     return list(slopes.values())
+
+
+def linear_by_linear(queries: CanonicalQueries, scores: Mapping[str, np.ndarray]
+                     ) -> list[tuple[list[int], list[float]]]:
+    """One trend per pair of numeric columns that a marginal holds: the linear-by-linear
+    association ``t w_a(v_a) w_b(v_b)``, ``w_c(v) = (x_c(v) - x_c(x*_c)) / h_c`` with ``x_c`` the
+    column's ``scores`` (its bins' midpoints), ``x*_c`` its reference category and ``h_c`` half
+    the scores' range; zero at either reference, as reference coding needs.
+
+    Members are every interaction of the scope ``(a, b)`` (in its host marginal; tied or fixed
+    at zero as may be), so the trend adds to what the pair's own parameters say, and those
+    parameters' prior ``N(0, tau^2)`` becomes a prior centred on the trend: the model's family is
+    unchanged where the pair's interactions are free (the trend is in their span), and grows by
+    the trend where they are tied in groups. The trend takes the main effects' prior
+    (:class:`InteractionFeatures`' ``trends``): its statistic, the numbers' covariance, sums the
+    whole table, so the data set it, not the prior.
+
+    Returns ``[(members, weights), ...]`` (:class:`InteractionFeatures`' ``trends``), in the
+    order of the scopes' first interactions.
+    """
+    support, values = _supports(queries)
+    trends: dict[tuple, tuple[list[int], list[float]]] = {}
+    for j, (scope, vals) in enumerate(zip(support, values)):
+        if len(scope) != 2 or not all(c in scores for c in scope):
+            continue
+        weight = 1.0
+        for c, v in zip(scope, vals):
+            x = np.asarray(scores[c], dtype=np.float64)
+            half = (x.max() - x.min()) / 2.0
+            if not half > 0:
+                break
+            weight *= (x[v] - x[queries.reference[c]]) / half
+        else:
+            members, weights = trends.setdefault((int(queries.query_marginal[j]), scope), ([], []))
+            members.append(j)
+            weights.append(float(weight))
+    return list(trends.values())
 
 
 def spline_main_effects(queries: CanonicalQueries, scores: Mapping[str, np.ndarray], ratio: float,

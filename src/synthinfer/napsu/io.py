@@ -45,6 +45,8 @@ def save(gen: NapsuMQ, path: str | Path) -> None:
         "zero": [] if gen.queries_ is gen.queries_.canonical else list(gen.queries_.zero),  # interactions fixed at 0
         # slopes of coarse numeric columns: (members, weights) each
         "slopes": [] if gen.queries_ is gen.queries_.canonical else [[list(m), list(w)] for m, w in gen.queries_.slopes],
+        # linear-by-linear trends of pairs of numeric columns: (members, weights) each
+        "trends": [] if gen.queries_ is gen.queries_.canonical else [[list(m), list(w)] for m, w in gen.queries_.trends],
         "sigma_dp": gen.sigma_dp_,
         # AIM's measurements (their values are noisy_counts, in order); None: the canonical queries
         "measurements": None if gen.measurements_ is None else [
@@ -99,6 +101,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     params.setdefault("tie_below", None)  # likewise: no ties
     params.setdefault("coarse_interactions", "constant")  # likewise: no slopes
     params.setdefault("slopes_below", None)  # likewise: every slope kept
+    params.setdefault("linear_by_linear", False)  # likewise: no trends
     params.setdefault("smooth_sd", None)  # likewise: no splines
     obj = cls(**params)
     obj.release_settings_ = params
@@ -106,7 +109,7 @@ def load(path: str | Path, cls: type[NapsuMQ]) -> NapsuMQ:
     domain = Domain.from_dict(meta["domain"])
     marginals = as_marginals(meta["marginals"])
     net = network_for(domain.without_derived(), marginals, meta.get("reference"),  # older files: all first categories
-                      meta.get("ties"), meta.get("zero", []), meta.get("slopes", []))
+                      meta.get("ties"), meta.get("zero", []), meta.get("slopes", []), meta.get("trends", []))
     if not np.array_equal(np.asarray(net.queries.canonical.kept), arrays["kept"]):
         raise ReleaseError(f"{path}: its canonical queries differ from this version's; cannot load")
     obj.marginals_ = marginals

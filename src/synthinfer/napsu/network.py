@@ -520,12 +520,13 @@ _NETWORKS_LOCK = threading.Lock()
 
 def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mapping[str, int] | None = None,
                 ties: Sequence[Sequence[int]] | None = None, zero: Sequence[int] = (),
-                slopes: Sequence[tuple[Sequence[int], Sequence[float]]] = ()) -> MarkovNetwork:
+                slopes: Sequence[tuple[Sequence[int], Sequence[float]]] = (),
+                trends: Sequence[tuple[Sequence[int], Sequence[float]]] = ()) -> MarkovNetwork:
     """The :class:`MarkovNetwork` of ``marginals`` over ``domain`` with ``reference`` categories
     (codes; missing columns take their first category), shared by every fit of the same model.
     With ``ties`` (groups of canonical query indices) its parameters are the interactions with
-    those tied, without those in ``zero`` (fixed at zero), and with the weighted ``slopes``
-    (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
+    those tied, without those in ``zero`` (fixed at zero), and with the weighted ``slopes`` and
+    ``trends`` (:class:`synthinfer.napsu.interactions.InteractionFeatures`).
 
     Refits of the same marginals (studies, other epsilons, other data) then reuse its compiled
     programs, which the network owns (:attr:`MarkovNetwork.programs`). The last
@@ -535,11 +536,12 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     """
     # key on the completed reference, so {} and an explicit all-first mapping share a network
     zero = tuple(sorted({int(j) for j in zero}))
-    slopes = tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in slopes)
-    ties = () if ties is None and (zero or slopes) else ties
+    slopes, trends = (tuple((tuple(int(j) for j in mem), tuple(float(w) for w in wts)) for mem, wts in weighted)
+                      for weighted in (slopes, trends))
+    ties = () if ties is None and (zero or slopes or trends) else ties
     ties = None if ties is None else tuple(tuple(sorted(int(j) for j in g)) for g in ties)
     key = (domain, tuple(m.columns for m in marginals), tuple(sorted(complete_reference(domain, reference).items())),
-           ties, zero, slopes)
+           ties, zero, slopes, trends)
     with _NETWORKS_LOCK:
         if key in _NETWORKS:
             _NETWORKS.move_to_end(key)
@@ -548,7 +550,7 @@ def network_for(domain: Domain, marginals: Sequence[Marginal], reference: Mappin
     if ties is not None:
         from synthinfer.napsu.interactions import InteractionFeatures
 
-        queries = InteractionFeatures(queries, ties, zero, slopes)
+        queries = InteractionFeatures(queries, ties, zero, slopes, trends)
     net = MarkovNetwork(queries)
     maps = _memory_maps()
     crowded = maps is not None and maps[0] > MAP_SHARE * maps[1]

@@ -49,6 +49,7 @@ def tied_network(
     tie_below: float | None,
     noisy: np.ndarray,
     slopes_below: float | None = None,
+    linear_by_linear: bool = False,
     sigma: float,
     measurements: Sequence[Measurement] | None = None,
     layout=None,
@@ -61,6 +62,8 @@ def tied_network(
     (:func:`~synthinfer.napsu.interactions.coarse_slopes`; ``"bilinear"``: and the products of
     pairs of them), less those of near-empty coarse cells with ``slopes_below``
     (:func:`~synthinfer.napsu.interactions.near_empty_slopes`, from the noisy ``measurements``);
+    with ``linear_by_linear`` a trend per pair of numeric columns
+    (:func:`~synthinfer.napsu.interactions.linear_by_linear`);
     with ``smooth_sd`` numeric
     columns' main effects as penalised splines (:func:`~synthinfer.napsu.interactions.spline_main_effects`,
     change-of-slope sd ``smooth_sd / interaction_sd`` in the prior's units); with ``tie_below``
@@ -72,6 +75,7 @@ def tied_network(
     from synthinfer.napsu.interactions import (
         coarse_slopes,
         coarse_ties,
+        linear_by_linear as linear_trends,
         near_empty_slopes,
         near_empty_ties,
         spline_main_effects,
@@ -88,6 +92,7 @@ def tied_network(
         quiet = near_empty_slopes(q, slopes, measurements, below=float(slopes_below))
         dropped = set(quiet)
         slopes = [sl for k, sl in enumerate(slopes) if k not in dropped]
+    trends = linear_trends(q, scores) if linear_by_linear else []
     spline_zero: list[int] = []
     splines: list = []
     if smooth_sd is not None:
@@ -108,8 +113,9 @@ def tied_network(
     counts = {"coarse_ties": len(ties), "coarse_interactions": sum(len(g) for g in ties),
               "coarse_zero": len(zero), "coarse_slopes": len(slopes), "near_empty_slopes": len(quiet),
               "near_empty_ties": len(near),
-              "near_empty_interactions": sum(len(g) for g in near), "spline_parameters": len(splines)}
+              "near_empty_interactions": sum(len(g) for g in near), "spline_parameters": len(splines),
+              "linear_by_linear": len(trends)}
     ties, zero, slopes = ties + near, zero + spline_zero, slopes + splines
-    if not (ties or zero or slopes):
+    if not (ties or zero or slopes or trends):
         return network, counts
-    return network_for(q.domain, marginals, reference, ties, zero, slopes), counts
+    return network_for(q.domain, marginals, reference, ties, zero, slopes, trends), counts

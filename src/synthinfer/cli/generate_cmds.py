@@ -47,6 +47,7 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--tie-below": ("napsu",),
     "--coarse-interactions": ("napsu",),
     "--slopes-below": ("napsu",),
+    "--linear-by-linear": ("napsu",),
     "--smooth-sd": ("napsu",),
     "--mst-budget-fraction": ("napsu",),
     "--num-warmup": ("napsu",),
@@ -141,6 +142,11 @@ def generate_cmd(
         None, "--slopes-below", metavar="K",
         help="napsu, --coarse-interactions linear or bilinear: drop the slopes of coarse cells whose noisy count "
              "is below K noise sd (the data cannot set them; default: keep every slope)."),
+    linear_by_linear: bool = typer.Option(
+        False, "--linear-by-linear",
+        help="napsu: one trend per pair of numeric columns (their linear-by-linear association, under the main "
+             "effects' prior), so the pair's interactions shrink towards it: the numbers keep their covariance "
+             "at a small epsilon."),
     smooth_sd: str = typer.Option(
         None, "--smooth-sd", metavar="SD|COL=SD,...",
         help="napsu: numeric columns' main effects as penalised splines whose slope changes from one bin to the "
@@ -191,7 +197,7 @@ def generate_cmd(
         "--workload": workload or None, "--max-model-cells": max_model_cells,
         "--max-likelihood-flops": max_likelihood_flops, "--required-share": required_share,
         "--tie-below": tie_below, "--coarse-interactions": coarse_interactions.value if coarse_interactions else None,
-        "--slopes-below": slopes_below, "--smooth-sd": smooth_sd,
+        "--slopes-below": slopes_below, "--linear-by-linear": linear_by_linear or None, "--smooth-sd": smooth_sd,
         "--mst-budget-fraction": mst_budget_fraction, "--num-warmup": num_warmup, "--num-samples": num_samples,
         "--chains": chains, "--reference": reference, "--midpoints": midpoints or None,
         "--numbers": numbers, "--save-fit": save_fit,
@@ -527,7 +533,7 @@ def _make_generator(name: str, epsilon: float, delta: float, seed: int | None, g
         names = {"--inference": "inference", "--mst-budget-fraction": "mst_budget_fraction",
                  "--num-warmup": "num_warmup", "--num-samples": "num_samples", "--chains": "n_chains",
                  "--edges-share": "edges_share", "--coarse-interactions": "coarse_interactions",
-                 "--slopes-below": "slopes_below"}
+                 "--slopes-below": "slopes_below", "--linear-by-linear": "linear_by_linear"}
         kw = {names[f]: v for f, v in given.items() if f in names} | selection
         if "--reference" in given:
             kw["reference"] = _parse_reference(given["--reference"], dom)

@@ -158,7 +158,8 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
 
 #: what makes two runs repeats of one study (``--summary``)
 STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "interaction_sd",
-              "marginals", "decoder", "slopes_below", "linear_by_linear")
+              "marginals", "decoder", "slopes_below", "linear_by_linear",
+              "num_warmup", "num_samples")
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -175,6 +176,9 @@ def main() -> None:
     ap.add_argument("--summary", action="store_true", help="print each study's coverage from --out (no fitting)")
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--inference", default="laplace")
+    ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
+    ap.add_argument("--num-samples", type=int, default=None,
+                    help="NUTS only, per chain (default: the library's choice, run longer until converged)")
     ap.add_argument("--m", type=int, default=20, help="synthetic datasets (0: only the model at its mode)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
@@ -208,7 +212,7 @@ def main() -> None:
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
            "interaction_sd": a.interaction_sd, "slopes_below": a.slopes_below,
-           "linear_by_linear": a.linear_by_linear,
+           "linear_by_linear": a.linear_by_linear, "num_warmup": a.num_warmup, "num_samples": a.num_samples,
            "design": a.design, "numbers": {k: {"edges": list(e), "cuts": list(c)} for k, (e, c) in DESIGNS[a.design].items()},
            "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
@@ -217,7 +221,9 @@ def main() -> None:
         {} if a.smooth_sd is None else {"smooth_sd": a.smooth_sd}) | (
         {} if a.interaction_sd is None else {"interaction_sd": a.interaction_sd}) | (
         {} if a.slopes_below is None else {"slopes_below": a.slopes_below}) | (
-        {"linear_by_linear": True} if a.linear_by_linear else {})
+        {"linear_by_linear": True} if a.linear_by_linear else {}) | (
+        {} if a.num_warmup is None else {"num_warmup": a.num_warmup}) | (
+        {} if a.num_samples is None else {"num_samples": a.num_samples})
     if a.reference:
         pairs = dict(kv.split("=", 1) for kv in a.reference.split(","))
         extra["reference"] = {c: int(v) if c == "male" else v for c, v in pairs.items()}
@@ -225,6 +231,10 @@ def main() -> None:
                   coarse_interactions=a.coarse_interactions, seed=a.seed, **extra).fit(df, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["d"] = int(gen.network_.dimension)
+    if "nuts" in gen.diagnostics_:
+        rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences", "step_size",
+                                                                 "gradient_evaluations_per_draw", "passes")
+                       if k in gen.diagnostics_["nuts"]}
     rec["reference"] = {c: str(gen.domain_[c].categories[i]) for c, i in gen.queries_.reference.items()}
     jt = gen.network_.junction_tree
     rec["largest_clique_cells"] = int(max(np.prod(jt.shape(c)) for c in range(len(jt.cliques))))

@@ -467,7 +467,8 @@ class NapsuMQ(Generator):
             raise ParameterError(f"linear_by_linear must be True or False, got {self.linear_by_linear!r}")
         if self.linear_by_linear:
             if self.interaction_sd is None:
-                raise ParameterError("linear_by_linear centres the interaction prior on a trend: it needs interaction_sd")
+                raise ParameterError("linear_by_linear centres the interaction prior on a trend: "
+                                     "it needs interaction_sd")
             if not backend.noise_aware:
                 raise ParameterError(f"linear_by_linear applies to noise-aware inference, "
                                      f"not inference={self.inference!r}")
@@ -746,7 +747,8 @@ class NapsuMQ(Generator):
                 network, marginals, reference, versions=versions, fixed=fixed, selected=selected,
                 scores=numeric_scores(full_domain), coarse_interactions=self.coarse_interactions,
                 smooth_sd=self.smooth_sd, interaction_sd=self.interaction_sd, tie_below=tie_below, noisy=noisy,
-                slopes_below=self.slopes_below, linear_by_linear=bool(self.linear_by_linear), sigma=sigma, measurements=self.measurements_, layout=self.layout_)
+                slopes_below=self.slopes_below, linear_by_linear=bool(self.linear_by_linear), sigma=sigma,
+                measurements=self.measurements_, layout=self.layout_)
         queries = network.queries
 
         self.marginals_ = marginals

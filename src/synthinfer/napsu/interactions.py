@@ -535,7 +535,8 @@ def near_empty_slopes(queries: CanonicalQueries, slopes: Sequence[tuple[Sequence
     for k, (members, _) in enumerate(slopes):
         scope = support[int(members[0])]
         shape = tuple(domain[c].size for c in scope)
-        wanted = np.unique([np.ravel_multi_index(values[int(j)], shape) for j in members])  # a slope's scope holds its column
+        # the members' values of D, flat (a slope's scope is never empty: it holds its column)
+        wanted = np.unique([np.ravel_multi_index(values[int(j)], shape) for j in members])
         best: tuple[float, float] | None = None
         for i, m in enumerate(usable):
             cols = tuple(m.marginal.columns)

@@ -61,6 +61,7 @@ from scipy import sparse
 from scipy.sparse.linalg import spsolve
 
 from synthinfer.errors import ParameterError
+from synthinfer.napsu.measurements import Measurement
 from synthinfer.napsu.queries import CanonicalQueries
 
 
@@ -501,7 +502,7 @@ def near_empty_ties(queries: CanonicalQueries, s: np.ndarray, sigma: np.ndarray 
 
 
 def near_empty_slopes(queries: CanonicalQueries, slopes: Sequence[tuple[Sequence[int], Sequence[float]]],
-                      measurements: Sequence, *, below: float) -> list[int]:
+                      measurements: Sequence[Measurement], *, below: float) -> list[int]:
     """The slopes (:func:`coarse_slopes`) whose coarse cell's noisy count lies below ``below``
     noise sd: the indices of ``slopes`` to drop.
 

@@ -224,8 +224,7 @@ class NapsuMQ(Generator):
         ``k`` noise sd are dropped (:func:`synthinfer.napsu.interactions.near_empty_slopes`;
         post-processing, no privacy cost). The data cannot set such a slope (below about
         3 noise sd its statistic says less than the prior), so it only tilts each synthetic
-        dataset at random inside a cell that holds few rows, and its narrow direction sets
-        NUTS's step.
+        dataset at random inside a cell that holds few rows.
     smooth_sd : ``None`` (default), or the sd of the change of a numeric column's log-density
         slope from one bin to the next, one number for every column with numeric bins (three or
         more, not named only through groups) or ``{column: sd}`` for some: their main effects

@@ -402,22 +402,19 @@ def linear_by_linear(queries: CanonicalQueries, scores: Mapping[str, np.ndarray]
     Returns ``[(members, weights), ...]`` (:class:`InteractionFeatures`' ``trends``), in the
     order of the scopes' first interactions.
     """
+    w: dict[str, np.ndarray] = {}  # w_c of each category, for the columns with a range
+    for c, x in scores.items():
+        x = np.asarray(x, dtype=np.float64)
+        half = (x.max() - x.min()) / 2.0
+        if half > 0:
+            w[c] = (x - x[queries.reference[c]]) / half
     support, values = _supports(queries)
     trends: dict[tuple, tuple[list[int], list[float]]] = {}
     for j, (scope, vals) in enumerate(zip(support, values)):
-        if len(scope) != 2 or not all(c in scores for c in scope):
-            continue
-        weight = 1.0
-        for c, v in zip(scope, vals):
-            x = np.asarray(scores[c], dtype=np.float64)
-            half = (x.max() - x.min()) / 2.0
-            if not half > 0:
-                break
-            weight *= (x[v] - x[queries.reference[c]]) / half
-        else:
+        if len(scope) == 2 and all(c in w for c in scope):
             members, weights = trends.setdefault((int(queries.query_marginal[j]), scope), ([], []))
             members.append(j)
-            weights.append(float(weight))
+            weights.append(float(w[scope[0]][vals[0]] * w[scope[1]][vals[1]]))
     return list(trends.values())
 
 
@@ -513,8 +510,7 @@ def near_empty_slopes(queries: CanonicalQueries, slopes: Sequence[tuple[Sequence
     alone leaves ``psi`` an sd of about ``3 sigma / n_g`` (weights ``w`` spread over ``[-1, 1]``,
     ``var(w) ~ 1/3``): at ``n_g < 3 sigma`` the slope is the prior's, not the data's. Such
     slopes tilt each synthetic dataset at random inside a cell nothing measures well (what
-    dilutes a regression slope fitted to the synthetic data), and they are the posterior's
-    narrowest directions, which set NUTS's step. Dropping one leaves the cell's values to its
+    dilutes a regression slope fitted to the synthetic data). Dropping one leaves the cell's values to its
     group's constant and the fine main effects (a sub-family: the likelihood still uses every
     measured value, its moment included).
 

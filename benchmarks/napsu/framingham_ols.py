@@ -159,7 +159,7 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
 #: what makes two runs repeats of one study (``--summary``)
 STUDY_KEYS = ("design", "epsilon", "inference", "m", "coarse_interactions", "cell_prior", "smooth_sd", "interaction_sd",
               "marginals", "decoder", "slopes_below", "linear_by_linear",
-              "num_warmup", "num_samples")
+              "num_warmup", "num_samples", "n_chains")
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -179,6 +179,7 @@ def main() -> None:
     ap.add_argument("--num-warmup", type=int, default=None, help="NUTS only (default: the library's choice)")
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
+    ap.add_argument("--n-chains", type=int, default=None, help="NUTS only (default: the library's, 4)")
     ap.add_argument("--m", type=int, default=20, help="synthetic datasets (0: only the model at its mode)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coarse-interactions", choices=("linear", "bilinear"), default="bilinear")
@@ -212,7 +213,7 @@ def main() -> None:
            "n": len(df), "epsilon": a.epsilon, "inference": a.inference, "m": a.m, "seed": a.seed,
            "coarse_interactions": a.coarse_interactions, "cell_prior": a.cell_prior, "smooth_sd": a.smooth_sd,
            "interaction_sd": a.interaction_sd, "slopes_below": a.slopes_below,
-           "linear_by_linear": a.linear_by_linear, "num_warmup": a.num_warmup, "num_samples": a.num_samples,
+           "linear_by_linear": a.linear_by_linear, "num_warmup": a.num_warmup, "num_samples": a.num_samples, "n_chains": a.n_chains,
            "design": a.design, "numbers": {k: {"edges": list(e), "cuts": list(c)} for k, (e, c) in DESIGNS[a.design].items()},
            "marginals": [list(m) for m in marginals(not a.no_one_ways)], "coefficients": list(real.params.index),
            "real": real.params.tolist(), "real_se": real.bse.tolist(), "loadavg_before": os.getloadavg()}
@@ -223,7 +224,8 @@ def main() -> None:
         {} if a.slopes_below is None else {"slopes_below": a.slopes_below}) | (
         {"linear_by_linear": True} if a.linear_by_linear else {}) | (
         {} if a.num_warmup is None else {"num_warmup": a.num_warmup}) | (
-        {} if a.num_samples is None else {"num_samples": a.num_samples})
+        {} if a.num_samples is None else {"num_samples": a.num_samples}) | (
+        {} if a.n_chains is None else {"n_chains": a.n_chains})
     if a.reference:
         pairs = dict(kv.split("=", 1) for kv in a.reference.split(","))
         extra["reference"] = {c: int(v) if c == "male" else v for c, v in pairs.items()}
@@ -233,7 +235,7 @@ def main() -> None:
     rec["d"] = int(gen.network_.dimension)
     if "nuts" in gen.diagnostics_:
         rec["nuts"] = {k: gen.diagnostics_["nuts"][k] for k in ("rhat_max", "ess_bulk_min", "divergences", "step_size",
-                                                                 "gradient_evaluations_per_draw", "passes")
+                                                                 "gradient_evaluations_per_draw", "passes", "earlier_runs")
                        if k in gen.diagnostics_["nuts"]}
     rec["reference"] = {c: str(gen.domain_[c].categories[i]) for c, i in gen.queries_.reference.items()}
     jt = gen.network_.junction_tree

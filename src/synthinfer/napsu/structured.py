@@ -719,6 +719,15 @@ def _factorised_gram(table: tuple[int, ...], parts, p: jax.Array) -> tuple[jax.A
     return P_gg, P_gs
 
 
+def _block_diagonal_times(W: Sequence[jax.Array], X: jax.Array, bounds: np.ndarray) -> jax.Array:
+    """``blockdiag(W) X``, block by block. The rows of ``X`` are cut by one ``split``, whose
+    reverse mode is one concatenation: with a slice per block, each slice's cotangent is padded
+    to ``X``'s full shape and summed, and XLA recomputes that sum inside every consumer of the
+    result (at 21 blocks of a 205-cell clique, 99% of the gradient's work)."""
+    parts = jnp.split(X, bounds[1:-1], axis=0) if len(W) > 1 else [X]
+    return jnp.concatenate([w @ x for w, x in zip(W, parts)], axis=0)
+
+
 def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[jax.Array], n: jax.Array,
                       total: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
     r"""A clique with no measurement of its whole scope, in the ``r`` coordinates of its blocks.
@@ -744,7 +753,7 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
     bounds = np.cumsum([0] + [b.size for b in cq.blocks])
 
     def times_w(X: jax.Array) -> jax.Array:  # W X block by block (W is block-diagonal)
-        return jnp.concatenate([W[i] @ X[bounds[i]:bounds[i + 1]] for i in range(len(W))], axis=0)
+        return _block_diagonal_times(W, X, bounds)
 
     lu = jax.scipy.linalg.lu_factor(jnp.eye(cq.rank) + times_w(A))
     logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(lu[0]))))
@@ -802,7 +811,7 @@ def _projected_clique_eliminating(
         return out
 
     def times_w2(X: jax.Array) -> jax.Array:  # W_2 X, block by block
-        return jnp.concatenate([W[b] @ X[bounds2[k]:bounds2[k + 1]] for k, b in enumerate(rest)], axis=0)
+        return _block_diagonal_times([W[b] for b in rest], X, bounds2)
 
     # M_11^{-1} = D^{-1} + D^{-1} U S^{-1} V'^T D^{-1},  S = I_k - V'^T D^{-1} U
     d1 = 1.0 + n * w1 * p1

@@ -338,6 +338,45 @@ def test_factorised_gram_tables_change_nothing(shape, measured, monkeypatch):
         _close(structured_ll, reference, (theta, y, var, np.float64(n)))
 
 
+@pytest.mark.parametrize("shape, factorised", [("triangle", False), ("cycle", True), ("triangle+tail", False)])
+def test_definite_cliques_by_cholesky_equal_the_lu_form_and_brute_force(shape, factorised, monkeypatch):
+    """A projected clique each of whose blocks is measured on every cell has positive definite
+    information ``W`` and is factorised by Cholesky (``M = W (W^-1 + A)``): the same value and
+    gradient as brute force and as the pivoted-LU form of the same plan; a block measured on
+    some cells only keeps the LU form (``W`` singular there)."""
+    import dataclasses
+
+    from synthinfer.napsu import structured
+
+    monkeypatch.setattr(structured, "_eliminated_block", lambda cands: None)
+    q = CanonicalQueries(DOM, ELIMINATION_SHAPES[shape])
+    rng = np.random.default_rng(8)
+    layout = measurement_layout([Measurement(m, rng.uniform(0, 50, m.size(DOM)), rng.uniform(1, 30))
+                                 for m in q.marginals], DOM)
+    net = MarkovNetwork(q)
+    tree = TreeLikelihoodPlan(net, layout, factorised_gram_min=0 if factorised else 2**62)
+    projected = [cq for cq in tree.cliques if cq.active and cq.gram_index is not None]
+    assert any(cq.definite for cq in projected)  # (a block holding only a child's separator is not)
+    lu_form = TreeLikelihoodPlan(net, layout, factorised_gram_min=0 if factorised else 2**62)
+    lu_form.cliques = [dataclasses.replace(cq, definite=False) for cq in lu_form.cliques]
+    reference = _compile(_brute_force_likelihood(q, layout))
+    var = rng.uniform(1.0, 30.0, tree.size)
+    n = 3000.0
+    for theta in _thetas(q, 9, k=2):
+        mu = _indicators(layout) @ brute_force(q, theta)[3]
+        y = n * mu + rng.normal(size=mu.size) * np.sqrt(n * mu + var)
+        args = (theta, y, var, np.float64(n))
+        _close(_compile(lambda t, y, v, n: structured_log_likelihood(t, y, v, n, tree)), reference, args)
+        _close(_compile(lambda t, y, v, n: structured_log_likelihood(t, y, v, n, lu_form)), reference, args)
+    # one marginal measured on part of its cells: its block's W is singular, so no Cholesky
+    first = q.marginals[0]
+    cells = np.arange(first.size(DOM) - 1)
+    partial = measurement_layout([Measurement(first, rng.uniform(0, 50, cells.size), 3.0, cells=cells)]
+                                 + [Measurement(m, rng.uniform(0, 50, m.size(DOM)), 3.0) for m in q.marginals[1:]], DOM)
+    some = TreeLikelihoodPlan(MarkovNetwork(q), partial, factorised_gram_min=0 if factorised else 2**62)
+    assert not all(cq.definite for cq in some.cliques if cq.active and cq.gram_index is not None)
+
+
 def _full(cols):
     return tuple(DOM.index(c) for c in cols), tuple(range(int(np.prod([DOM[c].size for c in cols]))))
 

@@ -126,10 +126,10 @@ def exact_ols(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
     return np.concatenate([[mean[0] - slopes @ mean[1:]], slopes])
 
 
-def model_at_mode(gen, df: pd.DataFrame) -> dict:
-    """The model's own OLS at the Laplace mean, exact from its clique table over the four
-    columns, against the real data binned the same way: what the model's structure and prior
-    keep of the covariances, free of the synthetic datasets' sampling noise."""
+def model_table(gen) -> tuple:
+    """``(table_at, mids, widths)``: ``table_at(theta)`` is the model's joint table over
+    ``COLUMNS``' bins (exact, from the clique holding them); ``mids`` and ``widths`` are each
+    column's bin midpoints and widths (:func:`joint_moments`'s)."""
     from synthinfer._precision import float64
 
     dom = gen.network_.queries.domain
@@ -138,12 +138,25 @@ def model_at_mode(gen, df: pd.DataFrame) -> dict:
     jt = gen.network_.junction_tree
     home = next(i for i, c in enumerate(jt.cliques) if {dom.names[v] for v in c} >= set(COLUMNS))
     cols = [dom.names[v] for v in jt.cliques[home]]
-    with float64():  # the Laplace fit's mean (the noise-aware backends all make one)
-        table = np.asarray(gen.network_.clique_marginals(np.asarray(gen.laplace_.mean))[home])
-    table = table.reshape([len(dom[c].categories) for c in cols])
-    table = table.sum(axis=tuple(i for i, c in enumerate(cols) if c not in COLUMNS))
     kept = [c for c in cols if c in COLUMNS]
-    table = np.moveaxis(table, [kept.index(c) for c in COLUMNS], range(len(COLUMNS)))
+
+    def table_at(theta) -> np.ndarray:
+        with float64():
+            table = np.asarray(gen.network_.clique_marginals(np.asarray(theta))[home])
+        table = table.reshape([len(dom[c].categories) for c in cols])
+        table = table.sum(axis=tuple(i for i, c in enumerate(cols) if c not in COLUMNS))
+        return np.moveaxis(table, [kept.index(c) for c in COLUMNS], range(len(COLUMNS)))
+
+    return table_at, mids, widths
+
+
+def model_at_mode(gen, df: pd.DataFrame) -> dict:
+    """The model's own OLS at the Laplace mean, exact from its clique table over the four
+    columns, against the real data binned the same way: what the model's structure and prior
+    keep of the covariances, free of the synthetic datasets' sampling noise."""
+    dom = gen.network_.queries.domain
+    table_at, mids, widths = model_table(gen)
+    table = table_at(gen.laplace_.mean)  # the Laplace fit's mean (the noise-aware backends all make one)
     codes = [np.asarray(dom[c].binning.codes(df[c].to_numpy())) if c in NUMBERS else df[c].to_numpy() for c in COLUMNS]
     real = np.zeros(table.shape)
     np.add.at(real, tuple(codes), 1.0)

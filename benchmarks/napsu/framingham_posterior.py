@@ -38,28 +38,10 @@ import framingham_ols as F  # noqa: E402  (the data, designs, marginals and exac
 OUT = Path(__file__).resolve().parent / "results" / "framingham_posterior.json"
 
 
-def exact_coefficients(gen, df):
-    """``theta -> FORMULA's coefficients`` exact from the model's clique table over ``COLUMNS``."""
-    from synthinfer._precision import float64
-
-    dom = gen.network_.queries.domain
-    mids = [np.asarray(dom.midpoints(c), dtype=float) if c in F.NUMBERS else np.arange(2.0) for c in F.COLUMNS]
-    widths = [np.diff(np.asarray(dom[c].binning.edges, dtype=float)) if c in F.NUMBERS else np.zeros(2)
-              for c in F.COLUMNS]
-    jt = gen.network_.junction_tree
-    home = next(i for i, c in enumerate(jt.cliques) if {dom.names[v] for v in c} >= set(F.COLUMNS))
-    cols = [dom.names[v] for v in jt.cliques[home]]
-    kept = [c for c in cols if c in F.COLUMNS]
-
-    def coefficients(theta: np.ndarray) -> np.ndarray:
-        with float64():
-            table = np.asarray(gen.network_.clique_marginals(np.asarray(theta))[home])
-        table = table.reshape([len(dom[c].categories) for c in cols])
-        table = table.sum(axis=tuple(i for i, c in enumerate(cols) if c not in F.COLUMNS))
-        table = np.moveaxis(table, [kept.index(c) for c in F.COLUMNS], range(len(F.COLUMNS)))
-        return F.exact_ols(*F.joint_moments(table, mids, widths))
-
-    return coefficients
+def exact_coefficients(gen):
+    """``theta -> FORMULA's coefficients``, exact from the model's table over ``COLUMNS``."""
+    table_at, mids, widths = F.model_table(gen)
+    return lambda theta: F.exact_ols(*F.joint_moments(table_at(theta), mids, widths))
 
 
 def spread(draws: np.ndarray, coefficients, real: np.ndarray, se: np.ndarray, num: int,
@@ -110,7 +92,7 @@ def main() -> None:
                   linear_by_linear=True, seed=a.seed).fit(df, domain)
     rec["laplace_fit_cpu_s"], rec["laplace_fit_wall_s"] = time.process_time() - cpu, time.perf_counter() - t
     rec["d"] = d = int(gen.network_.dimension)
-    coefficients = exact_coefficients(gen, df)
+    coefficients = exact_coefficients(gen)
     rng = np.random.default_rng(a.seed)
     mode, cov = np.asarray(gen.laplace_.mean), np.asarray(gen.laplace_.cov)
     rec["at_mode"] = ((coefficients(mode) - rq) / se).tolist()

@@ -120,7 +120,7 @@ def age_profile(frame) -> dict:
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
 STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
-              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "slopes_below")
+              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below")
 
 
 def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
@@ -167,6 +167,7 @@ def main() -> None:
                     help="NUTS only: NapsuMQ(target_accept=...) (default: the library's, with its retries)")
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
+    ap.add_argument("--n-chains", type=int, default=None, help="NUTS only (default: the library's, 4)")
     ap.add_argument("--pair-of-numbers", action="store_true",
                     help="with --outcome coarse: also measure (age_g, hours-per-week_g), the analysis' pair of "
                          "numbers (else the synthetic numbers are independent given the other columns)")
@@ -201,14 +202,15 @@ def main() -> None:
            "outcome": a.outcome, "coarse_interactions": a.coarse_interactions, "epsilon": a.epsilon,
            "one_way_width": a.one_way_width, "fine_width": a.fine_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
            "slopes_below": a.slopes_below,
-           **({"num_warmup": a.num_warmup, "num_samples": a.num_samples, "target_accept": a.target_accept}
-              if a.inference == "nuts" else {}),
+           **({"num_warmup": a.num_warmup, "num_samples": a.num_samples, "n_chains": a.n_chains,
+               "target_accept": a.target_accept} if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
                   num_warmup=a.num_warmup, num_samples=a.num_samples, smooth_sd=a.smooth_sd,
                   coarse_interactions=a.coarse_interactions, slopes_below=a.slopes_below, seed=a.seed,
-                  **({} if a.target_accept is None else {"target_accept": a.target_accept})).fit(data, domain)
+                  **({} if a.target_accept is None else {"target_accept": a.target_accept}),
+                  **({} if a.n_chains is None else {"n_chains": a.n_chains})).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]
     if a.inference == "laplace":

@@ -120,7 +120,7 @@ def age_profile(frame) -> dict:
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
 STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
-              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below")
+              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below", "decoder")
 
 
 def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
@@ -128,6 +128,9 @@ def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
     coefficient of every run, and per coefficient the median 95% width ratio, the median error
     in real se and the 95% coverage."""
     groups: dict[str, list[dict]] = {}
+    if "decoder" in keys:  # each run once per decoder: numbers inside their bins, and midpoints where recorded
+        runs = [{**r, **r[dec], "decoder": dec} if dec != "uniform" else {**r, "decoder": dec}
+                for r in runs for dec in ("uniform", "midpoints") if dec == "uniform" or dec in r]
     for r in runs:
         groups.setdefault(json.dumps({k: r.get(k) for k in keys}), []).append(r)
     out = []
@@ -220,24 +223,30 @@ def main() -> None:
                                                                  "gradient_evaluations_per_draw", "passes",
                                                                  "step_size",
                                                                  "earlier_runs") if k in gen.diagnostics_["nuts"]}
-    syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, numbers=True)]
-    q, ci95, ci50 = cc.analyse(syn, len(df))
     rq, se = real_q.to_numpy(), real_se.to_numpy()
     rec["coefficients"] = list(real_q.index)
     rec["real"] = rq.tolist()
-    rec["estimate"] = q.tolist()
-    rec["error_in_real_se"] = ((q - rq) / se).tolist()
-    rec["covers95"] = ((ci95[:, 0] <= rq) & (rq <= ci95[:, 1])).tolist()
-    rec["covers50"] = ((ci50[:, 0] <= rq) & (rq <= ci50[:, 1])).tolist()
-    rec["width_ratio"] = ((ci95[:, 1] - ci95[:, 0]) / (2 * 1.959964 * se)).tolist()
-    rec["age_profile"] = {"bands": AGE_BANDS, "real": age_profile(df), "synthetic": age_profile(pd.concat(syn))}
+    # the numbers drawn inside their bins (the run's own fields) and, from the same draws, at midpoints
+    for decoder, kw in (("uniform", {"numbers": True}), ("midpoints", {"midpoints": True})):
+        syn = [s.drop(columns=derived) for s in gen.generate(a.m, seed=a.seed, **kw)]
+        q, ci95, ci50 = cc.analyse(syn, len(df))
+        res = {"estimate": q.tolist(), "error_in_real_se": ((q - rq) / se).tolist(),
+               "covers95": ((ci95[:, 0] <= rq) & (rq <= ci95[:, 1])).tolist(),
+               "covers50": ((ci50[:, 0] <= rq) & (rq <= ci50[:, 1])).tolist(),
+               "width_ratio": ((ci95[:, 1] - ci95[:, 0]) / (2 * 1.959964 * se)).tolist()}
+        if decoder == "uniform":
+            rec.update(res)
+            rec["age_profile"] = {"bands": AGE_BANDS, "real": age_profile(df), "synthetic": age_profile(pd.concat(syn))}
+        else:
+            rec[decoder] = res
     rec["loadavg_after"] = os.getloadavg()
     doc = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}
     doc["runs"].append(rec)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=1))
-    for name, e, c, w in zip(rec["coefficients"], rec["error_in_real_se"], rec["covers95"], rec["width_ratio"]):
-        print(f"{name:50s} error {e:+7.2f} real se  covers95 {c!s:5s}  width ratio {w:6.2f}")
+    for decoder, res in (("uniform", rec), ("midpoints", rec["midpoints"])):
+        for name, e, c, w in zip(rec["coefficients"], res["error_in_real_se"], res["covers95"], res["width_ratio"]):
+            print(f"{decoder:9s} {name:50s} error {e:+7.2f} real se  covers95 {c!s:5s}  width ratio {w:6.2f}")
 
 
 if __name__ == "__main__":

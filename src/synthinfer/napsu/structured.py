@@ -246,18 +246,23 @@ class _Block:
 class _Part:
     """Information on a sub-scope ``U`` of block ``block`` (``U`` = the block's scope, or nested
     in it): ``proj`` maps each block cell to its cell of ``U`` (``None`` when ``U`` is the block's
-    scope), i.e. the information enters as ``R W_U R^T`` with ``R`` the 0/1 map ``proj``."""
+    scope), i.e. the information enters as ``R W_U R^T`` with ``R`` the 0/1 map ``proj``.
+
+    Its values' probabilities are ``F^T p_A``: ``p_A`` the clique table's marginal on the
+    clique axes ``axes`` (row-major), ``F`` the ``factor`` (``None``: the identity, a value per
+    cell of ``A = U``; a grouped measurement: its value of each cell of ``A``, weighted)."""
 
     block: int
     proj: np.ndarray | None
     size: int  # K_U
-    cell_map: np.ndarray  # int64 (K,): the U-cell of each clique cell
-    weight: np.ndarray | None = None  # float64 (K,): each clique cell's weight in its value (None: 1)
+    axes: tuple[int, ...]  # the clique axes of the scope A the values are functions of, ascending
+    factor: np.ndarray | None = None  # float64 (cells of A, size), or None: the identity
 
 
 @dataclass(frozen=True)
 class _Clique:
     size: int
+    table: tuple[int, ...]  # the clique table's shape (its columns' categories, in the clique's order)
     sep_map: np.ndarray | None  # int64 (K,): separator cell of each clique cell; None at a root
     sep_size: int
     full: tuple[_Group, ...]  # measurements of the clique's whole scope
@@ -376,10 +381,11 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout,
             if scope != blk.scope:  # block cell -> sub-scope cell, read off any clique cell in it
                 proj = np.zeros(blk.size, dtype=np.int64)
                 proj[blk.cell_map] = cell_map
-            return _Part(b, proj, _cells(cl, scope, shape), cell_map)
+            return _Part(b, proj, _cells(cl, scope, shape), scope)
 
         groups = tuple((part(g.scope), g) for g in sub[c] if g.value_map is None) + tuple(
-            (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.value_map, g.value_weight), g)
+            (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.scope,
+                   _scope_factor(cl, g.scope, shape, g.value_map, g.value_weight, blocks[n_scoped + i].size)), g)
             for i, g in enumerate(grouped))
         children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
         sep_size = math.prod(shape[v] for v in sep) if sep else 1
@@ -409,7 +415,8 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout,
             low_rank = 0 if eliminated is None else rank[eliminated]
         covered = {pt.block for pt, g in groups if pt.proj is None and np.unique(g.cells).size == blocks[pt.block].size}
         cliques.append(_Clique(
-            size=cells_of[c], sep_map=sep_map, sep_size=sep_size, full=tuple(full[c]), blocks=blocks,
+            size=cells_of[c], table=tuple(shape[v] for v in cl), sep_map=sep_map, sep_size=sep_size,
+            full=tuple(full[c]), blocks=blocks,
             groups=groups, children=children, active=active[c], gram_index=gram_index, gram_weight=gram_weight,
             eliminated=eliminated, eliminated_rank=low_rank, gram_factors=gram_factors,
             definite=bool(gram_index is not None and eliminated is None and len(covered) == len(blocks)),
@@ -529,9 +536,19 @@ def structured_log_likelihood(
         e = cq.eliminated
         w_diag = None if e is None else jnp.zeros(cq.blocks[e].size)
         low: list[tuple[np.ndarray, jax.Array]] = []  # the eliminated block's nested parts: (proj, J)
+        table = p.reshape(cq.table)
+        scope_marginals: dict[tuple[int, ...], jax.Array] = {}
         for part, g in cq.groups:
             # the sub-marginal's probabilities (a weighted measurement: each value's weighted sum)
-            p_u = jax.ops.segment_sum(p if part.weight is None else p * part.weight, part.cell_map, part.size)
+            # from the table's marginal on the part's axes (shared by the parts on one scope).
+            # Why not one segment_sum over the clique's cells per part: its reverse mode is a
+            # gather of all K cells, a marginal's is a broadcast.
+            if part.axes not in scope_marginals:
+                other = tuple(a for a in range(len(cq.table)) if a not in part.axes)
+                scope_marginals[part.axes] = (jnp.sum(table, axis=other) if other else table).ravel()
+            p_u = scope_marginals[part.axes]
+            if part.factor is not None:
+                p_u = p_u @ part.factor
             r = y[g.rows] - n * p_u[g.cells]
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
             w_u = jnp.zeros(part.size).at[g.cells].add(w[g.rows])
@@ -654,17 +671,8 @@ def _gram_factors(clique: tuple[int, ...], sep: tuple[int, ...], shape: Sequence
     sep_axes = tuple(clique.index(v) for v in sep)
     t = math.prod(table[a] for a in sep_axes)
     parts = [(sep_axes, np.eye(t))]
-    for b in blocks:
-        to_scope = _cell_map(clique, tuple(clique[a] for a in b.scope), shape)
-        cells = _cells(clique, b.scope, shape)
-        value = np.zeros(cells, dtype=np.int64)
-        value[to_scope] = b.cell_map  # a block's value is a function of its scope's cell
-        weight = np.ones(cells)
-        if b.weight is not None:
-            weight[to_scope] = b.weight
-        F = np.zeros((cells, b.size))
-        F[np.arange(cells), value] = weight
-        parts.append((tuple(b.scope), F))
+    for b in blocks:  # a block's value is a function of its scope's cell
+        parts.append((tuple(b.scope), _scope_factor(clique, b.scope, shape, b.cell_map, b.weight, b.size)))
     return table, tuple(parts)
 
 
@@ -884,6 +892,23 @@ def _projected_clique_eliminating(
 def _cells(clique: tuple[int, ...], scope: tuple[int, ...], shape) -> int:
     """Cells of the sub-table of ``clique`` on the clique axes ``scope``."""
     return math.prod(shape[clique[a]] for a in scope)
+
+
+def _scope_factor(clique: tuple[int, ...], scope: tuple[int, ...], shape, value_map: np.ndarray,
+                  value_weight: np.ndarray | None, size: int) -> np.ndarray:
+    """A grouped measurement's ``(cells of its scope x values)`` matrix: each scope cell's entry
+    in its value's column, its weight (1 unless weighted), read off the clique-cell maps
+    (``value_map``, ``value_weight``: functions of the scope's cell)."""
+    to_scope = _cell_map(clique, tuple(clique[a] for a in scope), shape)
+    cells = _cells(clique, scope, shape)
+    value = np.zeros(cells, dtype=np.int64)
+    value[to_scope] = value_map
+    weight = np.ones(cells)
+    if value_weight is not None:
+        weight[to_scope] = value_weight
+    F = np.zeros((cells, size))
+    F[np.arange(cells), value] = weight
+    return F
 
 
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:

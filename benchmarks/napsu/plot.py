@@ -354,6 +354,42 @@ def speed() -> None:
     fig.savefig(R / "speed.png", dpi=110)
 
 
+def intervals_in_real_se(stem: str, study: dict, out: str, title: str) -> None:
+    """Each repeat's 95% interval per coefficient, in real standard errors around the real
+    estimate (``error +- 1.96 width_ratio``), for the runs of ``results/<stem>.json`` whose
+    settings equal ``study``; numbers inside their bins (filled) and at midpoints (hollow)
+    where recorded. A study of ``framingham_ols.py`` or ``continuous_fine_coarse.py``."""
+    f = R / f"{stem}.json"
+    if not f.exists():
+        return
+    runs = [r for r in json.loads(f.read_text())["runs"] if all(r.get(k) == v for k, v in study.items())]
+    if not runs:
+        return
+    names = runs[0]["coefficients"]
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 3.6), sharey=False, squeeze=False)
+    for j, (ax, name) in enumerate(zip(axes[0], names)):
+        for k, (decoder, style) in enumerate((("uniform", "o"), ("midpoints", "s"))):
+            recs = [r.get(decoder, r if decoder == "uniform" else None) for r in runs]
+            recs = [x for x in recs if x is not None]
+            if not recs:
+                continue
+            err = np.array([x["error_in_real_se"][j] for x in recs])
+            half = 1.959964 * np.array([x["width_ratio"][j] for x in recs])
+            cov = np.mean([x["covers95"][j] for x in recs])
+            xs = np.arange(len(recs)) + 0.3 * k
+            ax.errorbar(xs, err, yerr=half, fmt=style, ms=3, lw=0.8, mfc="C0" if k == 0 else "none",
+                        color="C0" if k == 0 else "C1", label=f"{decoder}: {cov:.2f}")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("repeat", fontsize=8)
+        ax.legend(fontsize=7, title="95% coverage", title_fontsize=7, loc="best", framealpha=0.6)
+    axes[0][0].set_ylabel("interval - real estimate (real se)")
+    fig.suptitle(f"{title} ({len(runs)} repeats)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(R / out, dpi=110)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     toy()
     toy_vetted()
@@ -369,3 +405,8 @@ if __name__ == "__main__":
     default_reference()
     adult_fig1()
     speed()
+    intervals_in_real_se("framingham_ols_coverage",
+                         {"design": "tails3", "inference": "nuts", "linear_by_linear": True, "n_chains": 1,
+                          "num_warmup": 300, "num_samples": 300, "m": 100, "epsilon": 1.0},
+                         "framingham_ols_nuts.png", "Framingham OLS, linear-by-linear model, NUTS (1 chain, 300 + 300), "
+                         "epsilon 1, m = 100")

@@ -248,15 +248,16 @@ class _Part:
     in it): ``proj`` maps each block cell to its cell of ``U`` (``None`` when ``U`` is the block's
     scope), i.e. the information enters as ``R W_U R^T`` with ``R`` the 0/1 map ``proj``.
 
-    Its values' probabilities are ``F^T p_A``: ``p_A`` the clique table's marginal on the
-    clique axes ``axes`` (row-major), ``F`` the ``factor`` (``None``: the identity, a value per
-    cell of ``A = U``; a grouped measurement: its value of each cell of ``A``, weighted)."""
+    Its values' probabilities come from ``p_A``, the clique table's marginal on the clique axes
+    ``axes`` (row-major): ``p_A`` itself (``A = U``, a value per cell), or for a grouped
+    measurement the sums of ``weights * p_A`` over the cells of ``A`` with equal ``values``."""
 
     block: int
     proj: np.ndarray | None
     size: int  # K_U
     axes: tuple[int, ...]  # the clique axes of the scope A the values are functions of, ascending
-    factor: np.ndarray | None = None  # float64 (cells of A, size), or None: the identity
+    values: np.ndarray | None = None  # int64 (cells of A,): each cell's value; None: the cell itself
+    weights: np.ndarray | None = None  # float64 (cells of A,): each cell's weight in its value; None: 1
 
 
 @dataclass(frozen=True)
@@ -385,7 +386,7 @@ def _plan_cliques(jt: JunctionTree, shape: Sequence[int], layout: Layout,
 
         groups = tuple((part(g.scope), g) for g in sub[c] if g.value_map is None) + tuple(
             (_Part(n_scoped + i, None, blocks[n_scoped + i].size, g.scope,
-                   _scope_factor(cl, g.scope, shape, g.value_map, g.value_weight, blocks[n_scoped + i].size)), g)
+                   *_scope_values(cl, g.scope, shape, g.value_map, g.value_weight)), g)
             for i, g in enumerate(grouped))
         children = tuple((k, part(s)) for k, s in zip(kids, kid_scopes))
         sep_size = math.prod(shape[v] for v in sep) if sep else 1
@@ -547,8 +548,8 @@ def structured_log_likelihood(
                 other = tuple(a for a in range(len(cq.table)) if a not in part.axes)
                 scope_marginals[part.axes] = (jnp.sum(table, axis=other) if other else table).ravel()
             p_u = scope_marginals[part.axes]
-            if part.factor is not None:
-                p_u = p_u @ part.factor
+            if part.values is not None:
+                p_u = jax.ops.segment_sum(p_u if part.weights is None else p_u * part.weights, part.values, part.size)
             r = y[g.rows] - n * p_u[g.cells]
             total = total - 0.5 * jnp.sum(w[g.rows] * r * r)
             w_u = jnp.zeros(part.size).at[g.cells].add(w[g.rows])
@@ -672,7 +673,10 @@ def _gram_factors(clique: tuple[int, ...], sep: tuple[int, ...], shape: Sequence
     t = math.prod(table[a] for a in sep_axes)
     parts = [(sep_axes, np.eye(t))]
     for b in blocks:  # a block's value is a function of its scope's cell
-        parts.append((tuple(b.scope), _scope_factor(clique, b.scope, shape, b.cell_map, b.weight, b.size)))
+        value, weight = _scope_values(clique, b.scope, shape, b.cell_map, b.weight)
+        F = np.zeros((value.size, b.size))
+        F[np.arange(value.size), value] = 1.0 if weight is None else weight
+        parts.append((tuple(b.scope), F))
     return table, tuple(parts)
 
 
@@ -894,21 +898,19 @@ def _cells(clique: tuple[int, ...], scope: tuple[int, ...], shape) -> int:
     return math.prod(shape[clique[a]] for a in scope)
 
 
-def _scope_factor(clique: tuple[int, ...], scope: tuple[int, ...], shape, value_map: np.ndarray,
-                  value_weight: np.ndarray | None, size: int) -> np.ndarray:
-    """A grouped measurement's ``(cells of its scope x values)`` matrix: each scope cell's entry
-    in its value's column, its weight (1 unless weighted), read off the clique-cell maps
-    (``value_map``, ``value_weight``: functions of the scope's cell)."""
+def _scope_values(clique: tuple[int, ...], scope: tuple[int, ...], shape, value_map: np.ndarray,
+                  value_weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each cell of the sub-table on ``scope`` (clique axes, ascending; row-major): its value and
+    its weight (``None``: every weight 1), read off the clique-cell maps ``value_map``,
+    ``value_weight``, which are functions of the scope's cell."""
     to_scope = _cell_map(clique, tuple(clique[a] for a in scope), shape)
-    cells = _cells(clique, scope, shape)
-    value = np.zeros(cells, dtype=np.int64)
+    value = np.zeros(_cells(clique, scope, shape), dtype=np.int64)
     value[to_scope] = value_map
-    weight = np.ones(cells)
-    if value_weight is not None:
-        weight[to_scope] = value_weight
-    F = np.zeros((cells, size))
-    F[np.arange(cells), value] = weight
-    return F
+    if value_weight is None:
+        return value, None
+    weight = np.ones(value.size)
+    weight[to_scope] = value_weight
+    return value, weight
 
 
 def _cell_map(clique: tuple[int, ...], columns: tuple[int, ...], shape) -> np.ndarray:

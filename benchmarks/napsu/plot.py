@@ -366,8 +366,12 @@ def intervals_in_real_se(stem: str, study: dict, out: str, title: str) -> None:
     if not runs:
         return
     names = runs[0]["coefficients"]
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 3.6), sharey=False, squeeze=False)
-    for j, (ax, name) in enumerate(zip(axes[0], names)):
+    cols = min(4, len(names))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for j, (ax, name) in enumerate(zip(axes.flat, names)):
         for k, (decoder, style) in enumerate((("uniform", "o"), ("midpoints", "s"))):
             recs = [r.get(decoder, r if decoder == "uniform" else None) for r in runs]
             recs = [x for x in recs if x is not None]
@@ -380,10 +384,12 @@ def intervals_in_real_se(stem: str, study: dict, out: str, title: str) -> None:
             ax.errorbar(xs, err, yerr=half, fmt=style, ms=3, lw=0.8, mfc="C0" if k == 0 else "none",
                         color="C0" if k == 0 else "C1", label=f"{decoder}: {cov:.2f}")
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name.replace("C(race, Treatment('White'))", "race").replace("Q('hours-per-week')", "hours"),
+                     fontsize=9)
         ax.set_xlabel("repeat", fontsize=8)
         ax.legend(fontsize=7, title="95% coverage", title_fontsize=7, loc="best", framealpha=0.6)
-    axes[0][0].set_ylabel("interval - real estimate (real se)")
+    for row in axes:
+        row[0].set_ylabel("interval - real estimate (real se)", fontsize=8)
     fig.suptitle(f"{title} ({len(runs)} repeats)", fontsize=9)
     fig.tight_layout()
     fig.savefig(R / out, dpi=110)
@@ -410,3 +416,8 @@ if __name__ == "__main__":
                           "num_warmup": 300, "num_samples": 300, "m": 100, "epsilon": 1.0},
                          "framingham_ols_nuts.png", "Framingham OLS, linear-by-linear model, NUTS (1 chain, 300 + 300), "
                          "epsilon 1, m = 100")
+    intervals_in_real_se("continuous_fine_coarse_nuts",
+                         {"inference": "nuts", "fine_width": 3, "n_chains": 1, "num_warmup": 300, "num_samples": 300,
+                          "m": 100, "epsilon": 1.0},
+                         "continuous_fine_coarse_nuts.png", "Adult logit, age and hours as numbers with their pair, "
+                         "NUTS (1 chain, 300 + 300), epsilon 1, m = 100")

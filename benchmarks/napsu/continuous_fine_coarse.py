@@ -123,7 +123,15 @@ def age_profile(frame) -> dict:
 
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
 STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
-              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below", "decoder")
+              "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below",
+              "decoder")
+
+
+def by_decoder(runs: list[dict]) -> list[dict]:
+    """Each run once per decoder, ``decoder`` set: its own fields (numbers inside their bins,
+    ``"uniform"``) and, where recorded, those of the same draws at the bins' midpoints."""
+    return [{**r, "decoder": "uniform"} for r in runs] + [
+        {**r, **r["midpoints"], "decoder": "midpoints"} for r in runs if "midpoints" in r]
 
 
 def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
@@ -131,9 +139,6 @@ def summary(runs: list[dict], keys: tuple[str, ...] = STUDY_KEYS) -> list[dict]:
     coefficient of every run, and per coefficient the median 95% width ratio, the median error
     in real se and the 95% coverage."""
     groups: dict[str, list[dict]] = {}
-    if "decoder" in keys:  # each run once per decoder: numbers inside their bins, and midpoints where recorded
-        runs = [{**r, **r[dec], "decoder": dec} if dec != "uniform" else {**r, "decoder": dec}
-                for r in runs for dec in ("uniform", "midpoints") if dec == "uniform" or dec in r]
     for r in runs:
         groups.setdefault(json.dumps({k: r.get(k) for k in keys}), []).append(r)
     out = []
@@ -185,7 +190,7 @@ def main() -> None:
                          "-1: one unit in the middle, wide groups in the tails, TAIL_EDGES)")
     a = ap.parse_args()
     if a.summary:
-        print(json.dumps(summary(json.loads(a.out.read_text())["runs"]), indent=1))
+        print(json.dumps(summary(by_decoder(json.loads(a.out.read_text())["runs"])), indent=1))
         return
     marginals = MARGINALS if a.outcome == "fine" else [
         (c + "_g", "income") if (c in FINE and o == "income") else (c, o) for c, o in MARGINALS] + (

@@ -1,16 +1,20 @@
 """The end-to-end demo run by ``make demo``: NA+MI on the bundled UCI Adult data.
 
-Data holder: NAPSU-MQ (Räisä et al. 2023) measures the paper's 10 two-way marginals of Adult
-under (epsilon, delta)-DP, infers the noise-aware posterior and writes a release of m synthetic
-datasets. Analyst: opens the release (checksums verified) and fits the paper's downstream
-logistic regression on every dataset, combining with Rubin's rules for synthetic data. For
-comparison only, the same model is fitted on the real data (something an analyst could not do).
+Data holder: NAPSU-MQ (Räisä et al. 2023) measures marginals of Adult under
+(epsilon, delta)-DP, infers the noise-aware posterior and writes a release of m synthetic
+datasets. Analyst: opens the release (checksums verified) and fits a logistic regression of
+income on every dataset, combining with Rubin's rules for synthetic data. For comparison only,
+the same model is fitted on the real data (something an analyst could not do).
 
-``--numbers``: age and hours-per-week as whole numbers instead of 5 buckets: 3-unit bins inside
-public groups, every pair of a number with another column measured through its groups with a
-slope in the number (coarse interactions, ``coarse_interactions="linear"``), each number's own
-1-way marginal in its bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's
-ages and hours are numbers drawn inside their bins, and the analyst's logit is on the numbers.
+By default age and hours-per-week are whole numbers: 3-unit bins inside public groups, every
+pair of a number with another column measured through its groups with a slope in the number
+(coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way marginal in its
+bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages and hours are
+numbers drawn inside their bins, and the analyst's logit is on the numbers. NUTS runs
+``--chains`` chains (default 2, one per core of a 2-core machine) with the library's draws.
+
+``--buckets``: the paper's model instead (its 10 two-way marginals, age and hours in 5
+buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes.
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ if TYPE_CHECKING:
 
 console = Console()
 
-#: The paper's downstream model (Supplement F): age bucket midpoint, race dummies (reference
-#: White), a Male indicator and an intercept.
-FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
-#: ``--numbers``: the same with age and hours-per-week as numbers.
+#: The analyst's model: age and hours-per-week as numbers, race dummies (reference White), a
+#: Male indicator and an intercept.
 NUMBERS_FORMULA = "income ~ age + Q('hours-per-week') + C(race, Treatment('White')) + C(sex)"
-#: ``--numbers``: the columns written as numbers
+#: The columns written as numbers
 NUMBERS = ["age", "hours-per-week"]
+#: ``--buckets``: the paper's downstream model (Supplement F): age bucket midpoint, race dummies
+#: (reference White), a Male indicator and an intercept.
+FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
+#: ``--chains``'s default: NUTS's chains run side by side, one per core; two fill a 2-core machine
+DEMO_CHAINS = 2
 
 
 def hold_release(
@@ -86,13 +93,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("demo-output"))
     parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--m", type=int, default=20, help="number of synthetic datasets")
+    parser.add_argument("--m", type=int, default=100,
+                        help="number of synthetic datasets (default 100, the paper's choice: the narrowest intervals)")
     parser.add_argument("--inference", choices=["auto", "nuts", "laplace"], default="auto",
                         help="auto (default: the library's choice, NUTS for these models), nuts, or laplace (fast, "
                              "an approximation)")
-    parser.add_argument("--numbers", action="store_true",
-                        help="age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on this model "
-                             "takes an hour of CPU or more")
+    parser.add_argument("--buckets", action="store_true",
+                        help="the paper's model: age and hours-per-week in 5 buckets, age decoded at their midpoints "
+                             "(a few minutes; the default treats them as numbers)")
+    parser.add_argument("--chains", type=int, default=DEMO_CHAINS,
+                        help=f"NUTS chains (default {DEMO_CHAINS}); each runs on a core of its own")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 
@@ -102,14 +112,17 @@ def main(argv: list[str] | None = None) -> None:
     from synthinfer.datasets import ADULT_NUMBERS_MARGINALS, ADULT_PAPER_MARGINALS, load_adult
     from synthinfer.release import open_release
 
-    df, domain = load_adult(paper_subset=True, numbers=args.numbers)
+    if args.chains < 1:
+        parser.error(f"--chains must be at least 1, got {args.chains}")
+    numbers = not args.buckets
+    df, domain = load_adult(paper_subset=True, numbers=numbers)
     n = len(df)
     delta = 1.0 / n**2
     console.rule("[bold]Data holder: NAPSU-MQ on UCI Adult")
     console.print(f"n = {n:,} rows; public {domain!r}")
-    if not args.numbers:
+    if not numbers:
         formula, marginals = FORMULA, ADULT_PAPER_MARGINALS
-        model = {"midpoints": ["age"]}
+        model: dict[str, Any] = {"midpoints": ["age"]}
         what = f"the paper's {len(marginals)} two-way marginals (age and hours in 5 buckets)"
     else:
         formula, marginals = NUMBERS_FORMULA, ADULT_NUMBERS_MARGINALS
@@ -117,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
         what = (f"{len(marginals)} marginals, age and hours-per-week as numbers in 3-unit bins, "
                 "their pairs through 5 groups with slopes")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
-                  f"inference = {args.inference}")
+                  f"inference = {args.inference}, {args.chains} NUTS chains")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
-                           delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True, **model)
+                           delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
+                           n_chains=args.chains, **model)
 
     console.print(f"release written to {path}; its public report: {path / 'report.html'}")
 
@@ -139,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; the paper's 5 age buckets as midpoints: without --numbers" if args.numbers else ""))
+                     + ("; age in the paper's 5 buckets at their midpoints (--buckets): about 16" if numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

@@ -131,6 +131,10 @@ def main(argv: list[str] | None = None) -> None:
                 "their pairs through 5 groups with slopes")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
                   f"inference = {args.inference}, {args.chains} NUTS chains")
+    if numbers:
+        console.print("NUTS on this model takes 25 minutes to an hour of CPU (a sampling pass of each chain, and "
+                      "more while the convergence check fails), about half that in wall time on 2 cores; --buckets "
+                      "runs the paper's 5-bucket model in a few minutes")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            n_chains=args.chains, **model)
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; age in the paper's 5 buckets at their midpoints (--buckets): about 16" if numbers else ""))
+                     + ("; --buckets: age in the paper's 5 buckets, decoded at their midpoints" if numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                 "their pairs through 5 groups with slopes")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
                   f"inference = {args.inference}, {args.chains} NUTS chains")
-    if numbers:
+    if numbers and args.inference != "laplace":
         console.print("NUTS on this model takes 25 minutes to an hour of CPU (a sampling pass of each chain, and "
                       "more while the convergence check fails), about half that in wall time on 2 cores; --buckets "
                       "runs the paper's 5-bucket model in a few minutes")

@@ -6,15 +6,17 @@ datasets. Analyst: opens the release (checksums verified) and fits a logistic re
 income on every dataset, combining with Rubin's rules for synthetic data. For comparison only,
 the same model is fitted on the real data (something an analyst could not do).
 
-By default age and hours-per-week are whole numbers: 3-unit bins inside public groups, every
-pair of a number with another column measured through its groups with a slope in the number
-(coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way marginal in its
-bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages and hours are
-numbers drawn inside their bins, and the analyst's logit is on the numbers. NUTS runs
-``--chains`` chains (default 2, one per core of a 2-core machine) with the library's draws.
-
-``--buckets``: the paper's model instead (its 10 two-way marginals, age and hours in 5
+By default the model is the paper's (its 10 two-way marginals, age and hours-per-week in 5
 buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes.
+
+``--numbers``: age and hours-per-week as whole numbers instead: 3-unit bins inside public
+groups, every pair of a number with another column measured through its groups with a slope in
+the number (coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way
+marginal in its bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages
+and hours are numbers drawn inside their bins, and the analyst's logit is on the numbers.
+
+``--chains``: NUTS's chains (default: the library's 4; with ``--numbers`` 2, one per core of a
+2-core machine), with the library's draws.
 """
 
 from __future__ import annotations
@@ -36,16 +38,17 @@ if TYPE_CHECKING:
 
 console = Console()
 
-#: The analyst's model: age and hours-per-week as numbers, race dummies (reference White), a
+#: ``--numbers``: the analyst's model with age and hours-per-week as numbers, race dummies (reference White), a
 #: Male indicator and an intercept.
 NUMBERS_FORMULA = "income ~ age + Q('hours-per-week') + C(race, Treatment('White')) + C(sex)"
-#: The columns written as numbers
+#: ``--numbers``: the columns written as numbers
 NUMBERS = ["age", "hours-per-week"]
-#: ``--buckets``: the paper's downstream model (Supplement F): age bucket midpoint, race dummies
+#: The paper's downstream model (Supplement F): age bucket midpoint, race dummies
 #: (reference White), a Male indicator and an intercept.
 FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
-#: ``--chains``'s default: NUTS's chains run side by side, one per core; two fill a 2-core machine
-DEMO_CHAINS = 2
+#: ``--chains``'s default with ``--numbers``: NUTS's chains run side by side, one per core; two fill
+#: a 2-core machine (the paper's model keeps the library's 4, minutes either way)
+NUMBERS_CHAINS = 2
 
 
 def hold_release(
@@ -93,16 +96,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("demo-output"))
     parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--m", type=int, default=100,
-                        help="number of synthetic datasets (default 100, the paper's choice: the narrowest intervals)")
+    parser.add_argument("--m", type=int, default=20, help="number of synthetic datasets")
     parser.add_argument("--inference", choices=["auto", "nuts", "laplace"], default="auto",
                         help="auto (default: the library's choice, NUTS for these models), nuts, or laplace (fast, "
                              "an approximation)")
-    parser.add_argument("--buckets", action="store_true",
-                        help="the paper's model: age and hours-per-week in 5 buckets, age decoded at their midpoints "
-                             "(a few minutes; the default treats them as numbers)")
-    parser.add_argument("--chains", type=int, default=DEMO_CHAINS,
-                        help=f"NUTS chains (default {DEMO_CHAINS}); each runs on a core of its own")
+    parser.add_argument("--numbers", action="store_true",
+                        help="age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on this model "
+                             "takes 25 minutes to over an hour of CPU")
+    parser.add_argument("--chains", type=int, default=None,
+                        help=f"NUTS chains, each on a core of its own (default: the library's 4; {NUMBERS_CHAINS} with "
+                             "--numbers)")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 
@@ -112,9 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     from synthinfer.datasets import ADULT_NUMBERS_MARGINALS, ADULT_PAPER_MARGINALS, load_adult
     from synthinfer.release import open_release
 
-    if args.chains < 1:
+    if args.chains is not None and args.chains < 1:
         parser.error(f"--chains must be at least 1, got {args.chains}")
-    numbers = not args.buckets
+    numbers = args.numbers
+    chains = args.chains or (NUMBERS_CHAINS if numbers else None)
     df, domain = load_adult(paper_subset=True, numbers=numbers)
     n = len(df)
     delta = 1.0 / n**2
@@ -130,14 +134,13 @@ def main(argv: list[str] | None = None) -> None:
         what = (f"{len(marginals)} marginals, age and hours-per-week as numbers in 3-unit bins, "
                 "their pairs through 5 groups with slopes")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
-                  f"inference = {args.inference}, {args.chains} NUTS chains")
+                  f"inference = {args.inference}" + (f", {chains} NUTS chains" if chains else ""))
     if numbers and args.inference != "laplace":
-        console.print("NUTS on this model takes 25 minutes to an hour of CPU (a sampling pass of each chain, and "
-                      "more while the convergence check fails), about half that in wall time on 2 cores; --buckets "
-                      "runs the paper's 5-bucket model in a few minutes")
+        console.print("NUTS on this model takes 25 minutes to over an hour of CPU (a sampling pass of each chain, "
+                      "and more while the convergence check fails), about half that in wall time on 2 cores")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
-                           n_chains=args.chains, **model)
+                           **({"n_chains": chains} if chains else {}), **model)
 
     console.print(f"release written to {path}; its public report: {path / 'report.html'}")
 
@@ -157,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; --buckets: age in the paper's 5 buckets, decoded at their midpoints" if numbers else ""))
+                     + ("; without --numbers: age in the paper's 5 buckets, decoded at their midpoints" if numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

@@ -38,14 +38,13 @@ if TYPE_CHECKING:
 
 console = Console()
 
-#: ``--numbers``: the analyst's model with age and hours-per-week as numbers, race dummies (reference White), a
-#: Male indicator and an intercept.
+#: The paper's downstream model (Supplement F): age bucket midpoint, race dummies (reference
+#: White), a Male indicator and an intercept.
+FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
+#: ``--numbers``: the same with age and hours-per-week as numbers.
 NUMBERS_FORMULA = "income ~ age + Q('hours-per-week') + C(race, Treatment('White')) + C(sex)"
 #: ``--numbers``: the columns written as numbers
 NUMBERS = ["age", "hours-per-week"]
-#: The paper's downstream model (Supplement F): age bucket midpoint, race dummies
-#: (reference White), a Male indicator and an intercept.
-FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
 #: ``--chains``'s default with ``--numbers``: NUTS's chains run side by side, one per core; two fill
 #: a 2-core machine (the paper's model keeps the library's 4, minutes either way)
 NUMBERS_CHAINS = 2
@@ -160,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; without --numbers: age in the paper's 5 buckets, decoded at their midpoints" if numbers else ""))
+                     + ("; the paper's 5 age buckets as midpoints: without --numbers" if numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

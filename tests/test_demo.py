@@ -15,4 +15,3 @@ def test_too_few_chains_is_a_usage_error(chains, capsys, monkeypatch):
         demo.main(["--chains", chains])
     assert exc.value.code == 2
     assert f"--chains must be at least 1, got {chains}" in capsys.readouterr().err
-

@@ -116,14 +116,13 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.chains is not None and args.chains < 1:
         parser.error(f"--chains must be at least 1, got {args.chains}")
-    numbers = args.numbers
-    chains = args.chains or (NUMBERS_CHAINS if numbers else None)
-    df, domain = load_adult(paper_subset=True, numbers=numbers)
+    chains = args.chains or (NUMBERS_CHAINS if args.numbers else None)
+    df, domain = load_adult(paper_subset=True, numbers=args.numbers)
     n = len(df)
     delta = 1.0 / n**2
     console.rule("[bold]Data holder: NAPSU-MQ on UCI Adult")
     console.print(f"n = {n:,} rows; public {domain!r}")
-    if not numbers:
+    if not args.numbers:
         formula, marginals = FORMULA, ADULT_PAPER_MARGINALS
         model: dict[str, Any] = {"midpoints": ["age"]}
         what = f"the paper's {len(marginals)} two-way marginals (age and hours in 5 buckets)"
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                 "their pairs through 5 groups with slopes")
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
                   f"inference = {args.inference}" + (f", {chains} NUTS chains" if chains else ""))
-    if numbers and args.inference != "laplace":
+    if args.numbers and args.inference != "laplace":
         console.print("NUTS on this model takes 25 minutes to over an hour of CPU (a sampling pass of each chain, "
                       "and more while the convergence check fails), about half that in wall time on 2 cores")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
@@ -159,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; the paper's 5 age buckets as midpoints: without --numbers" if numbers else ""))
+                     + ("; the paper's 5 age buckets as midpoints: without --numbers" if args.numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

@@ -146,6 +146,12 @@ def test_cli_generate_takes_a_glob_and_refuses_what_is_missing(tmp_path):
     res = CliRunner().invoke(app, [base[0], str(tmp_path / "part*.parquet"), *base[1:], "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     assert synthinfer.open_release(tmp_path / "r").n == 2000
-    for data, message in ((tmp_path / "none*.parquet", "no file matches"), (tmp_path / "x.csv", "no data file")):
+    # a glob matching nothing fails in the counting step (its progress line, then the error's), a
+    # missing file before it
+    for data, message, steps in ((tmp_path / "none*.parquet", "no file matches", 1),
+                                 (tmp_path / "x.csv", "no data file", 0)):
         res = CliRunner().invoke(app, [base[0], str(data), *base[1:], "--out", str(tmp_path / "o")])
-        assert res.exit_code == 2 and message in res.output and res.output.count("\n") == 1
+        *progress, error = res.output.splitlines()
+        assert res.exit_code == 2 and error.startswith("error:") and message in error
+        checking = f"checking {data.name} against the Domain (DuckDB) ..."
+        assert [line.split("] ", 1)[1] for line in progress] == [checking] * steps

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from synthinfer.cli.display import status
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -79,8 +81,8 @@ def hold_release(
 
     t0 = time.perf_counter()
     gen = NapsuMQ(marginals, epsilon=epsilon, delta=delta, inference=inference, seed=seed, **settings)
-    with console.status("measuring the marginals and inferring the posterior ...") as status:
-        gen.fit(df, domain, progress=lambda stage: status.update(f"{stage} ..."))
+    with status(console, "measuring the marginals and inferring the posterior ...") as shown:
+        gen.fit(df, domain, progress=shown.update)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s")
     console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
     t0 = time.perf_counter()

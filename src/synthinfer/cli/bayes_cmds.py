@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.common import check_output, console, read_table, user_errors
+from synthinfer.cli.common import check_output, console, err_console, read_table, user_errors
+from synthinfer.cli.display import status
 from synthinfer.errors import ParameterError, SynthinferError
 
 
@@ -116,7 +117,7 @@ def choose_m_cmd(
             console.print(f"w_beta calibrated by Fisher-information matching (Lyddon et al. 2019): [bold]{w:.3f}[/]")
             lss = BetaLoss(lss.beta, w)
         post = GeneralisedPosterior(mdl, lss, num_warmup=num_warmup, num_samples=num_samples, seed=rng)
-        with console.status("sampling posteriors for every m ..."):
+        with status(err_console, "sampling posteriors for every m ..."):
             res = choose_m(post, r, s, t, grid, criterion=criterion, n_splits=splits, alpha=alpha, seed=rng)
     tr = res.trajectory
     better = "higher" if tr.criterion == "auroc" else "lower"

@@ -16,7 +16,9 @@ from typing import Any
 
 import typer
 
-from synthinfer.cli.common import UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, read_table, user_errors
+from synthinfer.cli.common import (UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, err_console, read_table,
+                                   user_errors)
+from synthinfer.cli.display import progress_bar, status
 from synthinfer.errors import ParameterError
 
 
@@ -291,10 +293,10 @@ def _generate_release(
                                      f"not for --generator {generator} or a Domain with private bins")
             from synthinfer.data.spark import SparkCounter, read_spark
 
-            with console.status(f"checking {data.name} against the Domain (Spark) ..."):
+            with status(err_console, f"checking {data.name} against the Domain (Spark) ..."):
                 df = SparkCounter(read_spark(data), dom)
         elif from_file:
-            with console.status(f"checking {data.name} against the Domain (DuckDB) ..."):
+            with status(err_console, f"checking {data.name} against the Domain (DuckDB) ..."):
                 df = FileCounter(data, dom)
         else:
             df = read_table(data)
@@ -307,7 +309,7 @@ def _generate_release(
             ledger.check_budget(n_rows)
         gen = _make_generator(generator, epsilon, delta, seed, given, selection, dom)
         napsu = generator == "napsu"
-        with _progress_bar() as bar:
+        with progress_bar(err_console) as bar:
             fit_task = bar.add_task(f"fitting {gen.mechanism}", total=None)
             fit_extras = {"progress": lambda stage: _show_stage(bar, fit_task, stage)} if napsu else {}
             gen.fit(df, dom, ledger=ledger, **fit_extras)
@@ -368,7 +370,7 @@ def resample_cmd(
         changes = {"inference": inference, "target_accept": target_accept, "num_warmup": num_warmup,
                    "num_samples": num_samples, "n_chains": chains}
         gen.set_params(**{k: v for k, v in changes.items() if v is not None})
-        with _progress_bar() as bar:
+        with progress_bar(err_console) as bar:
             task = bar.add_task("sampling the posterior again", total=None)
             gen.resample_posterior(seed, progress=lambda stage: _show_stage(bar, task, stage))
             bar.update(task, description="sampling the posterior again: done", total=1, completed=1)
@@ -379,15 +381,6 @@ def resample_cmd(
                                    overwrite=overwrite, skip_private_data_check=True)
     console.print(gen.summary(), soft_wrap=True)
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] (napsu-mq, posterior sampled again: no new privacy cost)")
-
-
-def _progress_bar():
-    """The commands' progress bars: transient, so that they show progress while working and then
-    make way for the summary (or leave an error on its own line)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
 
 
 def _numbers(text: str | None, domain, *, midpoints: bool) -> bool | list[str] | None:
@@ -452,8 +445,8 @@ def _show_stage(bar, task, stage: str) -> None:
         bar.update(task, description=f"inference: {stage.stage} {stage.unit} ({stage.details})", total=stage.total,
                    completed=stage.done)
     else:
-        bar.update(task, description=f"inference: {stage}", completed=0)
         next(t for t in bar.tasks if t.id == task).total = None  # update() leaves a total as it is
+        bar.update(task, description=f"inference: {stage}", completed=0)
 
 
 def _selection(given: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from synthinfer.cli.common import check_output, console, read_table, user_errors
+from synthinfer.cli.common import check_output, console, err_console, read_table, user_errors
+from synthinfer.cli.display import status
 from synthinfer.reporting import MAX_DATASETS
 
 
@@ -48,7 +49,7 @@ def report_cmd(
             if domain is not None and Domain.from_json(domain) != rel.domain:
                 raise DomainError(f"--domain {domain} is not the release's Domain; omit it to use the release's")
             private_df = read_table(private)
-        with console.status("writing the report"):
+        with status(err_console, "writing the report"):
             page = report(rel, private_df, formula=formula, model=model, max_datasets=max_datasets,
                           keys=None if keys is None else [k.strip() for k in keys.split(",") if k.strip()],
                           target=target)

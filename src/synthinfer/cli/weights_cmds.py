@@ -9,7 +9,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from synthinfer.cli.common import UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, read_table, user_errors
+from synthinfer.cli.common import (UNSAFE_DELTA, UNSAFE_EPSILON, check_output, console, err_console, read_table,
+                                   user_errors)
+from synthinfer.cli.display import status
 
 
 class Method(str, Enum):
@@ -82,7 +84,7 @@ def weights_cmd(
             est = cls(spec, epsilon=epsilon, delta=delta, lam=lam, noise=noise, clip=clip)
         ledger = PrivacyLedger(PrivacyBudget(epsilon, delta), allow_large_delta=unsafe_allow_large_delta,
                                allow_large_epsilon=unsafe_allow_large_epsilon)
-        with console.status(f"fitting {method.value} weights"):
+        with status(err_console, f"fitting {method.value} weights"):
             est.fit(r, s, ledger=ledger)
         lw = est.log_weights(s)
         import numpy as np

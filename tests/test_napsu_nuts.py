@@ -75,10 +75,15 @@ def test_a_chain_is_the_same_however_its_iterations_are_split_into_calls(problem
 def test_chains_run_on_in_passes_while_not_converged(problem):
     one = _sample(problem)
     seen: list[tuple] = []
-    more = _sample(problem, max_passes=3, converged=lambda d: seen.append(d.shape) or False)
+    stages: list[str] = []
+    more = _sample(problem, max_passes=3, unconverged=lambda d: seen.append(d.shape) or [f"ESS {len(seen)} < 9"],
+                   progress=stages.append)
     d = problem[0].dimension
     assert more.passes == 3 and more.draws.shape == (2, 240, d) and more.diverging.shape == (2, 240)
     assert seen == [(2, 80, d), (2, 160, d)]  # every check on all the draws so far
+    # each further pass says why it runs: the check's failures
+    assert [s for s in dict.fromkeys(getattr(s, "stage", s) for s in stages) if "more draws" in s] == [
+        "NUTS, more draws (pass 2 of at most 3: ESS 1 < 9)", "NUTS, more draws (pass 3 of at most 3: ESS 2 < 9)"]
     # the first pass is the one-pass run; later ones continue it with the adapted kernel, new randomness
     np.testing.assert_array_equal(more.draws[:, :80], one.draws)
     np.testing.assert_array_equal(more.step_size, one.step_size)
@@ -86,7 +91,7 @@ def test_chains_run_on_in_passes_while_not_converged(problem):
     assert not np.array_equal(more.draws[:, 80:160], more.draws[:, :80])
     assert not np.array_equal(more.draws[:, 160:], more.draws[:, 80:160])
     assert np.all(np.isfinite(more.draws))
-    done = _sample(problem, max_passes=3, converged=lambda d: True)
+    done = _sample(problem, max_passes=3, unconverged=lambda d: [])
     assert done.passes == 1 and done.draws.shape == (2, 80, d)
 
 

@@ -297,9 +297,9 @@ class NUTSBackend:
         retries = []
         checked: dict[str, Any] = {}
 
-        def converged(draws: np.ndarray) -> bool:  # the check between passes, kept for the last one
+        def unconverged(draws: np.ndarray) -> list[str]:  # the check between passes, kept for the last one
             checked.update(shape=draws.shape, diagnostics=_diagnostics(draws))
-            return checked["diagnostics"]["ok"]
+            return checked["diagnostics"]["problems"]
 
         for i, target in enumerate(targets):
             checked.clear()
@@ -312,7 +312,7 @@ class NUTSBackend:
                 jump_moves=jump_moves,
                 n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                 max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
-                max_passes=settings.max_passes, converged=converged,
+                max_passes=settings.max_passes, unconverged=unconverged,
                 **map_options(net, problem.plateaus),
             )
             divergences = int(res.diverging.sum())

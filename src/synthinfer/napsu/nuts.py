@@ -9,7 +9,7 @@ blocks of iterations, so refits with new noisy counts or epsilon do not recompil
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -286,7 +286,7 @@ def nuts_sample(
     jump_moves: bool = True,
     max_workers: int | None = None,
     max_passes: int = 1,
-    converged: Callable[[np.ndarray], bool] | None = None,
+    unconverged: Callable[[np.ndarray], Sequence[str]] | None = None,
     progress: Callable[[str], None] | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
@@ -326,10 +326,12 @@ def nuts_sample(
     vmapped NUTS step lasts as long as the longest of the chains' trees, and batching gives
     no speed-up per gradient on CPU.
 
-    With ``max_passes > 1`` and ``converged(draws)`` false after the ``num_samples`` draws per
-    chain, every chain continues from where it stopped, with its adapted step size and mass
-    matrix and fresh randomness, for another ``num_samples`` draws, until ``converged`` holds
-    on all the draws so far or ``max_passes`` passes are done ("run the chains longer", the
+    With ``max_passes > 1`` and ``unconverged(draws)`` (the convergence check's failures, e.g.
+    ``["min bulk ESS 150 < 200"]``; empty when the draws pass) not empty after the
+    ``num_samples`` draws per chain, every chain continues from where it stopped, with its
+    adapted step size and mass matrix and fresh randomness, for another ``num_samples`` draws,
+    until the check passes on all the draws so far or ``max_passes`` passes are done (the
+    progress stage names the failures; "run the chains longer", the
     remedy Stan's diagnostics advise: the adaptation is over, so later draws are from the same
     kernel). The program is the same (its sampling iterations run again on a new key), so
     nothing recompiles.
@@ -394,10 +396,12 @@ def nuts_sample(
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
-        while len(draws) < max_passes and converged is not None and not converged(np.concatenate(draws, axis=1)):
+        while len(draws) < max_passes and unconverged is not None and (
+                failures := unconverged(np.concatenate(draws, axis=1))):
             # the same program's sampling iterations again, from each chain's last state
-            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1} of at most {max_passes}: not yet "
-                                   "converged)", n_chains, num_samples, "draws", progress, part_name="chains")
+            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1} of at most {max_passes}: "
+                                   f"{'; '.join(failures)})", n_chains, num_samples, "draws", progress,
+                                   part_name="chains")
             more.start()
             keys = jax_key_data(rng, n_chains)
             outs = list(pool.map(lambda c: run(c, outs[c], keys[c], num_warmup, more), range(n_chains)))

@@ -42,12 +42,12 @@ samples the posterior (the library's draws and passes, or 4 chains of ``--num-wa
 (``NapsuMQ(smooth_sd=...)``). ``--summary`` prints each study's coverage over the runs in
 ``--out`` (runs with the same settings are repeats: each fit draws new noise).
 
-The coverage study of the model with the numbers' pair under NUTS (20 repeats, m = 100; one
+The coverage study of the model with the numbers' pair under NUTS (30 repeats, m = 100; one
 chain of 300 + 300 draws per repeat, as Framingham's study, where the library's default of
 four chains would take over an hour of CPU per fit). Each run also decodes the same draws at
 the bins' midpoints (``midpoints`` in the record; ``--summary`` lists both decoders):
 
-    for k in $(seq 0 19); do PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py \
+    for k in $(seq 0 29); do PYTHONPATH=src python benchmarks/napsu/continuous_fine_coarse.py \
         --outcome coarse --coarse-interactions linear --inference nuts --fine-width 3 --pair-of-numbers \
         --m 100 --n-chains 1 --num-warmup 300 --num-samples 300 --seed $k \
         --out benchmarks/napsu/results/continuous_fine_coarse_nuts.json; done

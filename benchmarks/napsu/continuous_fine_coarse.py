@@ -124,7 +124,7 @@ def age_profile(frame) -> dict:
 #: the settings that make runs repeats of one study (``--summary`` groups by them)
 STUDY_KEYS = ("marginals", "epsilon", "m", "outcome", "coarse_interactions", "one_way_width", "fine_width",
               "inference", "interaction_sd", "smooth_sd", "num_warmup", "num_samples", "n_chains", "slopes_below",
-              "decoder")
+              "max_tree_depth", "decoder")
 
 
 def by_decoder(runs: list[dict]) -> list[dict]:
@@ -179,6 +179,9 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=None,
                     help="NUTS only, per chain (default: the library's choice, run longer until converged)")
     ap.add_argument("--n-chains", type=int, default=None, help="NUTS only (default: the library's, 4)")
+    ap.add_argument("--max-tree-depth", type=int, default=None,
+                    help="NUTS only: NapsuMQ(max_tree_depth=...), at most 2^depth - 1 gradients per draw "
+                         "(default: the library's, 12)")
     ap.add_argument("--pair-of-numbers", action="store_true",
                     help="with --outcome coarse: also measure (age_g, hours-per-week_g), the analysis' pair of "
                          "numbers (else the synthetic numbers are independent given the other columns)")
@@ -214,14 +217,17 @@ def main() -> None:
            "one_way_width": a.one_way_width, "fine_width": a.fine_width, "inference": a.inference, "smooth_sd": a.smooth_sd,
            "slopes_below": a.slopes_below,
            **({"num_warmup": a.num_warmup, "num_samples": a.num_samples, "n_chains": a.n_chains,
-               "target_accept": a.target_accept} if a.inference == "nuts" else {}),
+               "target_accept": a.target_accept,
+               **({} if a.max_tree_depth is None else {"max_tree_depth": a.max_tree_depth})}
+              if a.inference == "nuts" else {}),
            "loadavg_before": os.getloadavg()}
     t, cpu = time.perf_counter(), time.process_time()
     gen = NapsuMQ(marginals, epsilon=a.epsilon, inference=a.inference, interaction_sd=a.interaction_sd,
                   num_warmup=a.num_warmup, num_samples=a.num_samples, smooth_sd=a.smooth_sd,
                   coarse_interactions=a.coarse_interactions, slopes_below=a.slopes_below, seed=a.seed,
                   **({} if a.target_accept is None else {"target_accept": a.target_accept}),
-                  **({} if a.n_chains is None else {"n_chains": a.n_chains})).fit(data, domain)
+                  **({} if a.n_chains is None else {"n_chains": a.n_chains}),
+                  **({} if a.max_tree_depth is None else {"max_tree_depth": a.max_tree_depth})).fit(data, domain)
     rec["fit_wall_s"], rec["fit_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     rec["ties"] = gen.diagnostics_["ties"]
     if a.inference == "laplace":

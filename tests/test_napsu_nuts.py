@@ -96,7 +96,7 @@ def test_chains_run_on_in_passes_while_not_converged(problem):
 
 
 def test_a_higher_target_acceptance_adapts_smaller_steps(problem):
-    """The rate reaches the adaptation (a static argument: its own program)."""
+    """The rate reaches the adaptation (a traced argument of the one program)."""
     bold, careful = _sample(problem, target_accept=0.6), _sample(problem, target_accept=0.95)
     assert careful.step_size.max() < bold.step_size.min()
     assert careful.n_grad_evals > bold.n_grad_evals  # smaller steps, longer trajectories
@@ -125,7 +125,7 @@ def test_blocks_aim_at_a_fraction_of_a_second():
     assert nuts.BLOCK_SECONDS <= 0.5  # a call holds what XLA keeps during it for a fraction of a second
 
 
-def test_one_compiled_program_runs_every_block_and_every_refit(problem, monkeypatch):
+def test_one_compiled_program_runs_every_block_refit_and_target_acceptance(problem, monkeypatch):
     _sample(problem)  # compiled (or taken from the network's cache) here
     compiles: list[str] = []
 
@@ -140,6 +140,7 @@ def test_one_compiled_program_runs_every_block_and_every_refit(problem, monkeypa
         _sample(problem, seed=3)
         monkeypatch.setattr(nuts, "FIRST_BLOCK", 10**9)
         _sample(problem, seed=4)
+        _sample(problem, seed=5, target_accept=0.9)  # a run again at a higher rate (after divergences)
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert compiles == []

@@ -203,7 +203,7 @@ def adult_speed(warmup: int, samples: int, repeats: int) -> dict:
         t = time.perf_counter()
         for _ in range(reps):
             state = jax.block_until_ready(program(state, key, np.zeros(net.dimension), data_args, np.int32(1),
-                                                  np.int32(1)))
+                                                  np.int32(1), np.float64(0.8)))
         empty_call_ms = 1e3 * (time.perf_counter() - t) / reps
     return {"d": int(net.dimension), "num_warmup": warmup, "num_samples": samples, "chains": 4, "runs": runs,
             "empty_call_ms": empty_call_ms}

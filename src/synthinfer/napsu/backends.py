@@ -286,8 +286,7 @@ class NUTSBackend:
         # plateau jumps, like the map, only under the N(0, prior_sd^2) prior alone
         jump_moves = problem.plateaus and bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                     max_tree_depth=settings.max_tree_depth, target_accept=settings.target_accept,
-                     layout=problem.layout, jump_moves=jump_moves)
+                     max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")
         lap = _laplace_fit(problem, settings, rng)
         # after the Laplace fit's compilations, beside the NUTS program's and sampling

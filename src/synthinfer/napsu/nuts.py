@@ -96,7 +96,7 @@ def _log_density(data, neg_log_posterior) -> Callable[[jax.Array], jax.Array]:
     return logdensity
 
 
-def _chain_start(z_init, data, *, neg_log_posterior, num_samples, target_accept) -> _ChainState:
+def _chain_start(z_init, data, *, neg_log_posterior, num_samples) -> _ChainState:
     """A chain's state before its first iteration: at ``z_init``, step size 1, unit mass matrix."""
     import blackjax.mcmc.nuts as nuts
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
@@ -104,17 +104,18 @@ def _chain_start(z_init, data, *, neg_log_posterior, num_samples, target_accept)
 
     d = z_init.shape[0]
     mm0 = mass_matrix_adaptation(True)[0](d)  # diagonal
-    da0 = dual_averaging_adaptation(target_accept)[0](1.0)
+    da0 = dual_averaging_adaptation(TARGET_ACCEPT)[0](1.0)  # the initial state does not depend on the target
     zero = jnp.zeros((), jnp.int64)
     return _ChainState(nuts.init(z_init, _log_density(data, neg_log_posterior)), da0, mm0, jnp.asarray(1.0, z_init.dtype),
                        mm0.inverse_mass_matrix, jnp.zeros((num_samples, d), z_init.dtype), jnp.zeros(num_samples, bool),
                        zero, zero, zero)
 
 
-def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior, num_warmup, num_samples, max_tree_depth,
-                target_accept, jump_moves):
-    """Iterations ``start, ..., stop - 1`` of one chain: Stan window adaptation, then NUTS, on
-    the reparametrised posterior ``theta(u)``; returns the chain's :class:`_ChainState` after them.
+def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, neg_log_posterior, num_warmup, num_samples,
+                max_tree_depth, jump_moves):
+    """Iterations ``start, ..., stop - 1`` of one chain: Stan window adaptation towards the
+    acceptance rate ``target_accept``, then NUTS, on the reparametrised posterior ``theta(u)``;
+    returns the chain's :class:`_ChainState` after them.
 
     At ``start == 0`` the chain starts at ``z_init`` (:func:`_chain_start`; ``state`` is then
     only a placeholder of the right shapes). Iterations ``0 .. num_warmup - 1`` are warmup:
@@ -143,8 +144,7 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, *, neg_log_posterior
     key = jax.random.wrap_key_data(key_data)
 
     def first():
-        return _chain_start(z_init, data, neg_log_posterior=neg_log_posterior, num_samples=num_samples,
-                            target_accept=target_accept)
+        return _chain_start(z_init, data, neg_log_posterior=neg_log_posterior, num_samples=num_samples)
 
     def pick(flag, a, b):
         return jax.tree.map(lambda x, y: jnp.where(flag, x, y), a, b)
@@ -187,7 +187,9 @@ def _shape_stand_in(theta: jax.Array, *args: Any) -> jax.Array:
     return jnp.sum(theta)
 
 
-_NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "target_accept", "jump_moves")
+#: The program's static settings. The target acceptance rate is a traced argument: a run again
+#: at a higher rate after divergences (``NUTSBackend``) reuses the compiled program.
+_NUTS_STATIC = ("num_warmup", "num_samples", "max_tree_depth", "jump_moves")
 
 
 def _nuts_jit(network: MarkovNetwork, layout: Layout | None) -> Callable:
@@ -199,32 +201,32 @@ def _nuts_jit(network: MarkovNetwork, layout: Layout | None) -> Callable:
     place instead of copying the draws. ``layout``: the measured values' (``None``: ``s~``)."""
     neg_log_posterior = objective(network, "neg_log_posterior", layout)[0]  # eq. 6 by message passing, plus the prior
 
-    def chain(state, key_data, z_init, data, start, stop, *, num_warmup, num_samples, max_tree_depth, target_accept,
+    def chain(state, key_data, z_init, data, start, stop, target_accept, *, num_warmup, num_samples, max_tree_depth,
               jump_moves):
-        return _nuts_chain(state, key_data, z_init, data, start, stop, neg_log_posterior=neg_log_posterior,
-                           num_warmup=num_warmup, num_samples=num_samples, max_tree_depth=max_tree_depth,
-                           target_accept=target_accept, jump_moves=jump_moves)
+        return _nuts_chain(state, key_data, z_init, data, start, stop, target_accept,
+                           neg_log_posterior=neg_log_posterior, num_warmup=num_warmup, num_samples=num_samples,
+                           max_tree_depth=max_tree_depth, jump_moves=jump_moves)
 
     return network.programs.get(("nuts", layout),
                                 lambda: jax.jit(chain, static_argnames=_NUTS_STATIC, donate_argnums=0))
 
 
 def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: int = 2000,
-                 max_tree_depth: int = 12, target_accept: float = TARGET_ACCEPT, jump_moves: bool = True,
-                 layout: Layout | None = None) -> Future:
+                 max_tree_depth: int = 12, jump_moves: bool = True, layout: Layout | None = None) -> Future:
     """Start compiling the NUTS program for a network and settings in a background thread.
 
     The program depends only on the network and the shapes (every datum, and the range of
     iterations a call runs, is a traced argument), so it can be compiled while the Laplace
     approximation, which :func:`nuts_sample` needs first, runs: on two cores the two overlap.
     Returns a future of the compiled program; :func:`nuts_sample` reuses it (one compilation
-    per network and settings). ``jump_moves=False`` compiles the program without plateau
+    per network and settings; the target acceptance rate is an argument of the program, so runs
+    at different rates share it). ``jump_moves=False`` compiles the program without plateau
     jumps, for data with no one-sided cell (:func:`synthinfer.napsu.reparam.one_sided_cells`,
     known before the Laplace fit): a smaller program, which on small models is most of the wait.
     ``layout``: as for :func:`nuts_sample`.
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
-                    target_accept=float(target_accept), jump_moves=bool(jump_moves))
+                    jump_moves=bool(jump_moves))
     d = int(network.dimension)
 
     def lower():
@@ -237,12 +239,13 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
         z = jax.ShapeDtypeStruct((d,), np.float64)
         index = jax.ShapeDtypeStruct((), np.int32)
+        rate = jax.ShapeDtypeStruct((), np.float64)
         # the state's shapes do not depend on the density: a stand-in with the same output
         # (a float64 scalar) spares tracing the likelihood once more (most of a small model's wait)
         state = jax.eval_shape(lambda z0, data: _chain_start(z0, data, neg_log_posterior=_shape_stand_in,
-                                                             num_samples=settings["num_samples"],
-                                                             target_accept=settings["target_accept"]), z, shapes)
-        return _nuts_jit(network, layout).lower(state, jax_key_data_spec(), z, shapes, index, index, **settings)
+                                                             num_samples=settings["num_samples"]), z, shapes)
+        return _nuts_jit(network, layout).lower(state, jax_key_data_spec(), z, shapes, index, index, rate,
+                                                **settings)
 
     return network.programs.compile_ahead(("nuts", tuple(sorted(settings.items())), layout), lower,
                                           quick=compiles_quick(d))
@@ -364,7 +367,7 @@ def nuts_sample(
     keys = jax_key_data(rng, n_chains)
     t0 = time.perf_counter()
     program = compile_nuts(network, num_warmup=num_warmup, num_samples=num_samples, max_tree_depth=max_tree_depth,
-                           target_accept=target_accept, jump_moves=jump_moves, layout=layout)
+                           jump_moves=jump_moves, layout=layout)
     if not program.done():
         if progress is not None:
             progress("NUTS: compiling")
@@ -373,6 +376,7 @@ def nuts_sample(
         import_arviz()
     program = program.result()
     total = num_warmup + num_samples
+    rate = np.float64(target_accept)
     counter = ProgressCounter("NUTS", n_chains, total, "draws", progress, part_name="chains")
     # the first call's placeholder state: the program's result has the state's shapes
     placeholder = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)
@@ -383,7 +387,8 @@ def nuts_sample(
             while start < total:
                 stop = min(total, start + size)
                 t = time.perf_counter()
-                state = jax.block_until_ready(program(state, key, z0[c], data, np.int32(start), np.int32(stop)))
+                state = jax.block_until_ready(program(state, key, z0[c], data, np.int32(start), np.int32(stop),
+                                                      rate))
                 size = _next_block(stop - start, time.perf_counter() - t)
                 count.add(c, stop - start)
                 start = stop

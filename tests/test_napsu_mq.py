@@ -371,18 +371,20 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
 @pytest.mark.filterwarnings("ignore:NUTS diagnostics failed")  # short chains: only the control flow is tested
 def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatch):
     """Divergent transitions at the default rate: NUTS runs again at the next rate of
-    ``RETRY_TARGET_ACCEPT`` on the same Laplace fit, and its draws are the result; the summary
+    ``RETRY_TARGET_ACCEPT`` on the same Laplace fit, its chains going on from the first run's,
+    and its draws are the result; the summary
     and the diagnostics say so. A given rate is kept to, divergences and all."""
     import dataclasses
 
     from synthinfer.napsu import nuts
     from synthinfer.napsu.estimator import RETRY_TARGET_ACCEPT, TARGET_ACCEPT
 
-    real, calls, laplaces = nuts.nuts_sample, [], set()
+    real, calls, laplaces, resumed = nuts.nuts_sample, [], set(), []
 
     def divergent_at_default(*args, target_accept, **kw):  # divergences at the default rate only
         calls.append(target_accept)
         laplaces.add(id(args[4]))
+        resumed.append(kw.get("resume"))
         res = real(*args, target_accept=target_accept, **kw)
         return dataclasses.replace(res, diverging=np.ones_like(res.diverging)) if target_accept == TARGET_ACCEPT else res
 
@@ -391,6 +393,8 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     gen = NapsuMQ([("x1", "x2", "y")], **settings).fit(toy.data, toy.domain)
     assert TARGET_ACCEPT == 0.8 and RETRY_TARGET_ACCEPT == (0.95,)
     assert calls == [0.8, 0.95] and len(laplaces) == 1  # one Laplace fit for both runs
+    # the run at 0.95 goes on from the chains of the run at 0.8
+    assert resumed[0] is None and len(resumed[1].states) == 2
     nu = gen.diagnostics_["nuts"]
     assert nu["target_accept"] == 0.95 and nu["divergences"] == int(gen.posterior_.sample_stats["diverging"].sum())
     assert [(r["target_accept"], r["divergences"]) for r in nu["earlier_runs"]] == [(0.8, 2 * 60)]

@@ -102,6 +102,31 @@ def test_a_higher_target_acceptance_adapts_smaller_steps(problem):
     assert careful.n_grad_evals > bold.n_grad_evals  # smaller steps, longer trajectories
 
 
+def test_a_resumed_run_goes_on_from_the_chains_with_a_new_step_size(problem):
+    """``resume``: the chains keep their positions and mass matrices and adapt their step size
+    anew over Stan's final fast window only, towards the new rate; the same posterior."""
+    first = _sample(problem, num_warmup=200, num_samples=400)
+    fresh = _sample(problem, seed=8, num_warmup=200, num_samples=400, target_accept=0.95)
+    again = _sample(problem, seed=8, num_warmup=200, num_samples=400, target_accept=0.95, resume=first)
+    slow, _ = nuts._stan_schedule(200, 400)
+    window = 200 - (int(np.nonzero(slow)[0][-1]) + 1)
+    assert (first.warmup, fresh.warmup, again.warmup) == (200, 200, window) and 0 < window < 200
+    assert again.draws.shape == first.draws.shape and np.all(np.isfinite(again.draws))
+    assert again.step_size.max() < first.step_size.min()  # adapted towards 0.95, not kept at 0.8's
+    # the mass matrices went on: each chain's is the one it had, not re-estimated
+    for a, b in zip(again.states, first.states):
+        np.testing.assert_array_equal(a.inverse_mass_matrix, b.inverse_mass_matrix)
+    # this run's gradients only: a short warmup
+    assert 0 < again.n_grad_evals_warmup < fresh.n_grad_evals_warmup / 2
+    # the same posterior: means within 5 Monte Carlo standard errors (draws' sd / sqrt(draws))
+    for run in (fresh, again):
+        a, b = run.draws.reshape(-1, run.draws.shape[-1]), first.draws.reshape(-1, first.draws.shape[-1])
+        se = np.sqrt(a.var(0) / len(a) + b.var(0) / len(b))
+        assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
+    with pytest.raises(ValueError, match="resume has 2 chains' states, n_chains is 3"):
+        _sample(problem, n_chains=3, resume=first)
+
+
 def test_a_chain_runs_as_calls_of_a_fraction_of_a_second_each(problem, monkeypatch):
     calls: list[tuple[int, float]] = []
     next_block = nuts._next_block

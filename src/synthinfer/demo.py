@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                              "an approximation)")
     parser.add_argument("--numbers", action="store_true",
                         help="age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on this model "
-                             "takes 25 minutes to over an hour of CPU")
+                             "takes about 15 to 40 minutes of wall time on an idle 2-core machine")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"NUTS chains, each on a core of its own (default: the library's 4; {NUMBERS_CHAINS} with "
                              "--numbers)")
@@ -136,8 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"budget: epsilon = {args.epsilon:g}, delta = 1/n^2 = {delta:.3g}; {what}; "
                   f"inference = {args.inference}" + (f", {chains} NUTS chains" if chains else ""))
     if args.numbers and args.inference != "laplace":
-        console.print("NUTS on this model takes 25 minutes to over an hour of CPU (a sampling pass of each chain, "
-                      "and more while the convergence check fails), about half that in wall time on 2 cores")
+        console.print("NUTS on this model takes about 12 minutes of wall time on an idle 2-core machine for its first "
+                      "sampling pass, about 5 for each further pass while the convergence check fails (at most 3 "
+                      "more), and about 10 more if it samples again with smaller steps after divergent transitions")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            **({"n_chains": chains} if chains else {}), **model)

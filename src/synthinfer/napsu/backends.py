@@ -112,8 +112,8 @@ class InferenceSettings:
     #: NUTS's target acceptance rate for step-size adaptation (Hoffman & Gelman 2014, Section
     #: 3.2): higher means smaller steps, fewer divergences and more gradients per draw
     target_accept: float = TARGET_ACCEPT
-    #: higher rates NUTS samples again at, from warmup and in turn, while its draws have
-    #: divergent transitions (the Laplace fit is reused; each rate compiles its own program)
+    #: higher rates NUTS samples again at, in turn, while its draws have divergent transitions:
+    #: the chains go on from where they stopped, their step size adapted anew (one program)
     retry_target_accept: tuple[float, ...] = ()
 
 
@@ -270,8 +270,9 @@ class NUTSBackend:
     paper's prior alone (``PosteriorProblem.plateaus``) with the one-sided map and plateau jumps of
     near-empty cells, which the cell prior makes unnecessary. Its program compiles on the
     other core while the Laplace fit runs. Where its draws have divergent transitions it samples
-    again at each of ``settings.retry_target_accept`` in turn (the draws of the last run are
-    the result; ``diagnostics["nuts"]["earlier_runs"]`` records those set aside). Warns when
+    again at each of ``settings.retry_target_accept`` in turn, the chains going on from where
+    they stopped with their step size adapted anew (``nuts_sample(resume=...)``; the draws of
+    the last run are the result, ``diagnostics["nuts"]["earlier_runs"]`` records those set aside). Warns when
     R-hat, ESS or divergences fail."""
 
     name = "nuts"
@@ -300,9 +301,10 @@ class NUTSBackend:
             checked.update(shape=draws.shape, diagnostics=_diagnostics(draws))
             return checked["diagnostics"]["problems"]
 
+        res = None
         for i, target in enumerate(targets):
             checked.clear()
-            if i:  # smaller steps against divergences: the same posterior, adapted anew
+            if i:  # smaller steps against divergences: the chains go on, their step size adapted anew
                 progress(f"NUTS again at target acceptance {target}: {retries[-1]['divergences']} divergent "
                          f"transitions at {targets[i - 1]}")
             res = nuts_sample(
@@ -311,7 +313,7 @@ class NUTSBackend:
                 jump_moves=jump_moves,
                 n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                 max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
-                max_passes=settings.max_passes, unconverged=unconverged,
+                max_passes=settings.max_passes, unconverged=unconverged, resume=res,
                 **map_options(net, problem.plateaus),
             )
             divergences = int(res.diverging.sum())
@@ -329,7 +331,7 @@ class NUTSBackend:
             "plateau_jump_parameters": res.n_jump_cells,
             "plateau_jump_acceptance": (res.n_jumps_accepted / (res.n_jump_cells * draws_total)
                                         if res.n_jump_cells else None),
-            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * settings.num_warmup + draws_total),
+            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * res.warmup + draws_total),
             "passes": res.passes,
             "max_passes": settings.max_passes,
             "target_accept": target,

@@ -173,9 +173,9 @@ class NapsuMQ(Generator):
         are taken from the Gaussian.
     target_accept : NUTS's target acceptance rate in step-size adaptation, in (0, 1). ``None``
         (default): :data:`~synthinfer.napsu.nuts.TARGET_ACCEPT`, and where the draws then have
-        divergent transitions NUTS samples again from warmup at each of
-        :data:`RETRY_TARGET_ACCEPT` in turn (smaller steps; the summary says so); a given rate
-        is kept to.
+        divergent transitions NUTS samples again at each of :data:`RETRY_TARGET_ACCEPT` in
+        turn (the chains go on with their adapted mass matrix and a step size adapted anew:
+        smaller steps; the summary says so); a given rate is kept to.
     prior_sd : standard deviation of the N(0, prior_sd^2 I) prior (paper: 10); with
         ``interaction_sd``, of the main effects' normal prior.
     cell_prior : weight ``alpha`` of the cell prior, ``prod_c P(c)^alpha``, which multiplies the

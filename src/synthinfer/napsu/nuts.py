@@ -18,6 +18,7 @@ import numpy as np
 
 from synthinfer._jax import float64, jax, jnp, uses_float64
 from synthinfer._system import usable_cores
+from synthinfer.errors import ParameterError
 from synthinfer.mcmc import import_arviz
 from synthinfer.napsu.jumps import PlateauJumps, jump_sweep, plateau_jumps
 from synthinfer.napsu.laplace import LaplaceResult
@@ -51,6 +52,8 @@ class NUTSResult:
     n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
     passes: int = 1  # sampling passes of num_samples draws per chain (more while not converged)
+    warmup: int = 0  # warmup iterations per chain in this run (fewer when resumed)
+    states: tuple = ()  # each chain's final state, on the host: what ``nuts_sample(resume=...)`` continues
 
 
 def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -291,6 +294,7 @@ def nuts_sample(
     max_passes: int = 1,
     unconverged: Callable[[np.ndarray], Sequence[str]] | None = None,
     progress: Callable[[str], None] | None = None,
+    resume: NUTSResult | None = None,
     rng: np.random.Generator,
 ) -> NUTSResult:
     """NUTS (Hoffman & Gelman 2014; BlackJAX) on the posterior, preconditioned by the Laplace fit.
@@ -339,6 +343,16 @@ def nuts_sample(
     kernel). The program is the same (its sampling iterations run again on a new key), so
     nothing recompiles.
 
+    ``resume``: an earlier run on the same posterior and settings (e.g. one whose draws had
+    divergent transitions), whose chains go on from their final states instead of starting
+    again at the Laplace fit: each keeps its position and adapted mass matrix, adapts its step
+    size anew towards ``target_accept`` over Stan's final fast window only (dual averaging
+    restarted at its last step size, as at the end of each of Stan's slow windows), then
+    draws as above. The mass matrix estimates the posterior's scales, which do not depend on
+    the target rate; the final window is where Stan's own warmup settles the step size. The
+    result counts the gradients of this run only. With no slow window (a warmup too short for
+    Stan's schedule) the chains start again from the Laplace fit.
+
     Each call of the program runs a block of a chain's iterations sized to last about
     :data:`BLOCK_SECONDS`, and the chain's state goes from one call to the next (donated, so
     updated in place). Why blocks: while calls of an XLA:CPU program run side by side, the
@@ -377,9 +391,14 @@ def nuts_sample(
     program = program.result()
     total = num_warmup + num_samples
     rate = np.float64(target_accept)
-    counter = ProgressCounter("NUTS", n_chains, total, "draws", progress, part_name="chains")
-    # the first call's placeholder state: the program's result has the state's shapes
-    placeholder = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)
+    if resume is not None:
+        if len(resume.states) != n_chains:
+            raise ParameterError(f"resume has {len(resume.states)} chains' states, n_chains is {n_chains}")
+        begin, starts = _resume_states(resume.states, num_warmup, num_samples)
+    else:
+        # the first call's placeholder state: the program's result has the state's shapes
+        begin, starts = 0, [jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)] * n_chains
+    counter = ProgressCounter("NUTS", n_chains, total - begin, "draws", progress, part_name="chains")
 
     def run(c: int, state: _ChainState, key: np.ndarray, start: int, count: ProgressCounter) -> _ChainState:
         size = FIRST_BLOCK
@@ -397,7 +416,7 @@ def nuts_sample(
     counter.start()
     workers = max(1, min(n_chains, max_workers or usable_cores()))
     with ThreadPoolExecutor(workers) as pool:
-        outs = list(pool.map(lambda c: run(c, placeholder, keys[c], 0, counter), range(n_chains)))
+        outs = list(pool.map(lambda c: run(c, starts[c], keys[c], begin, counter), range(n_chains)))
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
@@ -413,16 +432,37 @@ def nuts_sample(
             draws.append(np.stack([np.asarray(o.draws) for o in outs]))
             diverging.append(np.stack([np.asarray(o.diverging, dtype=bool) for o in outs]))
     seconds = time.perf_counter() - t0
-    warm = int(sum(int(o.grads_warmup) for o in outs))
-    return NUTSResult(  # the states' counters run on across passes
+    # the states' counters run on across passes, and from a resumed run's (unless it started over)
+    before = (0, 0, 0) if not begin else tuple(sum(int(getattr(o, f)) for o in resume.states)
+                                                for f in ("grads_warmup", "grads", "jumps_accepted"))
+    warm = int(sum(int(o.grads_warmup) for o in outs)) - before[0]
+    return NUTSResult(
         draws=np.concatenate(draws, axis=1),
         diverging=np.concatenate(diverging, axis=1),
-        n_grad_evals=warm + int(sum(int(o.grads) for o in outs)),
+        n_grad_evals=warm + int(sum(int(o.grads) for o in outs)) - before[1],
         n_grad_evals_warmup=warm,
         step_size=np.array([float(o.step_size) for o in outs]),
         seconds=seconds,
         n_one_sided=umap.n_one_sided,
         n_jump_cells=jumps.count,
-        n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)),
+        n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)) - before[2],
         passes=len(draws),
+        warmup=num_warmup - begin,
+        states=tuple(jax.tree.map(np.array, o) for o in outs),  # copies: the program donates its state
     )
+
+
+def _resume_states(states: Sequence[_ChainState], num_warmup: int, num_samples: int) -> tuple[int, list]:
+    """Where resumed chains begin (:func:`nuts_sample`'s ``resume``): the first iteration of
+    Stan's final fast window, with each chain's dual averaging restarted at its step size
+    (BlackJAX's ``dual_averaging_adaptation`` init, whose state does not depend on the target).
+    Without a slow window: iteration 0, a fresh start."""
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    slow, _ = _stan_schedule(num_warmup, num_samples)
+    if not slow.any():
+        return 0, list(states)
+    init = dual_averaging_adaptation(TARGET_ACCEPT)[0]
+    with float64():
+        fresh = [s._replace(step_size_adaptation=jax.tree.map(np.asarray, init(float(s.step_size)))) for s in states]
+    return int(np.nonzero(slow)[0][-1]) + 1, fresh

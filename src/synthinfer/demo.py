@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.numbers and args.inference != "laplace":
         console.print("NUTS on this model takes about 12 minutes of wall time on an idle 2-core machine for its first "
                       "sampling pass, about 5 for each further pass while the convergence check fails (at most 3 "
-                      "more), and about 10 more if it samples again with smaller steps after divergent transitions")
+                      "more), and 6 more and 5 for each further pass if it samples again with smaller steps after "
+                      "divergent transitions")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            **({"n_chains": chains} if chains else {}), **model)

@@ -18,7 +18,8 @@ ESS, and how far apart the two runs' posterior means are, in posterior standard 
 
 ``--plot``: only draw ``--out``'s figure (the same name, ``.png``): per fit that sampled again,
 the run at 0.95's gradients going on and from the start, and the runs' posterior means apart.
-A resumed run's seconds are the fit's NUTS seconds less its earlier runs'.
+A ``resumed`` record's seconds are the fit's NUTS seconds, its earlier runs' included
+(``earlier_runs[i]["seconds"]``); a ``from_the_start`` record's are that run's alone.
 """
 
 from __future__ import annotations

@@ -103,11 +103,10 @@ def _chain_start(z_init, data, *, neg_log_posterior, num_samples) -> _ChainState
     """A chain's state before its first iteration: at ``z_init``, step size 1, unit mass matrix."""
     import blackjax.mcmc.nuts as nuts
     from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
-    from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     d = z_init.shape[0]
     mm0 = mass_matrix_adaptation(True)[0](d)  # diagonal
-    da0 = dual_averaging_adaptation(TARGET_ACCEPT)[0](1.0)  # the initial state does not depend on the target
+    da0 = _step_size_adaptation_start(1.0)
     zero = jnp.zeros((), jnp.int64)
     return _ChainState(nuts.init(z_init, _log_density(data, neg_log_posterior)), da0, mm0, jnp.asarray(1.0, z_init.dtype),
                        mm0.inverse_mass_matrix, jnp.zeros((num_samples, d), z_init.dtype), jnp.zeros(num_samples, bool),
@@ -452,17 +451,23 @@ def nuts_sample(
     )
 
 
-def _resume_states(states: Sequence[_ChainState], num_warmup: int, num_samples: int) -> tuple[int, list]:
-    """Where resumed chains begin (:func:`nuts_sample`'s ``resume``): the first iteration of
-    Stan's final fast window, with each chain's dual averaging restarted at its step size
-    (BlackJAX's ``dual_averaging_adaptation`` init, whose state does not depend on the target).
-    Without a slow window: iteration 0, a fresh start."""
+def _step_size_adaptation_start(step_size):
+    """The dual averaging's state at its (re)start from ``step_size`` (BlackJAX's
+    ``dual_averaging_adaptation`` init; it does not depend on the target rate, which enters
+    only the updates)."""
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
+    return dual_averaging_adaptation(TARGET_ACCEPT)[0](step_size)
+
+
+def _resume_states(states: Sequence[_ChainState], num_warmup: int, num_samples: int) -> tuple[int, list]:
+    """Where resumed chains begin (:func:`nuts_sample`'s ``resume``): the first iteration of
+    Stan's final fast window, with each chain's dual averaging restarted at its step size.
+    Without a slow window: iteration 0, a fresh start."""
     slow, _ = _stan_schedule(num_warmup, num_samples)
     if not slow.any():
         return 0, list(states)
-    init = dual_averaging_adaptation(TARGET_ACCEPT)[0]
     with float64():
-        fresh = [s._replace(step_size_adaptation=jax.tree.map(np.asarray, init(float(s.step_size)))) for s in states]
+        fresh = [s._replace(step_size_adaptation=jax.tree.map(np.asarray, _step_size_adaptation_start(float(s.step_size))))
+                 for s in states]
     return int(np.nonzero(slow)[0][-1]) + 1, fresh

@@ -113,8 +113,8 @@ def _chain_start(z_init, data, *, neg_log_posterior, num_samples) -> _ChainState
                        zero, zero, zero)
 
 
-def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, neg_log_posterior, num_warmup, num_samples,
-                max_tree_depth, jump_moves):
+def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, neg_log_posterior, num_warmup,
+                num_samples, max_tree_depth, jump_moves):
     """Iterations ``start, ..., stop - 1`` of one chain: Stan window adaptation towards the
     acceptance rate ``target_accept``, then NUTS, on the reparametrised posterior ``theta(u)``;
     returns the chain's :class:`_ChainState` after them.
@@ -468,6 +468,7 @@ def _resume_states(states: Sequence[_ChainState], num_warmup: int, num_samples: 
     if not slow.any():
         return 0, list(states)
     with float64():
-        fresh = [s._replace(step_size_adaptation=jax.tree.map(np.asarray, _step_size_adaptation_start(float(s.step_size))))
+        fresh = [s._replace(step_size_adaptation=jax.tree.map(np.asarray,
+                                                              _step_size_adaptation_start(float(s.step_size))))
                  for s in states]
     return int(np.nonzero(slow)[0][-1]) + 1, fresh

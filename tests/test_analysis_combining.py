@@ -3,6 +3,8 @@ calibration on a conjugate model where exact posterior-predictive synthetic data
 
 from __future__ import annotations
 
+import warnings
+
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
@@ -167,6 +169,16 @@ def test_location_scale_equivariance(q, v, shift, scale):
     np.testing.assert_allclose(scaled.T_star, base.T_star * scale**2, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(scaled.fallback, base.fallback)
     np.testing.assert_allclose(scaled.df, base.df, rtol=1e-6)
+
+
+def test_nearly_identical_estimates_give_infinite_degrees_of_freedom_without_a_warning():
+    """b -> 0 makes r -> 0 and nu = (m - 1)(1 - 1/r)^2 -> inf: its limit, not an overflow warning."""
+    q = np.zeros((6, 1))
+    q[0] = 1e-160
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = rubins_rules(q, np.ones((6, 1)), n=100, n_syn=100)
+    assert np.isinf(c.df[0]) and np.isfinite(c.T_star[0])
 
 
 def test_zero_total_variance_gives_nan_and_a_warning_not_a_zero_width_interval():

@@ -158,7 +158,8 @@ def rubins_rules(
 
     qz = np.where(ok, q, 0.0)
     vz = np.where(ok, v, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # r -> 0 (between-dataset variance ~ 0) sends nu to +inf, its limit: overflow there is not an error
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mf = m.astype(float)
         q_bar = qz.sum(axis=0) / mf
         v_bar = vz.sum(axis=0) / mf

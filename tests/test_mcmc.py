@@ -15,6 +15,7 @@ from synthinfer.mcmc import (
     RHAT_MAX,
     batched_ess,
     convergence_diagnostics,
+    further_draws,
     rhat_null_limits,
 )
 
@@ -77,6 +78,26 @@ def test_sticky_chains_fail_ess_and_warning_can_be_turned_off():
         warnings.simplefilter("error", ConvergenceWarning)
         assert convergence_diagnostics(_idata(x=x), warn=False)["ok"] is False
         assert convergence_diagnostics(_idata(x=x), ess_per_chain=1.0, rhat_max=1.5)["ok"] is True
+
+
+def test_a_further_pass_sized_to_the_missing_ess_reaches_it():
+    """Stationary AR(1) chains (rho 0.5: about a third of an ESS per draw) short of the bulk
+    ESS asked for: the pass :func:`further_draws` sizes brings them to it; R-hat failures,
+    an undefined ESS and small shortfalls get a whole pass or a quarter of one."""
+    rng = np.random.default_rng(5)
+    x = _ar1_block(rng, 4, 1600, 1, 0.5)[..., 0]
+    first = convergence_diagnostics(_idata(x=x[:, :600]), ess_per_chain=250.0, warn=False)
+    assert first["rhat_ok"] and not first["ok"] and 600 < first["ess_bulk_min"] < 1000
+    k = further_draws(first, 600, 1000)
+    assert 150 < k < 1000  # sized: more than a quarter pass, less than a whole one
+    after = convergence_diagnostics(_idata(x=x[:, :600 + k]), ess_per_chain=250.0, warn=False)
+    assert after["ok"], after["problems"]
+    # the shortest pass further_draws gives, a quarter of one, would not have reached it here
+    assert not convergence_diagnostics(_idata(x=x[:, :600 + 250]), ess_per_chain=250.0, warn=False)["ok"]
+    assert further_draws({**first, "ess_bulk_min": 990.0}, 600, 1000) == 250  # at least a quarter of a pass
+    assert further_draws({**first, "rhat_ok": False}, 600, 1000) == 1000  # R-hat failed: a whole pass
+    assert further_draws({**first, "ess_bulk_min": None}, 600, 1000) == 1000  # ESS undefined
+    assert further_draws({**first, "ess_bulk_min": 5.0}, 600, 1000) == 1000  # never more than a pass
 
 
 def test_one_chain_checks_ess_only():

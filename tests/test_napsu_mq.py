@@ -415,6 +415,35 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     assert kept.get_params()["target_accept"] == 0.8 and kept.release_settings_["target_accept"] == 0.8
 
 
+def test_nuts_runs_on_for_the_ess_its_check_missed(toy, monkeypatch):
+    """The library's draws (Supplement E's on the toy model): a first check short of bulk ESS by
+    a tenth runs on for the draws sized to it (``mcmc.further_draws``), not a whole pass; the
+    diagnostics and summary count them."""
+    import math
+
+    from synthinfer.mcmc import ESS_MARGIN
+    from synthinfer.napsu import backends
+
+    real, seen = backends._diagnostics, []
+
+    def short_at_first(draws):
+        out = real(draws)
+        seen.append(draws.shape[1])
+        if len(seen) == 1:
+            need = out["ess_bulk_required"]
+            out = {**out, "ess_bulk_min": 0.9 * need, "ok": False, "problems": [f"min bulk ESS {0.9 * need:.0f} < {need:.0f}"]}
+        return out
+
+    monkeypatch.setattr(backends, "_diagnostics", short_at_first)
+    gen = NapsuMQ([("x1", "x2", "y")], epsilon=1.0, delta=N**-2.0, inference="nuts", seed=3).fit(toy.data, toy.domain)
+    k = math.ceil(2000 * (ESS_MARGIN / 0.9 - 1.0))
+    assert seen == [2000, 2000 + k] and 500 < k < 2000
+    nu = gen.diagnostics_["nuts"]
+    assert nu["passes"] == 2 and nu["draws_per_chain"] == 2000 + k and nu["ok"]
+    assert gen.posterior_.posterior["theta"].shape[:2] == (4, 2000 + k)
+    assert f"NUTS: 4 x (800 + {2000 + k} in 2 passes, run longer until converged) draws" in gen.summary()
+
+
 def test_bad_settings_and_empty_models_fail_before_any_spend(toy):
     led = PrivacyLedger((5.0, 1e-5))
     for kwargs, name in ((dict(prior_sd=0), "prior_sd"), (dict(prior_sd=-1.0), "prior_sd"),

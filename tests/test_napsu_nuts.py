@@ -83,7 +83,7 @@ def test_chains_run_on_in_passes_while_not_converged(problem):
     assert seen == [(2, 80, d), (2, 160, d)]  # every check on all the draws so far
     # each further pass says why it runs: the check's failures
     assert [s for s in dict.fromkeys(getattr(s, "stage", s) for s in stages) if "more draws" in s] == [
-        "NUTS, more draws (pass 2 of at most 3: ESS 1 < 9)", "NUTS, more draws (pass 3 of at most 3: ESS 2 < 9)"]
+        "NUTS, more draws (pass 2: ESS 1 < 9)", "NUTS, more draws (pass 3: ESS 2 < 9)"]
     # the first pass is the one-pass run; later ones continue it with the adapted kernel, new randomness
     np.testing.assert_array_equal(more.draws[:, :80], one.draws)
     np.testing.assert_array_equal(more.step_size, one.step_size)
@@ -93,6 +93,25 @@ def test_chains_run_on_in_passes_while_not_converged(problem):
     assert np.all(np.isfinite(more.draws))
     done = _sample(problem, max_passes=3, unconverged=lambda d: [])
     assert done.passes == 1 and done.draws.shape == (2, 80, d)
+
+
+def test_further_passes_take_the_draws_asked_for_up_to_max_passes_times_num_samples(problem):
+    """``pass_draws``: a further pass of that many draws per chain (at most ``num_samples``),
+    the same chains as whole passes, until the chains hold ``max_passes * num_samples``."""
+    d = problem[0].dimension
+    whole = _sample(problem, max_passes=3, unconverged=lambda draws: ["short"])
+    asked: list[int] = []
+    sized = _sample(problem, max_passes=3, unconverged=lambda draws: ["short"],
+                    pass_draws=lambda draws: asked.append(draws.shape[1]) or 30)
+    # 80 + 5 x 30 + 10 = 3 x 80: the last pass takes what is left
+    assert asked == [80, 110, 140, 170, 200, 230] and sized.passes == 7
+    assert sized.draws.shape == (2, 240, d) and sized.diverging.shape == (2, 240)
+    # a shorter pass runs the same iterations as the start of a whole one (on its own key)
+    np.testing.assert_array_equal(sized.draws[:, :80], whole.draws[:, :80])
+    assert np.all(np.isfinite(sized.draws)) and not np.array_equal(sized.draws[:, 80:110], sized.draws[:, 110:140])
+    assert whole.n_grad_evals_warmup == sized.n_grad_evals_warmup
+    big = _sample(problem, max_passes=2, unconverged=lambda draws: ["short"], pass_draws=lambda draws: 10**6)
+    assert big.passes == 2 and big.draws.shape == (2, 160, d)  # never more than num_samples a pass
 
 
 def test_a_higher_target_acceptance_adapts_smaller_steps(problem):

@@ -137,9 +137,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"inference = {args.inference}" + (f", {chains} NUTS chains" if chains else ""))
     if args.numbers and args.inference != "laplace":
         console.print("NUTS on this model takes about 12 minutes of wall time on an idle 2-core machine for its first "
-                      "sampling pass, about 5 for each further pass while the convergence check fails (at most 3 "
-                      "more), and 6 more and 5 for each further pass if it samples again with smaller steps after "
-                      "divergent transitions")
+                      "sampling pass, up to about 5 for each further pass while the convergence check fails (sized "
+                      "to what it missed, at most 3 passes' worth), and 6 more and up to 5 for each further pass if "
+                      "it samples again with smaller steps after divergent transitions")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            **({"n_chains": chains} if chains else {}), **model)

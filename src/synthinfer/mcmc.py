@@ -46,6 +46,10 @@ RHAT_FAMILY_ALPHA = 0.01
 #: The R-hat no number of quantities excuses (the bound rstan's ``Rhat`` documentation
 #: recommends): chains whose R-hat exceeds it disagree whatever their autocorrelation.
 RHAT_CEILING = 1.05
+#: A further pass sized to the bulk ESS still missing (:func:`further_draws`) aims this many
+#: times above the requirement: the ESS of short chains is a noisy estimate, and a pass that
+#: falls short costs another check and pass.
+ESS_MARGIN = 1.25
 
 
 def _split_halves(x: np.ndarray) -> np.ndarray:
@@ -149,6 +153,23 @@ def batched_ess(x: np.ndarray, method: str = "bulk") -> np.ndarray:
     return np.where(bad, np.nan, ess)
 
 
+def further_draws(diagnostics: dict[str, Any], draws_per_chain: int, most: int) -> int:
+    """Draws per chain of a further pass after a failed check (:func:`convergence_diagnostics`'s
+    result on chains of ``draws_per_chain`` draws): at most ``most``.
+
+    Where only the bulk ESS fell short, the pass is sized to what is missing: the ESS of a
+    stationary chain grows in proportion to its draws, so ``N (ESS_MARGIN * need / ess - 1)``
+    more, but at least a quarter of ``most`` (a pass costs a check, and a few draws add
+    little). Where R-hat failed, whose excess does not shrink at a rate one can predict (a
+    chain still drifting, or one that has not found a mode), or the ESS is undefined: ``most``.
+    """
+    need, ess = diagnostics.get("ess_bulk_required"), diagnostics.get("ess_bulk_min")
+    if not diagnostics.get("rhat_ok", False) or not need or ess is None or not ess > 0:
+        return int(most)
+    k = math.ceil(draws_per_chain * (ESS_MARGIN * need / ess - 1.0))
+    return int(min(most, max(math.ceil(most / 4), k)))
+
+
 def import_arviz() -> ModuleType:
     """ArviZ, imported without the notice it prints once a day on import (a FutureWarning about
     its coming refactor, which is ArviZ's news and not something a synthinfer user can act
@@ -199,9 +220,9 @@ def convergence_diagnostics(
     A JSON-ready dict: ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min``, ``rhat`` and ``ess_bulk``
     (per component), ``ess_bulk_required`` (``ess_per_chain`` times the chains),
     ``rhat_threshold`` (``rhat_max``), ``rhat_limit_max`` (the largest component's limit),
-    ``ok`` (the policy holds) and ``problems`` (what failed, in the warning's words). Undefined
-    values (R-hat of one chain, or of a constant component) are None; an undefined R-hat with
-    two or more chains fails the policy.
+    ``rhat_ok`` (the R-hat part holds), ``ok`` (the policy holds) and ``problems`` (what failed,
+    in the warning's words). Undefined values (R-hat of one chain, or of a constant component)
+    are None; an undefined R-hat with two or more chains fails the policy.
     """
     az = import_arviz()
 
@@ -233,7 +254,8 @@ def convergence_diagnostics(
     }
     problems = []
     # "not <=" so that NaN (undefined) fails too
-    if rhat is not None and not np.all(rhat <= limit):
+    out["rhat_ok"] = rhat is None or bool(np.all(rhat <= limit))
+    if not out["rhat_ok"]:
         bad = ~(rhat <= limit)
         worst = int(np.argmax(np.where(bad, np.nan_to_num(rhat - limit, nan=np.inf), -np.inf)))
         if not math.isfinite(rhat[worst]):

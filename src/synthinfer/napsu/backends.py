@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from synthinfer.errors import ConvergenceWarning, ParameterError, SynthinferWarning, user_stacklevel
-from synthinfer.mcmc import convergence_diagnostics, warn_unconverged
+from synthinfer.mcmc import convergence_diagnostics, further_draws, warn_unconverged
 from synthinfer.napsu.diagnostics import to_inference_data
 from synthinfer.napsu.importance import DEFAULT_DF, DEFAULT_NUM_PROPOSALS, DEFAULT_SCALE, check_settings, importance_sample
 from synthinfer.napsu.network import MarkovNetwork
@@ -106,8 +106,9 @@ class InferenceSettings:
     max_tree_depth: int
     laplace_max_iter: int
     laplace_max_restarts: int
-    #: NUTS's sampling passes of ``num_samples`` draws per chain at most: more are run while the
-    #: convergence check (:func:`synthinfer.mcmc.convergence_diagnostics`) fails
+    #: NUTS's sampling draws per chain at most, in multiples of ``num_samples``: further passes
+    #: run while the convergence check (:func:`synthinfer.mcmc.convergence_diagnostics`) fails,
+    #: each sized to what it missed (:func:`synthinfer.mcmc.further_draws`)
     max_passes: int = 1
     #: NUTS's target acceptance rate for step-size adaptation (Hoffman & Gelman 2014, Section
     #: 3.2): higher means smaller steps, fewer divergences and more gradients per draw
@@ -301,6 +302,9 @@ class NUTSBackend:
             checked.update(shape=draws.shape, diagnostics=_diagnostics(draws))
             return checked["diagnostics"]["problems"]
 
+        def pass_draws(draws: np.ndarray) -> int:  # after a failed check of these draws: sized to it
+            return further_draws(checked["diagnostics"], draws.shape[1], settings.num_samples)
+
         res = None
         for i, target in enumerate(targets):
             checked.clear()
@@ -313,7 +317,7 @@ class NUTSBackend:
                 jump_moves=jump_moves,
                 n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                 max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
-                max_passes=settings.max_passes, unconverged=unconverged, resume=res,
+                max_passes=settings.max_passes, unconverged=unconverged, pass_draws=pass_draws, resume=res,
                 **map_options(net, problem.plateaus),
             )
             divergences = int(res.diverging.sum())
@@ -333,6 +337,7 @@ class NUTSBackend:
                                         if res.n_jump_cells else None),
             "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * res.warmup + draws_total),
             "passes": res.passes,
+            "draws_per_chain": int(res.draws.shape[1]),
             "max_passes": settings.max_passes,
             "target_accept": target,
             # the runs set aside for their divergent transitions, in order

@@ -86,8 +86,9 @@ SUPPLEMENT_E_DRAWS = (800, 2000)
 #: untied: the draws with which the population coverage study (benchmarks/napsu/adult_coverage.py
 #: --population bootstrap) measured calibrated intervals on AIM's models of the full Adult table
 TIED_DRAWS = (400, 400)
-#: Where the library chooses the draws, NUTS runs up to this many sampling passes of them
-#: while the convergence check fails (each chain continues where it stopped: "run longer").
+#: Where the library chooses the draws, NUTS takes up to this many times ``num_samples`` per
+#: chain while the convergence check fails (each chain continues where it stopped: "run
+#: longer"), each further pass sized to what the check missed (``mcmc.further_draws``).
 #: Draws given as ``num_samples`` are kept to: one pass.
 MAX_PASSES = 4
 #: Where the library chooses NUTS's target acceptance rate (``nuts.TARGET_ACCEPT`` first), the
@@ -167,8 +168,9 @@ class NapsuMQ(Generator):
         :data:`TIED_DRAWS` (400 + 400: the population coverage study of AIM's models on the full
         Adult table was calibrated with these, and the fit takes minutes, not the better part of
         an hour; R-hat and ESS are checked as always). Where ``num_samples`` is the library's
-        choice, chains that fail the convergence check run on, ``num_samples`` draws at a
-        time, up to :data:`MAX_PASSES` times as many (the summary says how many passes ran);
+        choice, chains that fail the convergence check run on, in passes of up to
+        ``num_samples`` draws sized to the ESS still missing, to at most :data:`MAX_PASSES`
+        times as many (the summary says how many draws and passes ran);
         a given ``num_samples`` is kept to. For ``"laplace"`` ``n_chains * num_samples`` draws
         are taken from the Gaussian.
     target_accept : NUTS's target acceptance rate in step-size adaptation, in (0, 1). ``None``
@@ -791,7 +793,7 @@ class NapsuMQ(Generator):
     def _draws(self, tied: bool) -> tuple[int, int, str, int]:
         """``(num_warmup, num_samples, why, max_passes)``: the given ones, else Supplement E's,
         or :data:`TIED_DRAWS` for a tied model (near-empty ties or coarse slopes) above the size
-        NUTS takes in minutes untied; up to :data:`MAX_PASSES` sampling passes where
+        NUTS takes in minutes untied; up to :data:`MAX_PASSES` times ``num_samples`` where
         ``num_samples`` is the library's choice."""
         from synthinfer.napsu.backends import AUTO_NUTS_MAX_DIMENSION
 
@@ -1184,9 +1186,11 @@ class NapsuMQ(Generator):
             ess = "n/a" if nu["ess_bulk_min"] is None else f"{nu['ess_bulk_min']:.0f}"
             draws = d.get("draws")  # absent from fits saved before the draws followed the model
             passes = nu.get("passes", 1)  # absent from fits saved before NUTS ran longer when needed
+            # absent from fits saved before further passes were sized: whole passes then
+            sampled = None if draws is None else nu.get("draws_per_chain", draws["num_samples"] * passes)
             lines.append(f"  NUTS: " + ("" if draws is None else
-                                        f"{self.n_chains} x ({draws['num_warmup']} + {draws['num_samples']}"
-                                        + (f" x {passes} passes, run longer until converged" if passes > 1 else "")
+                                        f"{self.n_chains} x ({draws['num_warmup']} + {sampled}"
+                                        + (f" in {passes} passes, run longer until converged" if passes > 1 else "")
                                         + f") draws ({draws['why']}), ")
                          + f"max R-hat {rhat}, min bulk ESS {ess}, "
                          f"{nu['divergences']} divergences, {nu['gradient_evaluations']} gradient evaluations")

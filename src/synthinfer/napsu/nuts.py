@@ -51,7 +51,7 @@ class NUTSResult:
     n_one_sided: int = 0  # parameters sampled through the one-sided map
     n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
-    passes: int = 1  # sampling passes of num_samples draws per chain (more while not converged)
+    passes: int = 1  # sampling passes: num_samples draws per chain, then further ones while not converged
     warmup: int = 0  # warmup iterations per chain in this run (fewer when resumed)
     states: tuple = ()  # each chain's final state, on the host: what ``nuts_sample(resume=...)`` continues
 
@@ -292,6 +292,7 @@ def nuts_sample(
     max_workers: int | None = None,
     max_passes: int = 1,
     unconverged: Callable[[np.ndarray], Sequence[str]] | None = None,
+    pass_draws: Callable[[np.ndarray], int] | None = None,
     progress: Callable[[str], None] | None = None,
     resume: NUTSResult | None = None,
     rng: np.random.Generator,
@@ -335,12 +336,13 @@ def nuts_sample(
     With ``max_passes > 1`` and ``unconverged(draws)`` (the convergence check's failures, e.g.
     ``["min bulk ESS 150 < 200"]``; empty when the draws pass) not empty after the
     ``num_samples`` draws per chain, every chain continues from where it stopped, with its
-    adapted step size and mass matrix and fresh randomness, for another ``num_samples`` draws,
-    until the check passes on all the draws so far or ``max_passes`` passes are done (the
-    progress stage names the failures; "run the chains longer", the
-    remedy Stan's diagnostics advise: the adaptation is over, so later draws are from the same
-    kernel). The program is the same (its sampling iterations run again on a new key), so
-    nothing recompiles.
+    adapted step size and mass matrix and fresh randomness, for a further pass of
+    ``pass_draws(draws)`` draws (default and at most ``num_samples``; e.g. sized to the ESS
+    still missing), until the check passes on all the draws so far or the chains hold
+    ``max_passes * num_samples`` draws each (the progress stage names the failures; "run the
+    chains longer", the remedy Stan's diagnostics advise: the adaptation is over, so later
+    draws are from the same kernel). The program is the same (its sampling iterations run
+    again on a new key, a shorter pass stopping early), so nothing recompiles.
 
     ``resume``: an earlier run on the same posterior and settings (e.g. one whose draws had
     divergent transitions), whose chains go on from their final states instead of starting
@@ -399,11 +401,12 @@ def nuts_sample(
         begin, starts = 0, [jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), program.out_info)] * n_chains
     counter = ProgressCounter("NUTS", n_chains, total - begin, "draws", progress, part_name="chains")
 
-    def run(c: int, state: _ChainState, key: np.ndarray, start: int, count: ProgressCounter) -> _ChainState:
+    def run(c: int, state: _ChainState, key: np.ndarray, start: int, count: ProgressCounter,
+            end: int = total) -> _ChainState:
         size = FIRST_BLOCK
         with float64():  # a thread of its own: synthinfer's float64 context is per thread
-            while start < total:
-                stop = min(total, start + size)
+            while start < end:
+                stop = min(end, start + size)
                 t = time.perf_counter()
                 state = jax.block_until_ready(program(state, key, z0[c], data, np.int32(start), np.int32(stop),
                                                       rate))
@@ -419,17 +422,23 @@ def nuts_sample(
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
-        while len(draws) < max_passes and unconverged is not None and (
-                failures := unconverged(np.concatenate(draws, axis=1))):
-            # the same program's sampling iterations again, from each chain's last state
-            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1} of at most {max_passes}: "
-                                   f"{'; '.join(failures)})", n_chains, num_samples, "draws", progress,
-                                   part_name="chains")
+        left = (max_passes - 1) * num_samples  # further draws per chain the passes may still take
+        while left > 0 and unconverged is not None:
+            so_far = np.concatenate(draws, axis=1)
+            if not (failures := unconverged(so_far)):
+                break
+            # the same program's sampling iterations again, from each chain's last state: the
+            # first k of them (a shorter pass fills the start of the draws buffer)
+            k = min(left, num_samples if pass_draws is None else int(np.clip(pass_draws(so_far), 1, num_samples)))
+            left -= k
+            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1}: {'; '.join(failures)})",
+                                   n_chains, k, "draws", progress, part_name="chains")
             more.start()
             keys = jax_key_data(rng, n_chains)
-            outs = list(pool.map(lambda c: run(c, outs[c], keys[c], num_warmup, more), range(n_chains)))
-            draws.append(np.stack([np.asarray(o.draws) for o in outs]))
-            diverging.append(np.stack([np.asarray(o.diverging, dtype=bool) for o in outs]))
+            outs = list(pool.map(lambda c: run(c, outs[c], keys[c], num_warmup, more, num_warmup + k),
+                                 range(n_chains)))
+            draws.append(np.stack([np.asarray(o.draws)[:k] for o in outs]))
+            diverging.append(np.stack([np.asarray(o.diverging, dtype=bool)[:k] for o in outs]))
     seconds = time.perf_counter() - t0
     # the states' counters run on across passes, and from a resumed run's (unless it started over)
     before = (0, 0, 0) if not begin else tuple(sum(int(getattr(o, f)) for o in resume.states)

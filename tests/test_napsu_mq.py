@@ -379,12 +379,13 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     from synthinfer.napsu import nuts
     from synthinfer.napsu.estimator import RETRY_TARGET_ACCEPT, TARGET_ACCEPT
 
-    real, calls, laplaces, resumed = nuts.nuts_sample, [], set(), []
+    real, calls, laplaces, resumed, until = nuts.nuts_sample, [], set(), [], []
 
     def divergent_at_default(*args, target_accept, **kw):  # divergences at the default rate only
         calls.append(target_accept)
         laplaces.add(id(args[4]))
         resumed.append(kw.get("resume"))
+        until.append(kw.get("until_divergent"))
         res = real(*args, target_accept=target_accept, **kw)
         return dataclasses.replace(res, diverging=np.ones_like(res.diverging)) if target_accept == TARGET_ACCEPT else res
 
@@ -395,6 +396,8 @@ def test_nuts_samples_again_with_smaller_steps_after_divergences(toy, monkeypatc
     assert calls == [0.8, 0.95] and len(laplaces) == 1  # one Laplace fit for both runs
     # the run at 0.95 goes on from the chains of the run at 0.8
     assert resumed[0] is None and len(resumed[1].states) == 2
+    # the run at 0.8 runs no further pass once it has divergences (its draws would be set aside)
+    assert until == [True, False]
     nu = gen.diagnostics_["nuts"]
     assert nu["target_accept"] == 0.95 and nu["divergences"] == int(gen.posterior_.sample_stats["diverging"].sum())
     assert [(r["target_accept"], r["divergences"]) for r in nu["earlier_runs"]] == [(0.8, 2 * 60)]

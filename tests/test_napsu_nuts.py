@@ -114,6 +114,22 @@ def test_further_passes_take_the_draws_asked_for_up_to_max_passes_times_num_samp
     assert big.passes == 2 and big.draws.shape == (2, 160, d)  # never more than num_samples a pass
 
 
+def test_no_further_pass_once_the_draws_have_divergences_where_they_would_be_set_aside(problem):
+    """``until_divergent`` (the backend's runs before a retry at a higher rate): a failed check
+    runs no further pass over draws that have divergent transitions (target acceptance 0.3
+    makes steps too long for this posterior); without it the passes go on as usual."""
+    def failing(draws):
+        return ["short"]
+
+    on = _sample(problem, target_accept=0.3, max_passes=3, unconverged=failing)
+    assert on.diverging[:, :80].any() and on.passes == 3
+    stopped = _sample(problem, target_accept=0.3, max_passes=3, unconverged=failing, until_divergent=True)
+    assert stopped.passes == 1 and stopped.draws.shape[1] == 80
+    np.testing.assert_array_equal(stopped.draws, on.draws[:, :80])
+    calm = _sample(problem, max_passes=3, unconverged=failing, until_divergent=True)
+    assert not calm.diverging.any() and calm.passes == 3  # no divergences: the passes go on
+
+
 def test_a_higher_target_acceptance_adapts_smaller_steps(problem):
     """The rate reaches the adaptation (a traced argument of the one program)."""
     bold, careful = _sample(problem, target_accept=0.6), _sample(problem, target_accept=0.95)

@@ -318,6 +318,7 @@ class NUTSBackend:
                 n_chains=settings.n_chains, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                 max_tree_depth=settings.max_tree_depth, target_accept=target, progress=progress, rng=rng,
                 max_passes=settings.max_passes, unconverged=unconverged, pass_draws=pass_draws, resume=res,
+                until_divergent=i < len(targets) - 1,  # draws with divergences are set aside: no more of them
                 **map_options(net, problem.plateaus),
             )
             divergences = int(res.diverging.sum())

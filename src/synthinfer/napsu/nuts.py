@@ -293,6 +293,7 @@ def nuts_sample(
     max_passes: int = 1,
     unconverged: Callable[[np.ndarray], Sequence[str]] | None = None,
     pass_draws: Callable[[np.ndarray], int] | None = None,
+    until_divergent: bool = False,
     progress: Callable[[str], None] | None = None,
     resume: NUTSResult | None = None,
     rng: np.random.Generator,
@@ -342,7 +343,9 @@ def nuts_sample(
     ``max_passes * num_samples`` draws each (the progress stage names the failures; "run the
     chains longer", the remedy Stan's diagnostics advise: the adaptation is over, so later
     draws are from the same kernel). The program is the same (its sampling iterations run
-    again on a new key, a shorter pass stopping early), so nothing recompiles.
+    again on a new key, a shorter pass stopping early), so nothing recompiles. With
+    ``until_divergent``, no further pass runs once the draws have a divergent transition: a
+    caller that then samples again with smaller steps (``resume``) would set them aside.
 
     ``resume``: an earlier run on the same posterior and settings (e.g. one whose draws had
     divergent transitions), whose chains go on from their final states instead of starting
@@ -423,7 +426,7 @@ def nuts_sample(
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
         left = (max_passes - 1) * num_samples  # further draws per chain the passes may still take
-        while left > 0 and unconverged is not None:
+        while left > 0 and unconverged is not None and not (until_divergent and any(x.any() for x in diverging)):
             so_far = np.concatenate(draws, axis=1)
             if not (failures := unconverged(so_far)):
                 break

@@ -6,17 +6,19 @@ datasets. Analyst: opens the release (checksums verified) and fits a logistic re
 income on every dataset, combining with Rubin's rules for synthetic data. For comparison only,
 the same model is fitted on the real data (something an analyst could not do).
 
-By default the model is the paper's (its 10 two-way marginals, age and hours-per-week in 5
-buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes.
+By default age and hours-per-week are whole numbers: 3-unit bins inside public groups, every
+pair of a number with another column measured through its groups with a slope in the number
+(coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way marginal in its
+bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages and hours are
+numbers drawn inside their bins, and the analyst's logit is on the numbers. NUTS on this model
+takes most of the demo's time (about a quarter of an hour on an idle 2-core machine).
 
-``--numbers``: age and hours-per-week as whole numbers instead: 3-unit bins inside public
-groups, every pair of a number with another column measured through its groups with a slope in
-the number (coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way
-marginal in its bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages
-and hours are numbers drawn inside their bins, and the analyst's logit is on the numbers.
+``--buckets``: the paper's model instead (its 10 two-way marginals, age and hours-per-week in 5
+buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes, with intervals for
+age many times as wide as the real ones.
 
-``--chains``: NUTS's chains (default: the library's 4; with ``--numbers`` 2, one per core of a
-2-core machine), with the library's draws.
+``--chains``: NUTS's chains (default 2 with the numbers, one per core of a 2-core machine; the
+library's 4 with ``--buckets``), with the library's draws.
 """
 
 from __future__ import annotations
@@ -40,15 +42,15 @@ if TYPE_CHECKING:
 
 console = Console()
 
-#: The paper's downstream model (Supplement F): age bucket midpoint, race dummies (reference
-#: White), a Male indicator and an intercept.
+#: ``--buckets``: the paper's downstream model (Supplement F): age bucket midpoint, race dummies
+#: (reference White), a Male indicator and an intercept.
 FORMULA = "income ~ age + C(race, Treatment('White')) + C(sex)"
-#: ``--numbers``: the same with age and hours-per-week as numbers.
+#: The default: the same with age and hours-per-week as numbers.
 NUMBERS_FORMULA = "income ~ age + Q('hours-per-week') + C(race, Treatment('White')) + C(sex)"
-#: ``--numbers``: the columns written as numbers
+#: The columns written as numbers (all but ``--buckets``)
 NUMBERS = ["age", "hours-per-week"]
-#: ``--chains``'s default with ``--numbers``: NUTS's chains run side by side, one per core; two fill
-#: a 2-core machine (the paper's model keeps the library's 4, minutes either way)
+#: ``--chains``'s default with the numbers: NUTS's chains run side by side, one per core; two fill
+#: a 2-core machine (``--buckets`` keeps the library's 4, minutes either way)
 NUMBERS_CHAINS = 2
 
 
@@ -101,12 +103,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inference", choices=["auto", "nuts", "laplace"], default="auto",
                         help="auto (default: the library's choice, NUTS for these models), nuts, or laplace (fast, "
                              "an approximation)")
-    parser.add_argument("--numbers", action="store_true",
-                        help="age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on this model "
-                             "takes about 15 to 40 minutes of wall time on an idle 2-core machine")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--numbers", dest="numbers", action="store_true", default=True,
+                       help="(the default) age and hours-per-week as numbers (fine bins, groups with slopes); NUTS on "
+                            "this model takes about a quarter of an hour of wall time on an idle 2-core machine, more "
+                            "where its convergence check asks for further draws")
+    which.add_argument("--buckets", dest="numbers", action="store_false",
+                       help="the paper's model instead: age and hours-per-week in 5 buckets, age at their midpoints "
+                            "(a few minutes; age's interval many times as wide as the real one)")
     parser.add_argument("--chains", type=int, default=None,
-                        help=f"NUTS chains, each on a core of its own (default: the library's 4; {NUMBERS_CHAINS} with "
-                             "--numbers)")
+                        help=f"NUTS chains, each on a core of its own (default {NUMBERS_CHAINS} with the numbers, the "
+                             "library's 4 with --buckets)")
     parser.add_argument("--seed", type=int, default=None, help="fix the randomness (testing only)")
     args = parser.parse_args(argv)
 
@@ -139,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
         console.print("NUTS on this model takes about 12 minutes of wall time on an idle 2-core machine for its first "
                       "sampling pass, up to about 5 for each further pass while the convergence check fails (sized "
                       "to what it missed, at most 3 passes' worth), and 6 more and up to 5 for each further pass if "
-                      "it samples again with smaller steps after divergent transitions")
+                      "it samples again with smaller steps after divergent transitions (--buckets: the paper's model, a few "
+                      "minutes)")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            **({"n_chains": chains} if chains else {}), **model)
@@ -162,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     ci_real = fit.conf_int(0.05)
     table = Table(title="95% intervals: synthetic (NA+MI) vs real data (not available to analysts)")
     table.caption = ("syn. = synthetic (Rubin's rules over the release); ratio = syn. CI width / real CI width"
-                     + ("; the paper's 5 age buckets as midpoints: without --numbers" if args.numbers else ""))
+                     + ("; the paper's 5 age buckets at their midpoints instead: --buckets" if args.numbers else ""))
     for col in ["term", "real", "syn.", "syn. CI", "covers", "ratio"]:
         table.add_column(col, justify="right" if col != "term" else "left", no_wrap=True)
     for name in result.params.index:

@@ -11,7 +11,7 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
 from synthinfer.analysis import MIResult, analyze, rubins_rules
-from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError
+from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning
 
 
 def _toy(rng, n=400):
@@ -111,7 +111,8 @@ def test_absent_category_is_missing_not_a_failure(datasets):
     for d in data:
         d["g"] = d["g"].cat.add_categories(["d"])  # a level no dataset has
     data[0] = data[0][data[0].g != "c"].reset_index(drop=True)  # and one dataset lacks "c"
-    res = analyze(data, "y ~ x + C(g)", n=400, progress=False)
+    with pytest.warns(SynthinferWarning, match=r"C\(g\)\[T.d\]\) have a usable estimate in fewer than 2"):
+        res = analyze(data, "y ~ x + C(g)", n=400, progress=False)
     assert res.m == 6
     assert res.records[0].dropped_columns == ("C(g)[T.c]", "C(g)[T.d]")
     assert res.combined.m[res.names.index("C(g)[T.c]")] == 5

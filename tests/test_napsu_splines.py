@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_napsu_interactions import _numeric_age_table
 
-from synthinfer.errors import ParameterError
+from synthinfer.errors import ParameterError, SynthinferWarning
 from synthinfer.napsu import CanonicalQueries, NapsuMQ
 from synthinfer.napsu.interactions import InteractionFeatures, spline_main_effects
 
@@ -46,8 +46,9 @@ def test_smooth_sd_fits_and_is_checked():
             NapsuMQ([("age", "inc")], epsilon=1.0, smooth_sd=bad).fit(df, domain)
     with pytest.raises(ParameterError, match="'race', which is not a column with numeric bins"):
         NapsuMQ([("age", "inc")], epsilon=1.0, smooth_sd={"race": 0.3}).fit(df, domain)
-    gen = NapsuMQ([("age", "inc")], epsilon=1.0, inference="laplace", seed=1, n_chains=1, num_samples=20,
-                  smooth_sd={"age": 0.2}).fit(df, domain)
+    with pytest.warns(SynthinferWarning, match=r"columns \['race'\] are in no marginal"):
+        gen = NapsuMQ([("age", "inc")], epsilon=1.0, inference="laplace", seed=1, n_chains=1, num_samples=20,
+                      smooth_sd={"age": 0.2}).fit(df, domain)
     assert gen.diagnostics_["ties"]["spline_parameters"] == 5
     with pytest.raises(ParameterError, match="interaction_sd"):
         NapsuMQ([("age", "inc")], epsilon=1.0, smooth_sd=0.3, interaction_sd=None).fit(df, domain)

@@ -11,11 +11,11 @@ pair of a number with another column measured through its groups with a slope in
 (coarse interactions, ``coarse_interactions="linear"``), each number's own 1-way marginal in its
 bins (:data:`~synthinfer.datasets.ADULT_NUMBERS_MARGINALS`); the release's ages and hours are
 numbers drawn inside their bins, and the analyst's logit is on the numbers. NUTS on this model
-takes most of the demo's time (about a quarter of an hour on an idle 2-core machine).
+takes most of the demo's time (docs/continuous-columns.md, "`make demo` with the numbers").
 
 ``--buckets``: the paper's model instead (its 10 two-way marginals, age and hours-per-week in 5
-buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes, with intervals for
-age many times as wide as the real ones.
+buckets, age decoded at the buckets' midpoints; Supplement F), a few minutes; its age slope is
+on the buckets' midpoints, a coarser covariate than the numbers.
 
 ``--chains``: NUTS's chains (default 2 with the numbers, one per core of a 2-core machine; the
 library's 4 with ``--buckets``), with the library's draws.
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                             "where its convergence check asks for further draws")
     which.add_argument("--buckets", dest="numbers", action="store_false",
                        help="the paper's model instead: age and hours-per-week in 5 buckets, age at their midpoints "
-                            "(a few minutes; age's interval many times as wide as the real one)")
+                            "(a few minutes; the slope on age is then on the buckets' midpoints)")
     parser.add_argument("--chains", type=int, default=None,
                         help=f"NUTS chains, each on a core of its own (default {NUMBERS_CHAINS} with the numbers, the "
                              "library's 4 with --buckets)")
@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> None:
         console.print("NUTS on this model takes about 12 minutes of wall time on an idle 2-core machine for its first "
                       "sampling pass, up to about 5 for each further pass while the convergence check fails (sized "
                       "to what it missed, at most 3 passes' worth), and 6 more and up to 5 for each further pass if "
-                      "it samples again with smaller steps after divergent transitions (--buckets: the paper's model, a few "
-                      "minutes)")
+                      "it samples again with smaller steps after divergent transitions (--buckets: the paper's "
+                      "model, a few minutes)")
     _, path = hold_release(df, domain, args.out / "release", marginals=marginals, epsilon=args.epsilon,
                            delta=delta, inference=args.inference, m=args.m, seed=args.seed, overwrite=True,
                            **({"n_chains": chains} if chains else {}), **model)

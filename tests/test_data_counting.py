@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synthinfer.data import Domain, QuerySet, encode
+from synthinfer.data import MISSING, Domain, QuerySet, encode, with_missing_category
 from synthinfer.data.counting import CodeCounter, FileCounter
-from synthinfer.data.marginals import count_codes, count_file_marginals
+from synthinfer.data.marginals import count_codes, count_file_marginals, read_csv
 from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, ParameterError
 from synthinfer.generate import NapsuMQ
 from synthinfer.privacy import samplers
@@ -112,6 +112,40 @@ def test_missing_drop_drops_a_row_from_every_marginal(tmp_path):
     assert counts[0].sum() == counts[1].sum() == 298
     kept = df.dropna()
     np.testing.assert_array_equal(counts[0], QuerySet(DOMAIN, [("age", "y")]).count(kept))
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_declared_missing_values_are_counted_in_their_category_as_in_memory(tmp_path, kind):
+    """A column whose Domain ends with MISSING counts its missing values there (encode()'s
+    rule), whatever the column's kind: numeric categories read as "1.0" by value, text (the
+    category's own text too), bins and a derived column; ``missing="drop"`` drops only the rows
+    missing in an undeclared column."""
+    domain = with_missing_category(DOMAIN, ["age", "sex", "grade"])
+    df = _table(600, seed=4)
+    df["grade"] = df["grade"].astype(float)  # written as 1.0, 2.0, ...
+    df.loc[[1, 5, 8], "grade"] = np.nan
+    df.loc[[2, 5], "sex"] = None
+    df.loc[3, "sex"] = MISSING
+    df.loc[[4, 9], "age"] = np.nan
+    df.loc[7, "y"] = None  # y declares no MISSING
+    df["level"] = df["grade"].map({1.0: "low", 2.0: "low", 3.0: "high"})
+    path = tmp_path / f"t.{kind}"
+    df.to_csv(path, index=False) if kind == "csv" else df.to_parquet(path)
+    marginals = [("grade", "sex"), ("age", "level", "y"), ("level",)]
+    kept = df.drop(index=7)
+    for counts, m in zip(count_file_marginals(path, domain, marginals, missing="drop"), marginals):
+        np.testing.assert_array_equal(counts, count_codes(encode(kept, domain), domain, m))
+    assert count_file_marginals(path, domain, [("grade",)], missing="drop")[0][-1] == 3
+    if kind == "csv":  # the file read into memory counts alike
+        np.testing.assert_array_equal(count_file_marginals(path, domain, [("sex", "grade")])[0],
+                                      count_codes(encode(read_csv(path).fillna({"y": "no"}), domain), domain,
+                                                  ("sex", "grade")))
+    with pytest.raises(MissingValueError, match="'y': 1"):
+        count_file_marginals(path, domain, [("sex", "y")])
+    bad = df.assign(grade=df["grade"].where(df.index != 11, 4.0))
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(OutOfDomainError, match="'grade' of the file bad.csv: 1 row"):
+        count_file_marginals(tmp_path / "bad.csv", domain, [("grade",)])
 
 
 def test_a_glob_of_parquet_files_is_one_table(tmp_path):

@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
               pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")]
 
-from synthinfer.data import Domain, encode  # noqa: E402
+from synthinfer.data import MISSING, Domain, encode, with_missing_category  # noqa: E402
 from synthinfer.data.counting import FileCounter  # noqa: E402
 from synthinfer.data.marginals import count_codes  # noqa: E402
 from synthinfer.data.spark import SparkCounter, read_spark  # noqa: E402
@@ -65,6 +65,26 @@ def test_spark_counts_equal_duckdb_and_pandas(spark, table):
         np.testing.assert_array_equal(by_spark.count(m), count_codes(codes, DOMAIN, m))
     typed = spark.createDataFrame(df)  # typed columns (doubles, longs) count alike
     np.testing.assert_array_equal(SparkCounter(typed, DOMAIN).count(("age", "grade")), by_duckdb.count(("age", "grade")))
+
+
+def test_spark_counts_declared_missing_values_in_their_category(spark, table, tmp_path):
+    """Empty cells of columns whose Domain ends with MISSING are that category, as in DuckDB
+    and encode() (numeric categories written as 1.0, text, bins)."""
+    df, _ = table
+    domain = with_missing_category(DOMAIN, ["age", "sex", "grade"])
+    gaps = df.assign(grade=df["grade"].astype(float)).drop(columns="level")
+    gaps.loc[[1, 5], "grade"] = np.nan
+    gaps.loc[[2, 5], "sex"] = None
+    gaps.loc[3, "sex"] = MISSING
+    gaps.loc[[4, 9], "age"] = np.nan
+    path = tmp_path / "gaps.csv"
+    gaps.to_csv(path, index=False)
+    marginals = [("grade", "sex"), ("age", "level", "y")]
+    by_spark, by_duckdb = SparkCounter(read_spark(path), domain), FileCounter(path, domain)
+    by_spark.prefetch(marginals)
+    for m in marginals:
+        np.testing.assert_array_equal(by_spark.count(m), by_duckdb.count(m))
+        np.testing.assert_array_equal(by_spark.count(m), count_codes(encode(gaps, domain), domain, m))
 
 
 def test_spark_refuses_bad_tables_by_column_and_count(spark, table):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synthinfer.data.domain import Domain
+from synthinfer.data.domain import MISSING, Domain
 from synthinfer.data.encoding import MissingPolicy, category_text, computed_columns, encode
 from synthinfer.errors import (
     DomainError,
@@ -246,7 +246,8 @@ def count_file_marginals(
     into pandas, so files larger than memory work. One query maps
     every value to its category code (by text form for categorical columns, since CSV has no
     types; by value for numeric categories, as :func:`encode` does; by the public bin edges, or
-    a bin's label, for discretised columns), flags values outside the Domain and missing values,
+    a bin's label, for discretised columns; missing values to the :data:`MISSING` category of
+    a column that declares one), flags values outside the Domain and undeclared missing values,
     and counts every marginal at once with ``GROUP BY GROUPING SETS``: a CSV file is parsed once
     however many marginals and columns are counted. Errors mirror :func:`encode` and name the
     column and how many rows, never the values (they are private). ``missing="drop"`` drops the
@@ -445,31 +446,40 @@ def _grouping_mask(columns: Sequence[str], used: Sequence[str]) -> int:
 
 def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
     """SQL for one column: its category code (NULL when missing or outside the Domain), a flag
-    for a value outside the Domain, and a flag for a missing value (NULL, or empty text)."""
+    for a value outside the Domain, and a flag for a missing value (NULL, or empty text) that
+    the Domain does not declare. A column whose last category is :data:`MISSING` declares its
+    missing values: they get that category's code, as in :func:`encode`."""
     ident = d.ident(name)
     text = f"CAST({ident} AS STRING)"
-    isnull = f"({ident} IS NULL OR TRIM({text}) = '')"
+    blank = f"({ident} IS NULL OR TRIM({text}) = '')"
+    declared = col.categories[-1] == MISSING
+    values = col.categories[:-1] if declared else col.categories
     if col.binning is not None:
         # a number inside the public edges, or a bin's label (as encode() takes either); NaN
         # and infinities compare above every edge in both engines
         e = list(col.binning.edges)
         num = f"TRY_CAST({ident} AS DOUBLE)"
         label = d.find(", ".join(d.string(category_text(v)) for v in col.categories), text)
-        bad = (f"(NOT {isnull} AND {label} IS NULL AND "
+        bad = (f"(NOT {blank} AND {label} IS NULL AND "
                f"({num} IS NULL OR NOT ({num} >= {e[0]!r} AND {num} <= {e[-1]!r})))")
         case = " ".join(f"WHEN {num} < {e[i + 1]!r} THEN {i}" for i in range(len(e) - 2))
-        code = (f"CASE WHEN {isnull} OR {bad} THEN NULL WHEN {label} IS NOT NULL THEN {label} - 1 "
+        code = (f"CASE WHEN {blank} OR {bad} THEN NULL WHEN {label} IS NOT NULL THEN {label} - 1 "
                 f"{case} ELSE {len(e) - 2} END")
-    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in col.categories):
-        # numeric categories match by value ("1.0" is category 1), as encode() does
+    elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        # numeric categories match by value ("1.0" is category 1), as encode() does; a declared
+        # MISSING category also by its text
         num = f"TRY_CAST({ident} AS DOUBLE)"
-        found = d.find(", ".join(f"CAST({float(v)!r} AS DOUBLE)" for v in col.categories), num)
+        found = d.find(", ".join(f"CAST({float(v)!r} AS DOUBLE)" for v in values), num)
+        if declared:
+            found = f"COALESCE({found}, CASE WHEN {text} = {d.string(MISSING)} THEN {len(values) + 1} END)"
         code = f"({found} - 1)"
-        bad = f"(NOT {isnull} AND {found} IS NULL)"
+        bad = f"(NOT {blank} AND {found} IS NULL)"
     else:
         found = d.find(", ".join(d.string(category_text(v)) for v in col.categories), text)
         code = f"({found} - 1)"
-        bad = f"(NOT {isnull} AND {found} IS NULL)"
-    return code, bad, isnull
+        bad = f"(NOT {blank} AND {found} IS NULL)"
+    if declared:
+        return f"CASE WHEN {blank} THEN {col.size - 1} ELSE {code} END", bad, "FALSE"
+    return code, bad, blank
 
 

@@ -136,3 +136,26 @@ def test_a_saved_fit_is_sampled_again_without_new_budget(toy_files):
     (toy_files / "not_a_fit.npz").write_text("rows")
     res = _run(["resample", toy_files / "not_a_fit.npz", "--out", toy_files / "rel3"])
     assert res.exit_code == 2 and "not a saved NapsuMQ generator" in res.output
+
+
+def test_a_file_with_declared_missing_values_makes_a_release(toy_files):
+    """A CSV whose numeric column is written as 1.0 with empty cells, under a Domain that
+    declares them ("<missing>" after numeric categories): counted, fitted, written and read
+    back; synthinfer's warnings print as one ``warning:`` line."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_csv(toy_files / "toy.csv").astype({"x1": float})
+    df.loc[np.arange(0, 200, 9), "x1"] = np.nan
+    df.to_csv(toy_files / "gaps.csv", index=False)
+    dom = json.loads((toy_files / "domain.json").read_text())
+    dom["columns"][0]["categories"] = [0, 1, "<missing>"]
+    (toy_files / "gaps.json").write_text(json.dumps(dom))
+    res = _run(["generate", toy_files / "gaps.csv", "--domain", toy_files / "gaps.json", "--marginals", "x1,y",
+                "--inference", "laplace", "--m", "2", "--seed", "0", "--out", toy_files / "r"])
+    assert res.exit_code == 0, res.output
+    assert "warning: columns ['x2'] are in no marginal" in res.output and "SynthinferWarning" not in res.output
+    release = open_release(toy_files / "r")
+    assert list(release.datasets[0]["x1"].cat.categories) == [0, 1, "<missing>"]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from synthinfer.data import Domain, decode
+from synthinfer.data import MISSING, Domain, decode, with_missing_category
 from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.release import FORMAT_VERSION, ReleaseRecord, mark_private, open_release, write_release
@@ -277,3 +277,18 @@ def test_values_outside_the_domain_are_refused(tmp_path):
     with pytest.raises(ReleaseError, match=r"dataset 1, column 'grade': values \['7'\]"):
         _write(tmp_path / "a", [good, bad])
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_numeric_categories_with_missing_round_trip(tmp_path, as_zip):
+    """A Domain's numeric categories with "<missing>" appended mix numbers and text, which a
+    Parquet column cannot hold: the release stores their text and reads the categories back."""
+    domain = with_missing_category(DOMAIN, ["grade"])
+    rng = np.random.default_rng(1)
+    datasets = [decode(np.stack([rng.integers(0, 2, 50), rng.integers(0, 5, 50)], axis=1), domain) for _ in range(2)]
+    assert list(datasets[0].grade.cat.categories) == [1, 2, 3, 4, MISSING]
+    path = _write(tmp_path / ("r.zip" if as_zip else "r"), datasets, domain=domain, zip=as_zip)
+    release = open_release(path)
+    assert release.manifest["categories"]["grade"] == [1, 2, 3, 4, MISSING]
+    for got, want in zip(release.datasets, datasets):
+        pd.testing.assert_frame_equal(got, want)

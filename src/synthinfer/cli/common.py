@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import typer
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from synthinfer.data.marginals import read_csv
-from synthinfer.errors import DomainError, EmptyDataError, ReleaseError, SynthinferError
+from synthinfer.errors import DomainError, EmptyDataError, ReleaseError, SynthinferError, SynthinferWarning
 
 #: The overrides of :func:`synthinfer.privacy.check_budget`'s refusals, shared by every command
 #: that spends budget; the privacy record (manifest or ledger file) names them when used.
@@ -30,17 +31,34 @@ err_console = Console(stderr=True)
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Print bad input as one red line and exit with status 2, never a traceback.
+    """Print bad input as one red line and exit with status 2, never a traceback; print
+    synthinfer's warnings as one ``warning:`` line each.
 
     Bad input is a synthinfer error, or a file-system error (a missing, unreadable or
     unwritable path: ``OSError``) or malformed JSON met while reading the user's files. The
     message is escaped, so that bracketed text in it (``[nan, 90.0]``) is not read as markup.
     """
-    try:
-        yield
-    except (SynthinferError, OSError, json.JSONDecodeError) as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+    with warnings.catch_warnings():  # restores the hook below on leaving
+        warnings.showwarning = _warning_line(warnings.showwarning)
+        try:
+            yield
+        except (SynthinferError, OSError, json.JSONDecodeError) as e:
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+
+
+def _warning_line(show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` printing synthinfer's warnings as one yellow ``warning:`` line
+    (Python's form names the library's file and line, which tells a command-line user
+    nothing); other libraries' warnings keep ``show``'s form."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, SynthinferWarning):
+            err_console.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
 
 
 def read_table(path: Path):

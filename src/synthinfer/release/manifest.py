@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,14 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def stored_as_text(categories: Sequence[Any]) -> bool:
+    """Whether a categorical column's values are stored as their text in a release's Parquet
+    files: its categories mix numbers with text (numeric categories with a Domain's
+    ``"<missing>"`` appended), which a Parquet dictionary column, of one value type, cannot
+    hold. The manifest keeps the categories themselves, and the reader maps the text back."""
+    return len({isinstance(c, str) for c in categories}) > 1
 
 
 def to_jsonable(value: Any, where: str = "settings") -> Any:

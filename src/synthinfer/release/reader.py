@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Domain, Marginal
+from synthinfer.data.encoding import category_text
 from synthinfer.errors import ReleaseError, UnsupportedAnalysisWarning
 from synthinfer.privacy import PrivacyLedger
-from synthinfer.release.manifest import MANIFEST_NAME, check_manifest, sha256_bytes
+from synthinfer.release.manifest import MANIFEST_NAME, check_manifest, sha256_bytes, stored_as_text
 
 if TYPE_CHECKING:
     from synthinfer.analysis.support import SupportReport
@@ -284,6 +285,9 @@ class LazyDatasets(Sequence):
             weights = df.pop(weight_col).to_numpy(dtype=float)
         for col, cats in (manifest.get("categories") or {}).items():
             if cats is not None and col in df.columns:
+                if stored_as_text(cats):  # written as the categories' text (the writer's _parquet_ready)
+                    text = {category_text(v): v for v in cats}
+                    df[col] = df[col].astype(object).map(lambda x: text.get(x, x) if isinstance(x, str) else x)
                 lost = df[col][df[col].notna() & ~df[col].isin(cats)]
                 if len(lost):
                     raise ReleaseError(

@@ -33,10 +33,12 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Continuous, Domain, decode
+from synthinfer.data.encoding import category_text
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import ArgumentTypeError, ParameterError, ReleaseError
 from synthinfer.files import exchange, fsync_path, fsync_tree, output_lock, remove, staging_path, sweep_staging
-from synthinfer.release.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, REPORT_NAME, sha256_file, to_jsonable
+from synthinfer.release.manifest import (FORMAT_NAME, FORMAT_VERSION, MANIFEST_NAME, REPORT_NAME, sha256_file,
+                                        stored_as_text, to_jsonable)
 from synthinfer.release.record import ReleaseRecord
 from synthinfer.release.stream import DatasetStream
 
@@ -411,6 +413,20 @@ class _HashingFile:
         return self._hash.hexdigest()
 
 
+def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each categorical column whose categories mix numbers and text
+    (:func:`~synthinfer.release.manifest.stored_as_text`) as the categories' text."""
+    for c in frame.columns:
+        cats = _category_list(frame[c])
+        if cats is not None and stored_as_text(cats):
+            text = [category_text(v) for v in cats]
+            if len(set(text)) < len(text):
+                raise ReleaseError(f"column {c!r}: categories {cats} have the same text form, which a release "
+                                   "stores for categories that mix numbers and text")
+            frame = frame.assign(**{c: frame[c].cat.rename_categories(text)})
+    return frame
+
+
 def _write_dataset(path: Path, chunks: Iterable[pd.DataFrame], weights: np.ndarray | None,
                    weight_col: str | None) -> tuple[pd.DataFrame | None, int, dict[str, Any]]:
     """Write one dataset's chunks to ``path`` as Parquet row groups; return its first chunk,
@@ -423,7 +439,7 @@ def _write_dataset(path: Path, chunks: Iterable[pd.DataFrame], weights: np.ndarr
         sink = _HashingFile(f)
         try:
             for chunk in chunks:
-                out = chunk.reset_index(drop=True)
+                out = _parquet_ready(chunk.reset_index(drop=True))
                 if weights is not None:
                     out = out.assign(**{weight_col: weights[rows:rows + len(out)]})
                 table = pa.Table.from_pandas(out, schema=schema, preserve_index=False)

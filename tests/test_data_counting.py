@@ -148,6 +148,19 @@ def test_declared_missing_values_are_counted_in_their_category_as_in_memory(tmp_
         count_file_marginals(tmp_path / "bad.csv", domain, [("grade",)])
 
 
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_boolean_categories_match_a_csv_text_and_a_typed_column(tmp_path, kind):
+    """Boolean categories match True/False as a CSV writes them and a Parquet boolean column
+    (whose text in SQL is true/false), as encode() matches the DataFrame."""
+    domain = Domain.from_dict({"columns": [{"name": "flag", "categories": [False, True]},
+                                           {"name": "y", "categories": ["no", "yes"]}]})
+    df = _table(300, seed=5)[["y"]].assign(flag=lambda d: np.arange(len(d)) % 3 == 0)
+    path = tmp_path / f"t.{kind}"
+    df.to_csv(path, index=False) if kind == "csv" else df.to_parquet(path)
+    np.testing.assert_array_equal(count_file_marginals(path, domain, [("flag", "y")])[0],
+                                  count_codes(encode(df, domain), domain, ("flag", "y")))
+
+
 def test_a_glob_of_parquet_files_is_one_table(tmp_path):
     parts = [_table(200, seed=s) for s in range(3)]
     for i, part in enumerate(parts):

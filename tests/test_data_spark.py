@@ -85,6 +85,12 @@ def test_spark_counts_declared_missing_values_in_their_category(spark, table, tm
     for m in marginals:
         np.testing.assert_array_equal(by_spark.count(m), by_duckdb.count(m))
         np.testing.assert_array_equal(by_spark.count(m), count_codes(encode(gaps, domain), domain, m))
+    # a typed boolean column (text true/false in Spark SQL) matches boolean categories
+    flags = Domain.from_dict({"columns": [{"name": "flag", "categories": [False, True]},
+                                          {"name": "sex", "categories": ["F", "M"]}]})
+    typed = df[["sex"]].assign(flag=np.arange(len(df)) % 3 == 0)
+    np.testing.assert_array_equal(SparkCounter(spark.createDataFrame(typed), flags).count(("flag", "sex")),
+                                  count_codes(encode(typed, flags), flags, ("flag", "sex")))
 
 
 def test_spark_refuses_bad_tables_by_column_and_count(spark, table):

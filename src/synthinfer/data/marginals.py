@@ -245,7 +245,8 @@ def count_file_marginals(
     matches nothing, or files whose columns differ, are clear errors). The file is never loaded
     into pandas, so files larger than memory work. One query maps
     every value to its category code (by text form for categorical columns, since CSV has no
-    types; by value for numeric categories, as :func:`encode` does; by the public bin edges, or
+    types; by value for numeric categories, as :func:`encode` does; boolean ones by true/false in
+    any case; by the public bin edges, or
     a bin's label, for discretised columns; missing values to the :data:`MISSING` category of
     a column that declares one), flags values outside the Domain and undeclared missing values,
     and counts every marginal at once with ``GROUP BY GROUPING SETS``: a CSV file is parsed once
@@ -472,6 +473,11 @@ def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
         found = d.find(", ".join(f"CAST({float(v)!r} AS DOUBLE)" for v in values), num)
         if declared:
             found = f"COALESCE({found}, CASE WHEN {text} = {d.string(MISSING)} THEN {len(values) + 1} END)"
+        code = f"({found} - 1)"
+        bad = f"(NOT {blank} AND {found} IS NULL)"
+    elif values and all(isinstance(v, bool) for v in values):
+        # True/False as a CSV writes them, or a typed boolean column's text (true/false)
+        found = d.find(", ".join(d.string(str(v).lower()) for v in col.categories), f"LOWER(TRIM({text}))")
         code = f"({found} - 1)"
         bad = f"(NOT {blank} AND {found} IS NULL)"
     else:

@@ -214,3 +214,19 @@ def test_wald_test_finds_a_factor_however_it_is_named(datasets):
         w = res.wald_test(name)
         assert (w.df_num, w.statistic) == (a.df_num, a.statistic) == (2, pytest.approx(a.statistic))
     assert res.wald_test("x").df_num == 1
+
+
+def test_summary_says_when_the_fallback_needs_n():
+    """Identical datasets give b = 0, so T = -v̄ < 0: with n the fallback T* is used and noted;
+    without n there is no interval, and the summary says so rather than claiming T*."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(200)
+    df = pd.DataFrame({"x": x, "y": (rng.random(200) < 1 / (1 + np.exp(-x))).astype(int)})
+    with pytest.warns(SynthinferWarning, match="pass n and n_syn"):
+        without = analyze([df] * 3, "y ~ x", model="logit", progress=False)
+    text = without.summary().as_text()
+    assert "T<=0" in text and "needs n" in text and "T*:" not in text
+    assert np.isnan(without.to_frame()["std_err"]).all()
+    with_n = analyze([df] * 3, "y ~ x", model="logit", n=200, progress=False)
+    text = with_n.summary().as_text()
+    assert "T*:" in text and "T<=0" not in text and np.isfinite(with_n.to_frame()["std_err"]).all()

@@ -204,7 +204,9 @@ class MIResult:
             table[name] = [fmt(x) for x in frame[src]]
         if frame["n_dropped"].any() or (frame["m"] != self.m).any():
             table["m"] = frame["m"].astype(int).astype(str)
-        table["note"] = np.where(frame["fallback"], "T*", "")
+        # without n the fallback T* cannot be formed: those rows have no interval
+        no_n = frame["fallback"].to_numpy(bool) & (self.n is None)
+        table["note"] = np.where(no_n, "T<=0", np.where(frame["fallback"], "T*", ""))
         info = {
             "Model:": self.model,
             "Formula:": self.formula or "-",
@@ -227,9 +229,12 @@ class MIResult:
         s.add_dict(info)
         s.add_df(table)
         notes = []
-        if frame["fallback"].any():
+        if frame["fallback"].any() and self.n is not None:
             notes.append("T*: T is below the real data's sampling variance (n_syn/n) v̄, which is used instead, "
                          "with a normal reference.")
+        if no_n.any():
+            notes.append("T<=0: the combined variance T is not positive, and the fallback T* = (n_syn/n) v̄ needs n "
+                         "(the private data's rows: pass n=, a release records it); no interval.")
         if self.failed:
             notes.append(f"{len(self.failed)} fit(s) failed and were left out; see .records.")
         for note in notes:

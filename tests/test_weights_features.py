@@ -80,3 +80,19 @@ def test_features_of_a_domain_with_continuous_columns_match_the_short_spelling()
     np.testing.assert_array_equal(whole.unit_cube(pd.DataFrame({"n": [0, 1, 4]}))[:, 0], [0, 0.25, 1])
     with pytest.raises(OutOfDomainError, match="whole numbers"):
         whole.transform(pd.DataFrame({"n": [1.5]}))
+
+
+def test_declared_missing_values_and_a_release_text_are_features_as_encode_reads_them():
+    """A Domain's MISSING category takes the missing values (it is a category like any other);
+    numbers read as floats and a release's text for mixed categories give the same features."""
+    from synthinfer.data import MISSING, with_missing_category
+
+    dom = with_missing_category(Domain.from_dict({"columns": [
+        {"name": "grade", "categories": [1, 2, 3]}, {"name": "age", "bin_edges": [0, 18, 65, 120]}]}))
+    fm = FeatureMap(dom)
+    real = pd.DataFrame({"grade": [1.0, np.nan, 3.0], "age": [10.0, np.nan, 70.0]})
+    text = pd.DataFrame({"grade": ["1", MISSING, "3"], "age": [10.0, np.nan, 70.0]})
+    np.testing.assert_array_equal(fm.unit_cube(real), fm.unit_cube(text))
+    np.testing.assert_array_equal(fm.unit_cube(real)[1], [0, 0, 1, 0, 0, 1, 1])
+    with pytest.raises(MissingValueError, match="'grade'.*missing"):
+        FeatureMap(Domain.from_dict({"columns": [{"name": "grade", "categories": [1, 2, 3]}]})).transform(real)

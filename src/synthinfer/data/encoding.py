@@ -161,6 +161,14 @@ def encode(
     return codes
 
 
+def encode_column(values: pd.Series, col: Column) -> np.ndarray:
+    """Category codes of one column's values by :func:`encode`'s rules: missing values to a
+    declared :data:`MISSING` category (else :class:`MissingValueError`), numbers in a
+    discretised column by its public edges, text matching categories by their text form."""
+    s = pd.Series(values)
+    return _encode_column(s, col, s.isna().to_numpy())
+
+
 def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
     if isna.any() and col.categories[-1] != MISSING:
         raise MissingValueError(

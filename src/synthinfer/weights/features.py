@@ -7,7 +7,9 @@ al. 2011, Cor. 8) is stated for ``||x||_2 <= 1``. :class:`FeatureMap` does both 
 1. each column of a public :class:`~synthinfer.data.Domain` to ``[0, 1]``: a continuous column
    with its public bounds, ``(x - lower) / (upper - lower)``; a categorical column one-hot over
    its public categories with the first category as reference (values in {0, 1}); a discretised
-   column takes numbers into their bin by its public edges;
+   column takes numbers into their bin by its public edges; values are read as
+   :func:`~synthinfer.data.encode` reads them (a declared ``"<missing>"`` category takes the
+   missing values, text matches numeric categories by its form);
 2. the constant 1 is appended (the intercept of Section 3.3, penalised like every other
    coefficient, as Chaudhuri et al.'s strong-convexity argument requires), and the whole vector
    is divided by ``sqrt(d)`` (``d`` counting the intercept) so that ``||x||_2 <= 1``.
@@ -24,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.data import Continuous, Domain, DomainSpec
-from synthinfer.errors import DomainError, EmptyDataError, MissingValueError, OutOfDomainError, UnknownColumnError
+from synthinfer.data.encoding import encode_column
+from synthinfer.errors import DomainError, EmptyDataError, MissingValueError, UnknownColumnError
 
 #: The public description a feature map takes: a Domain or its short spelling
 #: ``{"age": (10, 100), "sex": ["F", "M"]}`` (see :meth:`Domain.from_spec`).
@@ -91,20 +94,15 @@ class FeatureMap:
             if c.name not in df.columns:
                 raise UnknownColumnError(f"column {c.name!r} is missing from the table (columns: {list(df.columns)})")
             col = df[c.name]
-            if col.isna().any():
-                raise MissingValueError(f"column {c.name!r} has {int(col.isna().sum())} missing values")
             if isinstance(c, Continuous):
+                if col.isna().any():
+                    raise MissingValueError(f"column {c.name!r} has {int(col.isna().sum())} missing values")
                 blocks.append(c.to_unit(c.numbers(col, clip=self.clip))[:, None])
                 continue
-            if c.binning is not None and col.dtype.name != "category" and pd.api.types.is_numeric_dtype(col.dtype):
-                # numbers in a discretised column are binned by its public edges
-                edges = Continuous(c.name, c.binning.lower, c.binning.upper)
-                codes = c.binning.codes(edges.numbers(col, clip=self.clip))
-            else:
-                codes = pd.Index(c.categories).get_indexer(col.astype(object) if col.dtype.name == "category" else col)
-            if (codes < 0).any():
-                bad_vals = sorted({repr(v) for v in col[codes < 0].unique()})[:5]
-                raise OutOfDomainError(f"column {c.name!r}: values {', '.join(bad_vals)} are not among its public categories")
+            if (self.clip and c.binning is not None and col.dtype.name != "category"
+                    and pd.api.types.is_numeric_dtype(col.dtype)):
+                col = col.clip(c.binning.lower, c.binning.upper)  # missing values stay missing
+            codes = encode_column(col, c)  # encode()'s rules, a declared MISSING category included
             onehot = np.zeros((len(col), c.size - 1))
             rows = np.nonzero(codes > 0)[0]
             onehot[rows, codes[rows] - 1] = 1.0

@@ -638,7 +638,8 @@ class NapsuMQ(Generator):
         if unmeasured:
             warnings.warn(
                 f"columns {unmeasured} are in no marginal: they are generated uniformly at random and "
-                "independently of everything else; add marginals with them or use select_extra='mst'",
+                "independently of everything else; add marginals with them or select more (select_extra='mst', on the "
+                "command line --select mst)",
                 SynthinferWarning, stacklevel=3)  # past fit's float64 wrapper
 
         if aim is not None:

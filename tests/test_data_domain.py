@@ -191,3 +191,23 @@ def test_continuous_values_are_checked_against_the_public_bounds():
         age.numbers(pd.Series([True]))
     np.testing.assert_allclose(age.from_unit(age.to_unit(np.array([17.0, 53.5, 90.0]))), [17.0, 54.0, 90.0])
     np.testing.assert_allclose(MIXED["x"].from_unit(np.array([-0.5, 0.25, 2.0])), [0.0, 0.25, 1.0])
+
+
+def test_json_missing_true_appends_the_missing_category():
+    """``"missing": true`` is with_missing_category for JSON: categorical and binned columns get
+    the category last, a derived column follows its source, and the Domain round-trips."""
+    from synthinfer.data import MISSING, with_missing_category
+
+    plain = {"columns": [{"name": "g", "bin_edges": [0, 1, 2]}, {"name": "e", "categories": [1, 2]},
+                         {"name": "h", "categories": ["a", "b"], "derived_from": "e", "map": [[1, "a"], [2, "b"]]}]}
+    spec = {"columns": [dict(plain["columns"][0], missing=True), dict(plain["columns"][1], missing=True),
+                        plain["columns"][2]]}
+    dom = Domain.from_dict(spec)
+    assert dom == with_missing_category(Domain.from_dict(plain), ["g", "e"])
+    assert dom["e"].categories == (1, 2, MISSING) and dom["h"].categories[-1] == MISSING
+    assert Domain.from_json(dom.to_json()) == dom
+    assert Domain.from_dict({"columns": [dict(plain["columns"][1], missing=False)]})["e"].categories == (1, 2)
+    with pytest.raises(DomainError, match="'c'.*needs categories or public bins"):
+        Domain.from_dict({"columns": [{"name": "c", "bounds": [0, 1], "missing": True}]})
+    with pytest.raises(DomainError, match="'missing' must be true or false"):
+        Domain.from_dict({"columns": [dict(plain["columns"][1], missing="yes")]})

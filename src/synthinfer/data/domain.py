@@ -415,7 +415,7 @@ def _numbers(name: str, key: str, value: Any) -> tuple[float, ...]:
 
 #: The entries a column of a Domain description may have (see :meth:`Domain.from_json`).
 _COLUMN_KEYS = frozenset({"name", "categories", "bin_edges", "bounds", "bins", "integer", "private_edges",
-                          "derived_from", "map", "cuts"})
+                          "derived_from", "map", "cuts", "missing"})
 
 @dataclass(frozen=True)
 class Domain:
@@ -701,14 +701,33 @@ class Domain:
             raise DomainError("a Domain description must be an object with a 'columns' list")
         if isinstance(d["columns"], (str, Mapping)) or not isinstance(d["columns"], Sequence):
             raise DomainError(f"a Domain description's 'columns' must be a list, got {d['columns']!r}")
-        cols = [_column_from_dict(i, c) for i, c in enumerate(d["columns"])]
+        declared = []  # columns with "missing": true
+        for i, c in enumerate(d["columns"]):
+            if isinstance(c, Mapping) and "missing" in c:
+                if not isinstance(c["missing"], bool):
+                    raise DomainError(f"Domain column {c.get('name')!r}: 'missing' must be true or false, "
+                                      f"got {c['missing']!r}")
+                if c["missing"]:
+                    declared.append(c.get("name"))
+        cols = [_column_from_dict(i, {k: v for k, v in c.items() if k != "missing"} if isinstance(c, Mapping) else c)
+                for i, c in enumerate(d["columns"])]
         by_name = {c.name: c for c in cols if not isinstance(c, _Grouped)}
         for i, c in enumerate(cols):  # groups of another column's bins: built once every column is read
             if isinstance(c, _Grouped):
                 if c.source not in by_name:
                     raise DomainError(f"column {c.name!r} is derived from {c.source!r}, which is not in the Domain")
                 cols[i] = Column.groups_of(by_name[c.source], c.cuts, name=c.name)
-        return cls(cols)
+        domain = cls(cols)
+        if declared:
+            from synthinfer.data.encoding import with_missing_category  # encoding imports this module
+
+            for name in declared:
+                if name in domain.names and isinstance(domain[name], Continuous):
+                    raise DomainError(f"Domain column {name!r}: \"missing\": true needs categories or public bins; a "
+                                      "continuous column, or one whose bins a fit chooses privately, has none")
+
+            domain = with_missing_category(domain, declared)
+        return domain
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
@@ -740,6 +759,10 @@ class Domain:
         - ``{"name": "age_g", "derived_from": "age", "cuts": [30, 45, 60, 75]}``: derived by
           grouping a discretised column's bins at the given edges (:meth:`Column.groups_of`;
           written back with its map).
+
+        ``"missing": true`` on a categorical or discretised column appends the :data:`MISSING`
+        category, which takes the column's missing values (:func:`with_missing_category`; its
+        derived columns follow); it is written back as that last category.
         """
         p = Path(str(path_or_text))
         text = str(path_or_text)

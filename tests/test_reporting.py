@@ -229,3 +229,26 @@ def _record(rel):
     m = rel.manifest
     return ReleaseRecord(mechanism=m["mechanism"], settings={}, ledger=rel.ledger, n=rel.n, seed_fixed=False,
                          domain=rel.domain, marginals=m["marginals"])
+
+
+def test_real_fit_reads_the_private_rows_as_the_release_holds_them(tmp_path):
+    """Raw private numbers and empty cells are put in the release's form before the real fit:
+    bin labels for a binned column, the declared "<missing>" level for a numeric column with
+    missing values (read as 1.0, 2.0 and NaN); every synthetic coefficient is then compared."""
+    from synthinfer.data import Domain
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    private = pd.DataFrame({"age": rng.uniform(20, 80, n).round(), "grade": rng.choice([1.0, 2.0, np.nan], n),
+                            "y": rng.integers(0, 2, n)})
+    domain = Domain.from_dict({"columns": [{"name": "age", "bin_edges": [20, 40, 60, 80], "integer": True},
+                                           {"name": "grade", "categories": [1, 2], "missing": True},
+                                           {"name": "y", "categories": [0, 1]}]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = NapsuMQ([("age", "y"), ("grade", "y")], epsilon=2.0, inference="laplace", seed=0).fit(private, domain)
+    path = write_release(tmp_path / "r", g.generate(4, seed=1), record=g.release_record(), private_data=private)
+    page = report(path, private, formula="y ~ C(age) + C(grade)").html
+    names = re.findall(r"<tr><td>(C\([^<]*|Intercept)</td><td>", page)
+    assert names == ["Intercept", "C(age)[T.[40, 60)]", "C(age)[T.[60, 80]]", "C(grade)[T.2]",
+                     "C(grade)[T.&lt;missing&gt;]"]

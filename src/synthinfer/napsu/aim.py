@@ -22,11 +22,19 @@ count from one cell of a marginal to another, so
 **Candidates and quality.** The workload is a list of marginals ``s`` with weights ``c_s``; the
 candidates are its downward closure (every non-empty subset of a workload marginal), each
 weighted by the workload marginals that contain it, ``w_r = sum_{s ⊇ r} c_s`` (with the all-2-way
-workload over ``k`` columns: 1 for a pair, ``k - 1`` for a column). The paper weighs by overlap,
-``sum_s c_s |r ∩ s|``; on the 15-column Adult table at epsilon 1 and 4 (3 seeds each) that
-choice gave a larger model and a worse PGM estimate (mean total variation distance over all
-2-way marginals 0.033 against 0.028 at epsilon 1). The quality of candidate ``r`` in round
-``t`` is
+workload over ``k`` columns: 1 for a pair, ``k - 1`` for a column), except that a 1-way
+candidate the workload does not name weighs at most as much as the heaviest candidate of two
+or more columns (1 for a pair of the all-2-way workload). Why the cap: the exponential
+mechanism's sensitivity is ``2 max_r w_r``, so uncapped 1-way weights of ``k - 1`` divide the
+selection's signal among pairs by ``k - 1``; every column's 1-way marginal is measured before
+the rounds, and the rounds are for associations. On 5,000 rows or fewer that left AIM choosing
+pairs almost at random (Framingham, 16 columns, epsilon 1: the deterministic pair
+(currentSmoker, cigsPerDay) never measured, total variation 0.50 on it in every seed;
+``benchmarks/napsu/aim_candidates.py``). The paper weighs by overlap, ``sum_s c_s |r ∩ s|``;
+on the 15-column Adult table at epsilon 1 and 4 (3 seeds each) that choice gave a larger
+model and a worse PGM estimate than the (uncapped) downward-closure weights (mean total
+variation distance over all 2-way marginals 0.033 against 0.028 at epsilon 1). The quality of
+candidate ``r`` in round ``t`` is
 
     q_r = w_r (||M_r(D) - M_r(p_hat_{t-1})||_1 - sqrt(2/pi) sigma_t n_r),
 
@@ -445,13 +453,21 @@ def _workload(domain: Domain, workload, weights) -> tuple[tuple[Marginal, ...], 
 def candidate_weights(workload: Sequence[Marginal], weights: Sequence[float]) -> dict[Marginal, float]:
     """AIM's candidates and their weights: every non-empty subset ``r`` of a workload marginal
     (columns in the workload's order), weighted ``w_r = sum_{s ⊇ r} c_s`` over the workload
-    marginals ``s`` that contain it."""
+    marginals ``s`` that contain it, except that a 1-way candidate the workload does not name
+    itself weighs at most as much as the heaviest candidate of two or more columns (module
+    docstring: the exponential mechanism's sensitivity is set by the heaviest candidate)."""
     out: dict[Marginal, float] = {}
     for s, c in zip(workload, weights):
         for k in range(1, len(s.columns) + 1):
             for sub in combinations(s.columns, k):
                 r = Marginal(sub)
                 out[r] = out.get(r, 0.0) + float(c)
+    named = {frozenset(s.columns) for s in workload}
+    top = max((w for r, w in out.items() if len(r.columns) > 1), default=None)
+    if top is not None:
+        for r, w in out.items():
+            if len(r.columns) == 1 and frozenset(r.columns) not in named:
+                out[r] = min(w, top)
     return out
 
 

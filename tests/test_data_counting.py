@@ -161,6 +161,19 @@ def test_boolean_categories_match_a_csv_text_and_a_typed_column(tmp_path, kind):
                                   count_codes(encode(df, domain), domain, ("flag", "y")))
 
 
+def test_text_that_sql_reads_as_a_category_encode_reads_alike(tmp_path):
+    """"1.0" beside "<missing>" text (a column pandas reads as text) and TRUE / false: the file's
+    counts and encode() of the file read into memory agree."""
+    domain = Domain.from_dict({"columns": [{"name": "grade", "categories": [1, 2], "missing": True},
+                                           {"name": "flag", "categories": [False, True]}]})
+    (tmp_path / "t.csv").write_text("grade,flag\n1.0,TRUE\n2.0,false\n<missing>,True\n,FALSE\n2,true\n")
+    as_text = pd.DataFrame({"grade": ["1.0", "2.0", MISSING, None, "2"], "flag": ["TRUE", "false", "True", "FALSE", "true"]})
+    np.testing.assert_array_equal(count_file_marginals(tmp_path / "t.csv", domain, [("grade", "flag")])[0],
+                                  count_codes(encode(as_text, domain), domain, ("grade", "flag")))
+    np.testing.assert_array_equal(count_file_marginals(tmp_path / "t.csv", domain, [("grade", "flag")])[0],
+                                  [0, 1, 1, 1, 1, 1])
+
+
 def test_a_glob_of_parquet_files_is_one_table(tmp_path):
     parts = [_table(200, seed=s) for s in range(3)]
     for i, part in enumerate(parts):

@@ -172,6 +172,14 @@ def test_a_dependent_pair_is_found_among_many_columns_at_epsilon_one(monkeypatch
     assert found == 5
 
 
+def test_a_required_one_way_marginal_keeps_the_weights_capped(codes):
+    """A 1-way required marginal is measured with the others before the rounds and does not
+    join the workload, where it would escape the cap (its weight 5 would set the sensitivity)."""
+    res, ledger = run(codes, eps=30.0, required=[("a",), ("c", "d")])
+    assert Marginal(("a",)) not in res.workload and Marginal(("c", "d")) in res.workload
+    assert res.rounds and len(res.workload) == len(two_way_workload(DOM))
+
+
 def test_model_size_caps_respected():
     rng = np.random.default_rng(5)
     dom = Domain({c: list(range(6)) for c in "pqrstu"})

@@ -243,6 +243,8 @@ def test_real_fit_reads_the_private_rows_as_the_release_holds_them(tmp_path):
                             "y": rng.integers(0, 2, n)})
     domain = Domain.from_dict({"columns": [{"name": "age", "bin_edges": [20, 40, 60, 80], "integer": True},
                                            {"name": "grade", "categories": [1, 2], "missing": True},
+                                           {"name": "level", "categories": ["lo", "hi"], "derived_from": "grade",
+                                            "map": [[1, "lo"], [2, "hi"]]},
                                            {"name": "y", "categories": [0, 1]}]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -252,3 +254,7 @@ def test_real_fit_reads_the_private_rows_as_the_release_holds_them(tmp_path):
     names = re.findall(r"<tr><td>(C\([^<]*|Intercept)</td><td>", page)
     assert names == ["Intercept", "C(age)[T.[40, 60)]", "C(age)[T.[60, 80]]", "C(grade)[T.2]",
                      "C(grade)[T.&lt;missing&gt;]"]
+    # a derived column the private table lacks comes from its source, with the inherited level
+    page = report(path, private, formula="y ~ C(level)").html
+    assert re.findall(r"<tr><td>(C\([^<]*|Intercept)</td><td>", page) == [
+        "Intercept", "C(level)[T.hi]", "C(level)[T.&lt;missing&gt;]"]

@@ -194,6 +194,9 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             strings = bad & s.map(lambda v: isinstance(v, str)).to_numpy()
             codes[strings] = text.get_indexer(s[strings])
             bad = (codes < 0) & ~isna
+        if bad.any():
+            codes[bad] = _text_as_sql_reads_it(s[bad], col)
+            bad = (codes < 0) & ~isna
     if bad.any():
         values = pd.unique(s[bad])
         shown = ", ".join(repr(_plain(v)) for v in values[:5])
@@ -204,6 +207,25 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             f"{' ...' if col.size > 10 else ''})"
         )
     return codes.astype(np.int64)
+
+
+def _text_as_sql_reads_it(values: pd.Series, col: Column) -> np.ndarray:
+    """Codes of text values matched as :func:`~synthinfer.data.marginals.count_file` matches
+    them in SQL: numeric categories by the number the text reads as (``"1.0"`` is 1), boolean
+    ones by ``true``/``false`` in any case; ``-1`` where nothing matches."""
+    out = np.full(len(values), -1, dtype=np.int64)
+    cats = [c for c in col.categories if c != MISSING]
+    strings = values.map(lambda v: isinstance(v, str)).to_numpy()
+    if not cats or not strings.any():
+        return out
+    text = values[strings]
+    if all(isinstance(c, bool) for c in cats):
+        out[strings] = pd.Index([str(c).lower() for c in col.categories]).get_indexer(text.str.strip().str.lower())
+    elif all(isinstance(c, (int, float)) for c in cats):
+        found = pd.Index([float(c) for c in cats]).get_indexer(pd.to_numeric(text, errors="coerce"))
+        position = np.array([i for i, c in enumerate(col.categories) if c != MISSING])
+        out[strings] = np.where(found >= 0, position[found], -1)
+    return out
 
 
 def _encode_binned(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:

@@ -414,7 +414,8 @@ def collect_counts(rows: Sequence[Sequence], domain: Domain, marginals: Sequence
             raise OutOfDomainError(f"column {c!r} of {what}: {int(b)} row(s) have values outside the Domain")
     if missing == "error" and null.any():
         per = {c: int(z) for c, z in zip(used, null) if z}
-        raise MissingValueError(f"missing values in {what}: {per} (column: rows); pass missing='drop' "
+        raise MissingValueError(f"missing values in {what}: {per} (column: rows); give those columns a {MISSING!r} "
+                                "category in the Domain (\"missing\": true in its JSON) or pass missing='drop' "
                                 "(synthinfer count: --drop-missing)")
     # the result rows once into one array per grouping set, then each marginal by bincount
     by_set: dict[int, list] = {}

@@ -697,7 +697,9 @@ def select_aim(
         m = _canonical(domain, m)
         if all(frozenset(m.columns) != frozenset(r.columns) for r in req):
             req.append(m)
-    missing = [m for m in req if all(frozenset(m.columns) != frozenset(s.columns) for s in work)]
+    # multi-column ones only: every 1-way marginal is measured before the rounds, and a 1-way
+    # marginal named in the workload escapes the cap on its weight (candidate_weights)
+    missing = [m for m in req if len(m.columns) > 1 and all(frozenset(m.columns) != frozenset(s.columns) for s in work)]
     if missing:
         work, w = work + tuple(missing), np.concatenate([w, np.ones(len(missing))])
     counter = as_counter(codes if isinstance(codes, MarginalCounter) else _check_codes(codes, domain), domain)

@@ -230,24 +230,31 @@ def _private_part(release, private_data, datasets, finite, real_codes, syn_codes
                        ("S_pMSE", f"{p['s_pmse']:.3g}"),
                        ("rows used (real / synthetic dataset 1)", f"{p['rows_real']:,} / {p['rows_synthetic']:,}")]
     if formula is not None:
-        real = private_data if finite is None else _as_released(private_data, real_codes, finite, release.manifest)
+        real = (private_data if finite is None
+                else _as_released(private_data, real_codes, finite, release.domain, release.manifest))
         out.update(_coefficients(release, real, datasets, formula, model))
     return out
 
 
-def _as_released(private_data: pd.DataFrame, codes: np.ndarray, finite, manifest: Mapping[str, Any]) -> pd.DataFrame:
+def _as_released(private_data: pd.DataFrame, codes: np.ndarray, finite, domain, manifest: Mapping[str, Any]
+                 ) -> pd.DataFrame:
     """The private rows in the form the release's datasets take, so that the analyst's model has
     the same terms on both: categorical and binned columns as their categories (missing values
-    in a declared ``"<missing>"`` category), binned columns the datasets hold as bin midpoints as
-    their bins' midpoints; columns written as numbers inside bins, and all others, as they are.
-    ``codes``: ``encode(private_data, finite)``."""
+    in a declared ``"<missing>"`` category), derived columns from their sources' categories,
+    binned columns the datasets hold as bin midpoints as their bins' midpoints; columns written
+    as numbers inside bins, and all others, as they are. ``codes``: ``encode(private_data,
+    finite)``; ``domain``: the release's."""
     from synthinfer.data import decode
 
     inside = set(manifest.get("numbers_in_bins") or ())
     mids = [c for c in manifest.get("midpoints") or () if c in finite.names]
     decoded = decode(codes, finite, midpoints=mids)
-    return private_data.assign(**{c: decoded[c].to_numpy() if c in mids else decoded[c].array
-                                  for c in finite.names if c not in inside})
+    out = {c: decoded[c].to_numpy() if c in mids else decoded[c].array for c in finite.names if c not in inside}
+    for name, (source, table) in domain.derived.items():
+        if source in finite.names:
+            out[name] = pd.Categorical.from_codes(table[codes[:, finite.index(source)]],
+                                                  categories=list(domain[name].categories))
+    return private_data.assign(**out)
 
 
 def _coefficients(release, private_data, datasets, formula, model) -> dict[str, Any]:

@@ -35,6 +35,18 @@ def test_bad_model_is_a_clean_error(tmp_path):
     assert res.exit_code == 2
 
 
+def test_text_columns_are_a_clean_error_naming_the_column(tmp_path):
+    """Bin labels in the synthetic data (a release written without --numbers) where the model
+    needs numbers: one error line naming the column, no traceback."""
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"y": rng.integers(0, 2, 40), "age": rng.uniform(20, 60, 40)}).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame({"y": rng.integers(0, 2, 60), "age": rng.choice(["[20, 40)", "[40, 60]"], 60)}).to_csv(
+        tmp_path / "s.csv", index=False)
+    res = CliRunner().invoke(app, ["choose-m", str(tmp_path / "r.csv"), str(tmp_path / "s.csv"), "--model", "logistic",
+                                   "--formula", "y ~ age", "--seed", "0"])
+    assert res.exit_code == 2 and "column 'age' is not numbers" in res.output and "Traceback" not in res.output
+
+
 def test_parsers():
     assert parse_formula("y ~ a + b", ["y", "a", "b", "c"]) == ("y", ["a", "b"])
     assert parse_formula("y ~ .", ["y", "a", "b"]) == ("y", ["a", "b"])

@@ -43,6 +43,24 @@ from synthinfer.errors import DomainError, NonFiniteError, ParameterError, Unkno
 _LOG2PI = math.log(2 * math.pi)
 
 
+def _numbers(data: pd.DataFrame, columns: Sequence[str], model: str) -> np.ndarray:
+    """``data[columns]`` as a float64 array; a column that is not numbers (text, bin labels, or
+    categories that are not numbers) is a :class:`DomainError` naming it."""
+    out = []
+    for c in columns:
+        s = data[c]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        try:
+            out.append(pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64, na_value=np.nan))
+        except (ValueError, TypeError):
+            raise DomainError(
+                f"column {c!r} is not numbers (text, bin labels or categories): {model} takes numbers; give "
+                "categories as numbers (e.g. 0/1 indicators), and binned columns as numbers (a release written with "
+                "--numbers or --midpoints)") from None
+    return np.column_stack(out) if out else np.zeros((len(data), 0))
+
+
 def _finite(name: str, a: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise NonFiniteError(f"{name} contains missing or non-finite values")
@@ -128,7 +146,7 @@ class GaussianLocationScale:
                 col = data.columns[0]
             if col not in data.columns:
                 raise UnknownColumnError(f"column {col!r} not in {list(data.columns)}")
-            y = data[col].to_numpy(dtype=np.float64)
+            y = _numbers(data, [col], type(self).__name__)[:, 0]
         else:
             y = np.asarray(data, dtype=np.float64).reshape(-1)
         return {"y": _finite("y", y)}
@@ -204,8 +222,8 @@ class _Regression:
             if missing:
                 raise UnknownColumnError(f"columns {missing} not in {list(data.columns)}")
             feats = self.features or tuple(c for c in data.columns if c != self.target)
-            X = data[list(feats)].to_numpy(dtype=np.float64)
-            y = data[self.target].to_numpy(dtype=np.float64)
+            X = _numbers(data, list(feats), type(self).__name__)
+            y = _numbers(data, [self.target], type(self).__name__)[:, 0]
         else:
             X, y = data
             X = np.asarray(X, dtype=np.float64)

@@ -148,6 +148,24 @@ def test_declared_missing_values_are_counted_in_their_category_as_in_memory(tmp_
         count_file_marginals(tmp_path / "bad.csv", domain, [("grade",)])
 
 
+def test_nan_in_a_typed_parquet_column_is_missing_as_in_memory(tmp_path):
+    """Parquet written with NaN values (not nulls, as Spark or pyarrow may write them): missing,
+    as pandas reads them, in a declared column and in an undeclared one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    nan = float("nan")
+    pq.write_table(pa.table({"age": pa.array([20.0, nan, 70.0, 30.0]), "grade": pa.array([1.0, 2.0, nan, 3.0]),
+                             "y": ["no", "yes", "no", "yes"]}), tmp_path / "nan.parquet")
+    plain = Domain([c for c in DOMAIN.columns if c.name in ("age", "grade", "y")])
+    domain = with_missing_category(plain, ["age", "grade"])
+    df = pd.read_parquet(tmp_path / "nan.parquet")
+    np.testing.assert_array_equal(count_file_marginals(tmp_path / "nan.parquet", domain, [("age", "grade", "y")])[0],
+                                  count_codes(encode(df, domain), domain, ("age", "grade", "y")))
+    with pytest.raises(MissingValueError, match="'grade': 1"):
+        count_file_marginals(tmp_path / "nan.parquet", plain, [("grade", "y")])
+
+
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
 def test_boolean_categories_match_a_csv_text_and_a_typed_column(tmp_path, kind):
     """Boolean categories match True/False as a CSV writes them and a Parquet boolean column

@@ -347,6 +347,7 @@ class SqlDialect:
     position: str  # "{array}, {value}" -> 1-based index, or NULL when absent
     array: str  # "{items}" -> an array literal
     grouping: str  # GROUPING-bitmask function
+    is_nan: str  # "{x}" (a DOUBLE) -> whether it is NaN
 
     def ident(self, name: str) -> str:
         return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
@@ -360,11 +361,13 @@ class SqlDialect:
         return self.position.format(array=self.array.format(items=items), value=value)
 
 
+# DuckDB's isnan() misses a NaN read from Parquet (duckdb 2.0: False, where isfinite() and
+# isinf() are both False), so NaN is "neither finite nor infinite"
 DUCKDB = SqlDialect(quote='"', backslash_escapes=False, position="list_position({array}, {value})",
-                    array="[{items}]", grouping="GROUPING")
+                    array="[{items}]", grouping="GROUPING", is_nan="(NOT isfinite({x}) AND NOT isinf({x}))")
 #: Spark SQL: array_position gives 0 for an absent value (NULL in DuckDB)
 SPARK = SqlDialect(quote="`", backslash_escapes=True, position="nullif(array_position({array}, {value}), 0)",
-                   array="array({items})", grouping="grouping_id")
+                   array="array({items})", grouping="grouping_id", is_nan="isnan({x})")
 
 
 def plan_marginals(domain: Domain, marginals, missing: MissingPolicy) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -453,7 +456,10 @@ def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
     missing values: they get that category's code, as in :func:`encode`."""
     ident = d.ident(name)
     text = f"CAST({ident} AS STRING)"
-    blank = f"({ident} IS NULL OR TRIM({text}) = '')"
+    # NULL, empty text, or a typed float column's NaN (pandas reads NaN as missing; a NaN written
+    # as text in a CSV stays text there, and here)
+    nan = f"(LOWER(typeof({ident})) IN ('double', 'float') AND {d.is_nan.format(x=f'TRY_CAST({ident} AS DOUBLE)')})"
+    blank = f"({ident} IS NULL OR TRIM({text}) = '' OR {nan})"
     declared = col.categories[-1] == MISSING
     values = col.categories[:-1] if declared else col.categories
     if col.binning is not None:

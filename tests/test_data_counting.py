@@ -164,6 +164,14 @@ def test_nan_in_a_typed_parquet_column_is_missing_as_in_memory(tmp_path):
                                   count_codes(encode(df, domain), domain, ("age", "grade", "y")))
     with pytest.raises(MissingValueError, match="'grade': 1"):
         count_file_marginals(tmp_path / "nan.parquet", plain, [("grade", "y")])
+    # empty text is missing too, in memory as in the file (the CSV rule)
+    pq.write_table(pa.table({"y": ["no", "", " ", "yes"]}), tmp_path / "blank.parquet")
+    declared = with_missing_category(Domain([DOMAIN["y"]]))
+    np.testing.assert_array_equal(count_file_marginals(tmp_path / "blank.parquet", declared, [("y",)])[0], [1, 1, 2])
+    np.testing.assert_array_equal(count_codes(encode(pd.read_parquet(tmp_path / "blank.parquet"), declared), declared,
+                                              ("y",)), [1, 1, 2])
+    with pytest.raises(MissingValueError, match="'y': 2"):
+        encode(pd.read_parquet(tmp_path / "blank.parquet"), Domain([DOMAIN["y"]]))
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])

@@ -124,7 +124,8 @@ def encode(
     computed = computed_columns(df.columns, domain)
     given = [c for c in domain.columns if c.name not in computed]
     sub = df[[c.name for c in given]]
-    isna = sub.isna().to_numpy()
+    isna = np.column_stack([missing_values(sub.iloc[:, k]) for k in range(sub.shape[1])]) if sub.shape[1] else (
+        np.zeros((len(sub), 0), dtype=bool))
     # A column whose public Domain ends with MISSING declares missing values as a category:
     # they map there under every policy.
     declared = np.array([c.categories[-1] == MISSING for c in given], dtype=bool)
@@ -166,7 +167,19 @@ def encode_column(values: pd.Series, col: Column) -> np.ndarray:
     declared :data:`MISSING` category (else :class:`MissingValueError`), numbers in a
     discretised column by its public edges, text matching categories by their text form."""
     s = pd.Series(values)
-    return _encode_column(s, col, s.isna().to_numpy())
+    return _encode_column(s, col, missing_values(s))
+
+
+def missing_values(values: pd.Series) -> np.ndarray:
+    """Where ``values`` are missing: NA (None, NaN, NaT) or text that is empty or spaces only,
+    the rule of CSV files (:func:`~synthinfer.data.marginals.read_csv`) and of the file counts."""
+    out = values.isna().to_numpy()
+    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+        try:
+            return out | values.str.strip().eq("").to_numpy(dtype=bool, na_value=False)
+        except AttributeError:  # an object column without text
+            pass
+    return out
 
 
 def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:

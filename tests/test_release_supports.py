@@ -54,6 +54,9 @@ def test_required_marginals_of_formulas():
     assert required_marginals("income ~ 1", COLUMNS)[1] == [("income",)]
     with pytest.raises(ParameterError, match="left-hand side"):
         required_marginals("salary ~ age", COLUMNS)
+    # a term naming no column (a typo) is refused before any fit, not read as "supported"
+    with pytest.raises(ParameterError, match="the term\\(s\\) agee name none"):
+        required_marginals("income ~ agee + C(race)", COLUMNS)
 
 
 def test_check_support_answers():

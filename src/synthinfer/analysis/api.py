@@ -76,8 +76,9 @@ def _report(records: list[FitRecord]) -> None:
         if not r.ok:
             failed.setdefault(r.error, []).append(r.index)
     for error, idx in failed.items():
-        which = f"dataset {idx[0]}" if len(idx) == 1 else f"{len(idx)} datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})"
-        warnings.warn(f"the fit on synthetic {which} failed and is left out: {error}", FitFailedWarning, stacklevel=3)
+        which = (f"synthetic dataset {idx[0]}" if len(idx) == 1 else
+                 f"{len(idx)} synthetic datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})")
+        warnings.warn(f"the fit on {which} failed and is left out: {error}", FitFailedWarning, stacklevel=3)
     # warnings of fits that were replaced or left out describe no estimate that is used
     counts = Counter(msg for r in records if r.used and r.remedy is None for msg in r.warnings)
     for msg, c in counts.most_common(5):
@@ -235,8 +236,9 @@ def analyze(
     records.sort(key=lambda r: r.index)
     w = None if w_all is None else [w_all[i] for i in range(len(datasets))]
     records = _treat_separation(records, separation, datasets, spec, opts, w, seeds, n_jobs, progress)
-    _report(records)
     good = [r for r in records if r.used]
+    if len(good) >= 2:  # else the error below says it all, without a warning before it
+        _report(records)
     if len(good) < 2:
         first = next((r.error for r in records if not r.ok), "")
         if any(r.remedy == "drop" for r in records):

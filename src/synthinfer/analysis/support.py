@@ -89,7 +89,7 @@ def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str,
     Each term of the right-hand side needs the outcome's variables together with the term's
     (a term of no variable, the intercept, needs the outcome's alone); sets that another
     required set contains are left out. Raises :class:`ParameterError` when the formula does
-    not parse or names no outcome column.
+    not parse, names no outcome column, or has a term that names no column.
     """
     import patsy
 
@@ -105,6 +105,10 @@ def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str,
     outcome = set().union(*(term_vars(t) for t in desc.lhs_termlist)) if desc.lhs_termlist else set()
     if not outcome:
         raise ParameterError(f"formula {formula!r}: its left-hand side names none of the release's columns {columns}")
+    blind = [t.name() for t in desc.rhs_termlist if t.factors and not term_vars(t)]
+    if blind:
+        raise ParameterError(f"formula {formula!r}: the term(s) {', '.join(blind)} name none of the release's "
+                             f"columns {columns}")
     sets = {tuple(sorted(outcome | term_vars(t))) for t in desc.rhs_termlist} or {tuple(sorted(outcome))}
     # a set inside another required set is implied by it
     kept = [s for s in sets if not any(set(s) < set(o) for o in sets)]

@@ -172,6 +172,11 @@ def test_nan_in_a_typed_parquet_column_is_missing_as_in_memory(tmp_path):
                                               ("y",)), [1, 1, 2])
     with pytest.raises(MissingValueError, match="'y': 2"):
         encode(pd.read_parquet(tmp_path / "blank.parquet"), Domain([DOMAIN["y"]]))
+    # a categorical column (pandas writes and reads it back as one) with blank categories alike
+    pd.DataFrame({"y": pd.Categorical(["no", "", " ", "yes"])}).to_parquet(tmp_path / "cat.parquet")
+    np.testing.assert_array_equal(count_codes(encode(pd.read_parquet(tmp_path / "cat.parquet"), declared), declared,
+                                              ("y",)), count_file_marginals(tmp_path / "cat.parquet", declared,
+                                                                            [("y",)])[0])
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
@@ -198,6 +203,11 @@ def test_text_that_sql_reads_as_a_category_encode_reads_alike(tmp_path):
                                   count_codes(encode(as_text, domain), domain, ("grade", "flag")))
     np.testing.assert_array_equal(count_file_marginals(tmp_path / "t.csv", domain, [("grade", "flag")])[0],
                                   [0, 1, 1, 1, 1, 1])
+    # numbers as text in a binned column (read as text beside "<missing>") by the public edges
+    binned = with_missing_category(Domain([DOMAIN["age"], DOMAIN["y"]]), ["age"])
+    (tmp_path / "b.csv").write_text("age,y\n20,no\n50.5,yes\n<missing>,no\n,no\n90,yes\n")
+    np.testing.assert_array_equal(count_codes(encode(read_csv(tmp_path / "b.csv"), binned), binned, ("age",)),
+                                  count_file_marginals(tmp_path / "b.csv", binned, [("age",)])[0])
 
 
 def test_a_glob_of_parquet_files_is_one_table(tmp_path):

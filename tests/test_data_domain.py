@@ -209,7 +209,9 @@ def test_json_missing_true_appends_the_missing_category():
     assert Domain.from_dict({"columns": [dict(plain["columns"][1], missing=False)]})["e"].categories == (1, 2)
     with pytest.raises(DomainError, match="'c'.*needs categories or public bins"):
         Domain.from_dict({"columns": [{"name": "c", "bounds": [0, 1], "missing": True}]})
-    with pytest.raises(DomainError, match="already one of its categories, not the last"):
+    with pytest.raises(DomainError, match="among its categories but not last"):
         Domain.from_dict({"columns": [{"name": "e", "categories": ["<missing>", "x"], "missing": True}]})
+    with pytest.raises(DomainError, match="among its categories but not last"):
+        with_missing_category(Domain({"e": ["<missing>", "x"]}), ["e"])
     with pytest.raises(DomainError, match="'missing' must be true or false"):
         Domain.from_dict({"columns": [dict(plain["columns"][1], missing="yes")]})

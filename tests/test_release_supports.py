@@ -57,6 +57,8 @@ def test_required_marginals_of_formulas():
     # a term naming no column (a typo) is refused before any fit, not read as "supported"
     with pytest.raises(ParameterError, match="the term\\(s\\) agee name none"):
         required_marginals("income ~ agee + C(race)", COLUMNS)
+    # a string literal is not a column, even where a column has its name
+    assert required_marginals("income ~ C(race, Treatment('sex'))", COLUMNS)[1] == [("income", "race")]
 
 
 def test_check_support_answers():

@@ -48,6 +48,7 @@ __all__ = ["SupportReport", "check_support", "required_marginals"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _QUOTED = re.compile(r"""Q\(\s*(['"])(.+?)\1\s*\)""")
+_STRING = re.compile(r"""(['"]).*?\1""")
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,10 @@ class SupportReport:
 
 
 def _variables(code: str, columns: Sequence[str]) -> set[str]:
-    """The data columns a patsy factor's code refers to (plain names and ``Q("...")``)."""
+    """The data columns a patsy factor's code refers to (plain names and ``Q("...")``; other
+    string literals, such as a reference level in ``Treatment('a')``, are not names)."""
     names = {m.group(2) for m in _QUOTED.finditer(code)}
-    names |= set(_IDENT.findall(_QUOTED.sub("", code)))
+    names |= set(_IDENT.findall(_STRING.sub("", _QUOTED.sub("", code))))
     return {c for c in columns if c in names}
 
 
@@ -89,7 +91,8 @@ def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str,
     Each term of the right-hand side needs the outcome's variables together with the term's
     (a term of no variable, the intercept, needs the outcome's alone); sets that another
     required set contains are left out. Raises :class:`ParameterError` when the formula does
-    not parse, names no outcome column, or has a term that names no column.
+    not parse, names no outcome column, or has a term that names no column (a misspelt column;
+    a constant term such as ``I(1)`` too, which the intercept already is).
     """
     import patsy
 

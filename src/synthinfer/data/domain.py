@@ -722,10 +722,6 @@ class Domain:
             from synthinfer.data.encoding import with_missing_category  # encoding imports this module
 
             for name in declared:
-                if name in domain.names and not isinstance(domain[name], Continuous) and (
-                        MISSING in domain[name].categories[:-1]):
-                    raise DomainError(f"Domain column {name!r}: \"missing\": true, but {MISSING!r} is already one of "
-                                      "its categories, not the last")
                 if name in domain.names and isinstance(domain[name], Continuous):
                     raise DomainError(f"Domain column {name!r}: \"missing\": true needs categories or public bins; a "
                                       "continuous column, or one whose bins a fit chooses privately, has none")

@@ -45,6 +45,10 @@ def with_missing_category(domain: Domain, columns: Sequence[str] | None = None) 
         if named:
             raise DomainError(f"column {named[0]!r} is derived from {derived[named[0]]!r}: give {derived[named[0]]!r} "
                               "the missing category and the derived column follows")
+    inside = [c for c in columns if MISSING in domain[c].categories[:-1]]
+    if inside:
+        raise DomainError(f"column {inside[0]!r} has {MISSING!r} among its categories but not last, where it "
+                          "would take the missing values; put it last")
     sources = {c for c in columns if MISSING not in domain[c].categories}
     out = []
     for c in domain.columns:
@@ -174,6 +178,9 @@ def missing_values(values: pd.Series) -> np.ndarray:
     """Where ``values`` are missing: NA (None, NaN, NaT) or text that is empty or spaces only,
     the rule of CSV files (:func:`~synthinfer.data.marginals.read_csv`) and of the file counts."""
     out = values.isna().to_numpy()
+    if isinstance(values.dtype, pd.CategoricalDtype):  # blank categories, looked up by code
+        blank = np.append(missing_values(pd.Series(values.cat.categories)), False)  # code -1: NA
+        return out | blank[values.cat.codes.to_numpy()]
     if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
         try:
             return out | values.str.strip().eq("").to_numpy(dtype=bool, na_value=False)
@@ -210,6 +217,10 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
         if bad.any():
             codes[bad] = _text_as_sql_reads_it(s[bad], col)
             bad = (codes < 0) & ~isna
+    if bad.any() and col.binning is not None:  # numbers: name the rows, not the values (_encode_binned)
+        raise OutOfDomainError(
+            f"column {col.name!r}: {int(bad.sum())} row(s) are neither numbers inside the public bounds "
+            f"[{col.binning.edges[0]:g}, {col.binning.edges[-1]:g}] nor bin labels")
     if bad.any():
         values = pd.unique(s[bad])
         shown = ", ".join(repr(_plain(v)) for v in values[:5])
@@ -224,15 +235,23 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
 
 def _text_as_sql_reads_it(values: pd.Series, col: Column) -> np.ndarray:
     """Codes of text values matched as :func:`~synthinfer.data.marginals.count_file` matches
-    them in SQL: numeric categories by the number the text reads as (``"1.0"`` is 1), boolean
-    ones by ``true``/``false`` in any case; ``-1`` where nothing matches."""
+    them in SQL: a discretised column's numbers by its public edges, numeric categories by the
+    number the text reads as (``"1.0"`` is 1), boolean ones by ``true``/``false`` in any case;
+    ``-1`` where nothing matches."""
     out = np.full(len(values), -1, dtype=np.int64)
     cats = [c for c in col.categories if c != MISSING]
     strings = values.map(lambda v: isinstance(v, str)).to_numpy()
     if not cats or not strings.any():
         return out
     text = values[strings]
-    if all(isinstance(c, bool) for c in cats):
+    if col.binning is not None:  # a number inside the public edges (a bin's label matched before)
+        x = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        edges = col.binning.edges
+        inside = np.isfinite(x) & (x >= edges[0]) & (x <= edges[-1])
+        codes = np.full(len(x), -1, dtype=np.int64)
+        codes[inside] = col.binning.codes(x[inside])
+        out[strings] = codes
+    elif all(isinstance(c, bool) for c in cats):
         out[strings] = pd.Index([str(c).lower() for c in col.categories]).get_indexer(text.str.strip().str.lower())
     elif all(isinstance(c, (int, float)) for c in cats):
         found = pd.Index([float(c) for c in cats]).get_indexer(pd.to_numeric(text, errors="coerce"))

@@ -347,7 +347,6 @@ class SqlDialect:
     position: str  # "{array}, {value}" -> 1-based index, or NULL when absent
     array: str  # "{items}" -> an array literal
     grouping: str  # GROUPING-bitmask function
-    is_nan: str  # "{x}" (a DOUBLE) -> whether it is NaN
 
     def ident(self, name: str) -> str:
         return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
@@ -361,13 +360,11 @@ class SqlDialect:
         return self.position.format(array=self.array.format(items=items), value=value)
 
 
-# DuckDB's isnan() misses a NaN read from Parquet (duckdb 2.0: False, where isfinite() and
-# isinf() are both False), so NaN is "neither finite nor infinite"
 DUCKDB = SqlDialect(quote='"', backslash_escapes=False, position="list_position({array}, {value})",
-                    array="[{items}]", grouping="GROUPING", is_nan="(NOT isfinite({x}) AND NOT isinf({x}))")
+                    array="[{items}]", grouping="GROUPING")
 #: Spark SQL: array_position gives 0 for an absent value (NULL in DuckDB)
 SPARK = SqlDialect(quote="`", backslash_escapes=True, position="nullif(array_position({array}, {value}), 0)",
-                   array="array({items})", grouping="grouping_id", is_nan="isnan({x})")
+                   array="array({items})", grouping="grouping_id")
 
 
 def plan_marginals(domain: Domain, marginals, missing: MissingPolicy) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -451,14 +448,15 @@ def _grouping_mask(columns: Sequence[str], used: Sequence[str]) -> int:
 
 def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
     """SQL for one column: its category code (NULL when missing or outside the Domain), a flag
-    for a value outside the Domain, and a flag for a missing value (NULL, or empty text) that
-    the Domain does not declare. A column whose last category is :data:`MISSING` declares its
+    for a value outside the Domain, and a flag for a missing value (NULL, empty text, or a float
+    column's NaN) that the Domain does not declare. A column whose last category is :data:`MISSING` declares its
     missing values: they get that category's code, as in :func:`encode`."""
     ident = d.ident(name)
     text = f"CAST({ident} AS STRING)"
     # NULL, empty text, or a typed float column's NaN (pandas reads NaN as missing; a NaN written
-    # as text in a CSV stays text there, and here)
-    nan = f"(LOWER(typeof({ident})) IN ('double', 'float') AND {d.is_nan.format(x=f'TRY_CAST({ident} AS DOUBLE)')})"
+    # as text in a CSV stays text there, and here). NaN by its text: every type casts to text in
+    # both engines, not every type to DOUBLE (Spark type-checks the whole expression)
+    nan = f"(LOWER(typeof({ident})) IN ('double', 'float') AND LOWER({text}) = 'nan')"
     blank = f"({ident} IS NULL OR TRIM({text}) = '' OR {nan})"
     declared = col.categories[-1] == MISSING
     values = col.categories[:-1] if declared else col.categories

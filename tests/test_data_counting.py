@@ -251,3 +251,15 @@ def test_cli_generate_takes_a_glob_and_refuses_what_is_missing(tmp_path):
         assert res.exit_code == 2 and error.startswith("error:") and message in error
         checking = f"checking {data.name} against the Domain (DuckDB) ..."
         assert [line.split("] ", 1)[1] for line in progress] == [checking] * steps
+
+
+def test_blank_lines_are_read_as_duckdb_reads_them(tmp_path):
+    """A blank line: an empty (missing) cell in a one-column file, no row in a wider one."""
+    one = with_missing_category(Domain([DOMAIN["y"]]))
+    (tmp_path / "one.csv").write_text("y\nno\n\nyes\n")
+    np.testing.assert_array_equal(count_codes(encode(read_csv(tmp_path / "one.csv"), one), one, ("y",)),
+                                  count_file_marginals(tmp_path / "one.csv", one, [("y",)])[0])
+    assert len(read_csv(tmp_path / "one.csv")) == 3
+    (tmp_path / "two.csv").write_text("sex,y\nF,no\n\nM,yes\n")
+    assert len(read_csv(tmp_path / "two.csv")) == 2 == count_file_marginals(tmp_path / "two.csv", DOMAIN,
+                                                                            [("sex", "y")])[0].sum()

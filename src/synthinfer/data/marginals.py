@@ -180,8 +180,9 @@ def count_dataframe(
     return count_codes(encode(df[list(columns)], sub, missing=missing), sub, columns)
 
 
-def check_csv_header(path: Path) -> None:
-    """Refuse a CSV file whose header names a column twice (DuplicateColumnError naming it).
+def check_csv_header(path: Path) -> list[str]:
+    """Refuse a CSV file whose header names a column twice (DuplicateColumnError naming it);
+    return the header's names (empty where the file cannot be read as text).
 
     Both readers of the command line would otherwise accept it: pandas renames the second
     column to ``name.1``, DuckDB to ``name_1``, so a marginal of ``name`` silently reads one of
@@ -191,13 +192,14 @@ def check_csv_header(path: Path) -> None:
         with open(path, newline="", encoding="utf-8") as f:
             header = next(csv.reader(f), [])
     except (UnicodeDecodeError, csv.Error):
-        return
+        return []
     seen: set[str] = set()
     for name in header:
         if name in seen:
             raise DuplicateColumnError(f"{path}: column {name!r} appears more than once in the header; "
                                        "rename one of them")
         seen.add(name)
+    return header
 
 
 def read_csv(path: str | os.PathLike) -> pd.DataFrame:
@@ -206,12 +208,14 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     Only an empty cell (or one of spaces only) is missing. pandas' default list of missing-value
     strings ("NA", "N/A", "None", "null", "nan", ...) is switched off: a category spelled "NA"
     or "None" is a category, read as text, exactly as DuckDB reads it in :func:`count_file`, so
-    both paths count the same file alike. A column name repeated in the header is refused
-    (:func:`check_csv_header`).
+    both paths count the same file alike; a blank line is a row with an empty cell in a
+    one-column file and no row in a wider one, as DuckDB reads it. A column name repeated in
+    the header is refused (:func:`check_csv_header`).
     """
     path = Path(path)
-    check_csv_header(path)
-    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    header = check_csv_header(path)
+    # a blank line is an empty cell in a one-column file, and no row in a wider one (DuckDB's rule)
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""], skip_blank_lines=len(header) != 1)
     for c in df.columns:
         if pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype):
             continue

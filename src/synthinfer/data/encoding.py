@@ -99,7 +99,8 @@ def encode(
     df : the table; it must hold every Domain column, except derived columns, which are
         computed from their sources where the table lacks them (and checked where it has them).
     domain : the public Domain.
-    missing : what to do with missing values in columns whose Domain has no :data:`MISSING`
+    missing : what to do with missing values (NA, or text that is empty or spaces only:
+        :func:`missing_values`) in columns whose Domain has no :data:`MISSING`
         category (in a column that has it, as its last category, they always map there: the
         data holder declared them; see :func:`with_missing_category`). ``"error"`` (default)
         raises :class:`MissingValueError` naming the columns and counts; ``"drop"`` drops such
@@ -253,7 +254,7 @@ def _text_as_sql_reads_it(values: pd.Series, col: Column) -> np.ndarray:
         out[strings] = codes
     elif all(isinstance(c, bool) for c in cats):
         out[strings] = pd.Index([str(c).lower() for c in col.categories]).get_indexer(text.str.strip().str.lower())
-    elif all(isinstance(c, (int, float)) for c in cats):
+    elif all(isinstance(c, (int, float)) for c in cats) and len({float(c) for c in cats}) == len(cats):
         found = pd.Index([float(c) for c in cats]).get_indexer(pd.to_numeric(text, errors="coerce"))
         position = np.array([i for i, c in enumerate(col.categories) if c != MISSING])
         out[strings] = np.where(found >= 0, position[found], -1)

@@ -286,8 +286,9 @@ class LazyDatasets(Sequence):
         for col, cats in (manifest.get("categories") or {}).items():
             if cats is not None and col in df.columns:
                 if stored_as_text(cats):  # written as the categories' text (the writer's _parquet_ready)
-                    text = {category_text(v): v for v in cats}
-                    df[col] = df[col].astype(object).map(lambda x: text.get(x, x) if isinstance(x, str) else x)
+                    stored = df[col].astype(object)
+                    back = stored.map({category_text(v): v for v in cats})
+                    df[col] = back.where(back.notna(), stored)  # unknown text stays, for the check below
                 lost = df[col][df[col].notna() & ~df[col].isin(cats)]
                 if len(lost):
                     raise ReleaseError(

@@ -198,7 +198,8 @@ def test_text_that_sql_reads_as_a_category_encode_reads_alike(tmp_path):
     domain = Domain.from_dict({"columns": [{"name": "grade", "categories": [1, 2], "missing": True},
                                            {"name": "flag", "categories": [False, True]}]})
     (tmp_path / "t.csv").write_text("grade,flag\n1.0,TRUE\n2.0,false\n<missing>,True\n,FALSE\n2,true\n")
-    as_text = pd.DataFrame({"grade": ["1.0", "2.0", MISSING, None, "2"], "flag": ["TRUE", "false", "True", "FALSE", "true"]})
+    as_text = pd.DataFrame({"grade": ["1.0", "2.0", MISSING, None, "2"],
+                            "flag": ["TRUE", "false", "True", "FALSE", "true"]})
     np.testing.assert_array_equal(count_file_marginals(tmp_path / "t.csv", domain, [("grade", "flag")])[0],
                                   count_codes(encode(as_text, domain), domain, ("grade", "flag")))
     np.testing.assert_array_equal(count_file_marginals(tmp_path / "t.csv", domain, [("grade", "flag")])[0],

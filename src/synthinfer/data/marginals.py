@@ -453,8 +453,9 @@ def _grouping_mask(columns: Sequence[str], used: Sequence[str]) -> int:
 def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
     """SQL for one column: its category code (NULL when missing or outside the Domain), a flag
     for a value outside the Domain, and a flag for a missing value (NULL, empty text, or a float
-    column's NaN) that the Domain does not declare. A column whose last category is :data:`MISSING` declares its
-    missing values: they get that category's code, as in :func:`encode`."""
+    column's NaN) that the Domain does not declare. A column whose last category is
+    :data:`MISSING` declares its missing values: they get that category's code, as in
+    :func:`encode`."""
     ident = d.ident(name)
     text = f"CAST({ident} AS STRING)"
     # NULL, empty text, or a typed float column's NaN (pandas reads NaN as missing; a NaN written
@@ -482,17 +483,13 @@ def _code_sql(name: str, col, d: SqlDialect) -> tuple[str, str, str]:
         found = d.find(", ".join(f"CAST({float(v)!r} AS DOUBLE)" for v in values), num)
         if declared:
             found = f"COALESCE({found}, CASE WHEN {text} = {d.string(MISSING)} THEN {len(values) + 1} END)"
-        code = f"({found} - 1)"
-        bad = f"(NOT {blank} AND {found} IS NULL)"
     elif values and all(isinstance(v, bool) for v in values):
         # True/False as a CSV writes them, or a typed boolean column's text (true/false)
         found = d.find(", ".join(d.string(str(v).lower()) for v in col.categories), f"LOWER(TRIM({text}))")
-        code = f"({found} - 1)"
-        bad = f"(NOT {blank} AND {found} IS NULL)"
     else:
         found = d.find(", ".join(d.string(category_text(v)) for v in col.categories), text)
-        code = f"({found} - 1)"
-        bad = f"(NOT {blank} AND {found} IS NULL)"
+    if col.binning is None:  # a category's 1-based position, NULL when none matches
+        code, bad = f"({found} - 1)", f"(NOT {blank} AND {found} IS NULL)"
     if declared:
         return f"CASE WHEN {blank} THEN {col.size - 1} ELSE {code} END", bad, "FALSE"
     return code, bad, blank

@@ -578,3 +578,4 @@ def test_draws_follow_the_model_unless_given():
     gen.network_ = SimpleNamespace(dimension=500)
     draws = gen._draws(tied=True)
     assert draws[:2] == (400, 300) and draws[3] == 1  # a given count is kept, in one pass
+    assert draws[2].startswith("num_samples as given, the other a tied model")  # the summary names both sources

@@ -803,8 +803,11 @@ class NapsuMQ(Generator):
                                         f"{AUTO_NUTS_MAX_DIMENSION}: the draws of the population coverage study")
         else:
             default, why = SUPPLEMENT_E_DRAWS, "Supplement E's"
-        if self.num_warmup is not None and self.num_samples is not None:
+        given = [name for name in ("num_warmup", "num_samples") if getattr(self, name) is not None]
+        if len(given) == 2:
             why = "as given"
+        elif given:
+            why = f"{given[0]} as given, the other {why}"
         return (default[0] if self.num_warmup is None else int(self.num_warmup),
                 default[1] if self.num_samples is None else int(self.num_samples), why,
                 MAX_PASSES if self.num_samples is None else 1)

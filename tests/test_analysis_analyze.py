@@ -106,6 +106,17 @@ def test_all_fits_failing_is_an_error(datasets):
         analyze(datasets, "y ~ nosuchcolumn", progress=False)
 
 
+@pytest.mark.parametrize("model", ["logit", "probit"])
+def test_binary_models_refuse_a_numeric_outcome_outside_the_unit_interval(datasets, model):
+    # before, every dataset "separated" and the estimates came back as zeros with NaN intervals
+    with pytest.raises(AnalysisError, match="outcome 'count' has values outside \\[0, 1\\].*model='ols'"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitFailedWarning)
+        analyze(datasets, "count ~ x", model=model, progress=False)
+    fractions = [d.assign(share=np.linspace(0.0, 1.0, len(d))) for d in datasets]
+    assert np.isfinite(analyze(fractions, "share ~ x", model=model, progress=False).params).all()
+
+
 def test_absent_category_is_missing_not_a_failure(datasets):
     data = [d.copy() for d in datasets]
     for d in data:

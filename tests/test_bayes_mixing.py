@@ -90,6 +90,12 @@ def test_poisson_refuses_a_non_count_outcome():
         mix_posteriors([d] * 10, "y ~ x", "poisson", n=60, seed=0)
 
 
+def test_logit_refuses_a_numeric_outcome():
+    d = pd.DataFrame({"y": [0.0, 1.0, 2.0] * 100, "x": np.arange(300.0)})
+    with pytest.raises(SynthinferError, match="outside \\[0, 1\\]"):
+        mix_posteriors([d] * 10, "y ~ x", "logit", n=60, seed=0)
+
+
 def test_an_analysts_own_logdensity_mixes_the_exact_component_posteriors():
     # y ~ N(mu, 1), prior mu ~ N(0, 10^2): each component is N(zbar_i / (1 + 1/(100 n_syn)), .),
     # so the mixture's mean and variance follow from the datasets themselves

@@ -55,7 +55,9 @@ def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
 
     A two-category outcome expands to two indicator columns; for binary families the last
     category is modelled (e.g. ``income[>50K]``), as statsmodels does for a 0/1 outcome coded
-    this way.
+    this way. A binary family's numeric outcome must lie in [0, 1] (0/1, or proportions as
+    statsmodels' Binomial takes them): one outside it is refused, naming the outcome (not its
+    values: this also runs on private rows), where the fits would otherwise all separate.
     """
     if y.shape[1] == 2 and binary:
         return y[:, 1]
@@ -63,7 +65,13 @@ def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
         raise AnalysisError(
             f"the outcome expands to {y.shape[1]} columns {names}; use a numeric or two-category outcome"
         )
-    return y[:, 0]
+    col = y[:, 0]
+    if binary and np.any((col < 0) | (col > 1)):
+        raise AnalysisError(
+            f"the outcome {names[0]!r} has values outside [0, 1]; a logit or probit model needs 0/1 values (or a "
+            "two-category column): use model='ols' for a numeric outcome"
+        )
+    return col
 
 
 @dataclass(frozen=True)

@@ -113,8 +113,19 @@ def test_binary_models_refuse_a_numeric_outcome_outside_the_unit_interval(datase
             warnings.catch_warnings():
         warnings.simplefilter("ignore", FitFailedWarning)
         analyze(datasets, "count ~ x", model=model, progress=False)
-    fractions = [d.assign(share=np.linspace(0.0, 1.0, len(d))) for d in datasets]
-    assert np.isfinite(analyze(fractions, "share ~ x", model=model, progress=False).params).all()
+    rng = np.random.default_rng(0)
+    fractions = [d.assign(share=rng.random(len(d))) for d in datasets]  # proportions are a Binomial outcome
+    assert np.isfinite(analyze(fractions, "share ~ x", model=model, n=400, progress=False).params).all()
+
+
+@pytest.mark.parametrize(("formula", "model", "message"), [
+    ("y ~ x", "ols", "two-category column .*'logit' or 'probit'"),
+    ("g ~ x", "logit", "expands to 3 columns .*numeric outcome"),
+])
+def test_categorical_outcomes_the_family_cannot_take_are_named(datasets, formula, model, message):
+    with pytest.raises(AnalysisError, match=message), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitFailedWarning)
+        analyze(datasets, formula, model=model, progress=False)
 
 
 def test_absent_category_is_missing_not_a_failure(datasets):

@@ -61,9 +61,13 @@ def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
     """
     if y.shape[1] == 2 and binary:
         return y[:, 1]
+    if y.shape[1] == 2:
+        raise AnalysisError(f"the outcome is a two-category column {names}: model it with 'logit' or 'probit' "
+                            "(or code it 0/1 for a linear probability model)")
     if y.shape[1] != 1:
         raise AnalysisError(
-            f"the outcome expands to {y.shape[1]} columns {names}; use a numeric or two-category outcome"
+            f"the outcome expands to {y.shape[1]} columns {names}; use a numeric outcome, or a two-category one "
+            "with 'logit' or 'probit'"
         )
     col = y[:, 0]
     if binary and np.any((col < 0) | (col > 1)):

@@ -26,6 +26,7 @@ def test_generate_runs_a_baseline_through_the_same_path(toy_files):
     res = _run(["generate", toy_files / "toy.csv", "--domain", toy_files / "domain.json", "--generator", "privbayes",
                 "--epsilon", "0.5", "--m", "2", "--n-syn", "30", "--seed", "3", "--out", toy_files / "pb"])
     assert res.exit_code == 0, res.output
+    assert "PrivBayes fit (privbayes): n = 200" in res.output and "network (degree" in res.output  # its summary
     release = open_release(toy_files / "pb")
     assert release.manifest["mechanism"] == "privbayes" and release.m == 2 and release.n_syn == 30
     assert release.ledger.spent[0] == pytest.approx(0.5) and release.manifest["seed_fixed"] is True

@@ -106,6 +106,26 @@ def test_is_a_generator_with_the_contract_attributes(case):
     assert inspect.signature(type(gen).generate).parameters["m"].default is inspect.Parameter.empty
 
 
+def test_summary_names_the_mechanism_and_this_fits_spend_only(case):
+    name, gen, make, data, domain, _ = case
+    text = gen.summary()
+    title = "NAPSU-MQ" if name == "napsu" else type(gen).__name__
+    assert text.splitlines()[0].startswith(f"{title} fit") and f"n = {N}" in text
+    e, d = gen.ledger_.spent
+    assert (f"epsilon = {e:.4g}" in text) and "ledger:" not in text
+    if name != "napsu":  # NAPSU-MQ's own summary, tested with its fit
+        assert all(c.name in text for c in gen.ledger_.charges if c.part_of is None)
+    shared = PrivacyLedger((20.0, 1e-4))
+    shared.spend("an earlier release", 1.5, 0.0, mechanism="test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SynthinferWarning)
+        again = make(SEED).fit(data, domain, ledger=shared)
+    # the earlier release's spend is the ledger's, not this fit's
+    assert f"epsilon = {e:.4g}" in again.summary() and "an earlier release" not in again.summary()
+    if name != "napsu":
+        assert f"epsilon = {e + 1.5:.4g}" in again.summary()  # the whole ledger named beside it
+
+
 def test_generate_returns_m_frames_of_n_rows(case):
     name, gen, *_ = case
     m = 1 if name == "laplace" else 3

@@ -321,8 +321,7 @@ def _generate_release(
             private = {"skip_private_data_check": True} if from_file else {"private_data": df}
             path = _write_datasets(gen, bar, out, m, n_syn, midpoints=bool(given.get("--midpoints")),
                                    numbers=numbers, overwrite=overwrite, **private)
-    if napsu:
-        console.print(gen.summary(), soft_wrap=True)  # plain text report: no re-wrapping at the terminal width
+    console.print(gen.summary(), soft_wrap=True, markup=False)  # plain text: no re-wrapping, no markup
     e, dl = gen.ledger_.spent
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] ({gen.mechanism}, epsilon={e:g}, delta={dl:g})")
 
@@ -379,7 +378,7 @@ def resample_cmd(
             # no private table here: NAPSU-MQ's datasets are sampled from its model, never copied from rows
             path = _write_datasets(gen, bar, out, m, n_syn, midpoints=midpoints, numbers=numbers,
                                    overwrite=overwrite, skip_private_data_check=True)
-    console.print(gen.summary(), soft_wrap=True)
+    console.print(gen.summary(), soft_wrap=True, markup=False)
     console.print(f"wrote {m} dataset(s) to [bold]{path}[/] (napsu-mq, posterior sampled again: no new privacy cost)")
 
 

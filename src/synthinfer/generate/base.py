@@ -50,6 +50,9 @@ class Generator(ParamsMixin, ABC):
         ``midpoints``) are keyword-only.
     ``release_record() -> ReleaseRecord``
         Everything :func:`~synthinfer.release.write_release` needs besides the datasets.
+    ``summary() -> str``
+        A text report of the fit (``synthinfer generate`` prints it): this fit's privacy spend
+        charge by charge, its settings and what it learned.
 
     Attributes
     ----------
@@ -112,6 +115,33 @@ class Generator(ParamsMixin, ABC):
             seed_fixed=self.seed_fixed_,
         )
 
+    def summary(self) -> str:
+        """A short text report of the fit: the mechanism, the rows, this fit's privacy spend
+        charge by charge (a shared ledger's other charges left out) and its settings; a
+        generator adds what it learned (:meth:`_summary_details`)."""
+        self._check_fitted()
+        charges = self._fit_charges()
+        epsilon, delta = sum(c.epsilon for c in charges), sum(c.delta for c in charges)
+        domain = getattr(self, "domain_", None)
+        lines = [f"{type(self).__name__} fit ({self.mechanism}): n = {self.n_}"
+                 + ("" if domain is None else f", {len(domain.names)} columns"),
+                 f"privacy: epsilon = {epsilon:.4g}, delta = {delta:.3g} spent"
+                 + ("" if self.ledger_.spent == (epsilon, delta) else
+                    f" (its ledger: epsilon = {self.ledger_.spent[0]:.4g}, delta = {self.ledger_.spent[1]:.3g} in all)")]
+        lines += [f"  {c.name}: epsilon {c.epsilon:.4g}, delta {c.delta:.3g} ({c.mechanism})" for c in charges]
+        lines += self._summary_details()
+        settings = {k: v for k, v in self.release_settings_.items() if isinstance(v, (str, int, float, bool))}
+        lines.append("settings: " + ", ".join(f"{k}={v!r}" for k, v in settings.items()))
+        return "\n".join(lines)
+
+    def _summary_details(self) -> list[str]:
+        """Lines of :meth:`summary` on what the fit learned (none by default)."""
+        return []
+
+    def _fit_charges(self) -> list[Any]:
+        """This fit's own charges of ``ledger_``, without a committed plan's parts (its pair holds them)."""
+        return [c for c in self.ledger_.charges[getattr(self, "_charges_before", 0):] if c.part_of is None]
+
     # -- helpers shared by the implementations -----------------------------------------------
     def _check_fitted(self) -> None:
         # every fit records release_settings_ last, and a fit that starts forgets it first,
@@ -138,6 +168,7 @@ class Generator(ParamsMixin, ABC):
         n = data.n if isinstance(data, MarginalCounter) else len(data)
         if n:  # an empty table is refused by the generator itself, naming the data
             ledger.check_budget(n, budget)
+        self._charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
         return ledger
 
     def _check_m_n(self, m: Any, n: Any) -> tuple[int, int]:

@@ -422,6 +422,11 @@ class DPGAN(Generator):
         self.generator_params_ = jax.device_get(carry[0])
         self.discriminator_params_ = jax.device_get(carry[1])
 
+    def _summary_details(self) -> list[str]:
+        return [f"  DP-SGD: noise multiplier {self.noise_multiplier_:.4g}, sampling probability "
+                f"{self.sampling_probability_:.4g}, {self.steps_} steps; accountant's epsilon {self.epsilon_dpsgd_:.4g} "
+                f"at delta {self.delta_:.3g}; trained in {self.fit_seconds_:.1f} s"]
+
     # -- using the fitted model ----------------------------------------------------------
     def release_record(self) -> ReleaseRecord:
         """The release's record of this fit; its Domain is the public schema the GAN was fitted

@@ -191,6 +191,9 @@ class LaplaceMechanismGenerator(Generator):
         self.release_settings_ = self._release_settings()  # last: marks the fit complete
         return self
 
+    def _summary_details(self) -> list[str]:
+        return ["  Laplace scales: " + ", ".join(f"{c} {lam:.4g}" for c, lam in self.scales_.items())]
+
     def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
         """``[the released rows]`` (post-processing: no further privacy cost); ``m`` must be 1.
 

@@ -574,7 +574,6 @@ class NapsuMQ(Generator):
             raise ParameterError("NAPSU-MQ uses the Gaussian mechanism and needs delta > 0")
         ledger = self._ledger_for(budget, data, ledger)
         ledger.check("napsu-mq", budget.epsilon, budget.delta, mechanism="napsu-mq")
-        charges_before = len(ledger.charges)  # a shared ledger may hold other mechanisms' charges
         stage = progress or (lambda s: None)
         if edges_epsilon:
             encode(data, full_domain)  # every other column's values checked before the edges' spend
@@ -774,7 +773,7 @@ class NapsuMQ(Generator):
                 "slopes_below": None if self.slopes_below is None else float(self.slopes_below),
                 "tied_interactions": sum(len(g) for g in queries.ties), **tie_counts,
                 "canonical_queries": queries.canonical.dimension, "parameters": queries.dimension}
-        fit_charges = [c for c in ledger.charges[charges_before:] if c.part_of is None]  # a plan's parts are in it
+        fit_charges = self._fit_charges()
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()

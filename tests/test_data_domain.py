@@ -94,10 +94,13 @@ def test_json_round_trip(tmp_path):
     ({"name": "h", "bounds": [99, 1]}, "lower < upper"),
     ({"name": "h", "bin_edges": [0, 1], "bins": 1}, "not both"),
     ({"name": "h", "bin_edge": [0, 1, 2]}, r"unknown entries \['bin_edge'\]"),
+    ({"name": "h", "bounds": [5, 1], "bins": 3}, "lower < upper"),
+    ({"name": "h", "bin_edges": [0, 1, 1]}, "strictly increasing"),
 ])
 def test_domain_descriptions_are_never_coerced(column, message):
-    with pytest.raises(DomainError, match=message):
+    with pytest.raises(DomainError, match=message) as err:
         Domain.from_dict({"columns": [column]})
+    assert "'h'" in str(err.value)  # every message names the column
     for bad in (5, {"columns": 5}, [1, 2]):
         with pytest.raises(DomainError, match="'columns'"):
             Domain.from_dict(bad)

@@ -801,9 +801,19 @@ class _Grouped:
 
 
 def _column_from_dict(i: int, c: Any) -> DomainColumn | _Grouped:
-    """One column of a Domain description; every malformed entry raises, nothing is coerced."""
+    """One column of a Domain description; every malformed entry raises, naming the column,
+    nothing is coerced."""
     if not isinstance(c, Mapping) or "name" not in c:
         raise DomainError(f"Domain column #{i} needs a 'name'")
+    try:
+        return _column_entries(c)
+    except DomainError as e:  # the column classes' own checks (bounds, edges) do not know the column's name
+        if repr(c["name"]) in str(e):
+            raise
+        raise DomainError(f"Domain column {c['name']!r}: {e}") from None
+
+
+def _column_entries(c: Mapping) -> DomainColumn | _Grouped:
     name = c["name"]
     unknown = sorted(set(c) - _COLUMN_KEYS)
     if unknown:

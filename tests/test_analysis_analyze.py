@@ -128,6 +128,13 @@ def test_categorical_outcomes_the_family_cannot_take_are_named(datasets, formula
         analyze(datasets, formula, model=model, progress=False)
 
 
+def test_a_malformed_formula_is_named_on_one_line(datasets):
+    with pytest.raises(AnalysisError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitFailedWarning)
+        analyze(datasets, "y ~ x +", progress=False)
+    assert "expected a noun" in str(err.value) and "(at '+')" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_absent_category_is_missing_not_a_failure(datasets):
     data = [d.copy() for d in datasets]
     for d in data:

@@ -155,10 +155,12 @@ class FitRecord:
 def _design(formula: str, data: pd.DataFrame, binary: bool):
     import patsy
 
+    from synthinfer.analysis.support import formula_message
+
     try:
         y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
     except patsy.PatsyError as e:
-        raise AnalysisError(f"formula {formula!r}: {e}") from None
+        raise AnalysisError(formula_message(formula, e)) from None
     try:
         col = outcome_column(y.to_numpy(), list(y.columns), binary)
     except AnalysisError as e:

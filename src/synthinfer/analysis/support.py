@@ -77,6 +77,17 @@ class SupportReport:
         return self.reason
 
 
+def formula_message(formula: str, error: Exception, where: str = "") -> str:
+    """One line for patsy's ``error`` on ``formula`` (patsy's own message spans three lines,
+    drawing a caret under the formula; a command-line error is one line): the message and the
+    part of the formula it points at."""
+    message = getattr(error, "message", str(error))
+    origin = getattr(error, "origin", None)
+    at = "" if origin is None else (f" (at {origin.code[origin.start:origin.end]!r})" if origin.end > origin.start
+                                    else f" (at character {origin.start + 1})")
+    return f"formula {formula!r}{where}: {message}{at}"
+
+
 def _variables(code: str, columns: Sequence[str]) -> set[str]:
     """The data columns a patsy factor's code refers to (plain names and ``Q("...")``; other
     string literals, such as a reference level in ``Treatment('a')``, are not names)."""
@@ -99,7 +110,7 @@ def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str,
     try:
         desc = patsy.ModelDesc.from_formula(formula)
     except patsy.PatsyError as e:
-        raise ParameterError(f"formula {formula!r}: {e}") from None
+        raise ParameterError(formula_message(formula, e)) from None
     columns = [str(c) for c in columns]
 
     def term_vars(term) -> set[str]:

@@ -75,18 +75,19 @@ def _shared_design(formula: str, datasets: Sequence[pd.DataFrame],
     import patsy
 
     from synthinfer.analysis.models import outcome_column
+    from synthinfer.analysis.support import formula_message
 
     try:
         y0, x0 = patsy.dmatrices(formula, datasets[0], return_type="dataframe", NA_action="raise")
     except patsy.PatsyError as e:
-        raise AnalysisError(f"formula {formula!r}: {e}") from None
+        raise AnalysisError(formula_message(formula, e)) from None
     out = []
     for i, d in enumerate(datasets):
         try:
             y, X = patsy.build_design_matrices([y0.design_info, x0.design_info], d, return_type="dataframe",
                                                NA_action="raise")
         except patsy.PatsyError as e:
-            raise AnalysisError(f"formula {formula!r} on synthetic dataset {i}: {e}") from None
+            raise AnalysisError(formula_message(formula, e, f" on synthetic dataset {i}")) from None
         yv = outcome_column(y.to_numpy(), list(y.columns), binary)
         out.append((X.drop(columns=[c for c in X.columns if c == "Intercept"]).to_numpy(float), yv))
     names = list(x0.columns)

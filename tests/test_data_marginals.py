@@ -6,7 +6,7 @@ import pytest
 
 from synthinfer.data import Domain, Marginal, QuerySet, binned_column, count_dataframe, count_file
 from synthinfer.data.domain import Column
-from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, UnknownColumnError
+from synthinfer.errors import DomainError, MissingValueError, OutOfDomainError, ParameterError, UnknownColumnError
 
 D = Domain([Column("a", ("u", "v", "w")), Column("b", (0, 1)), binned_column("x", edges=[0, 1, 2, 5])])
 
@@ -46,6 +46,14 @@ def test_queryset():
         QuerySet(D, [("a", "nope")])
     with pytest.raises(DomainError):
         Marginal(("a", "a"))
+
+
+@pytest.mark.parametrize("one", [("a", "b"), "a,b", Marginal(("a", "b"))])
+def test_one_marginal_where_a_list_is_due_is_refused_not_split(one):
+    # ("a", "b") was read as two 1-way marginals, "a,b" as the columns 'a', ',' and 'b'
+    with pytest.raises(ParameterError, match=r"list of marginals.*write \["):
+        QuerySet(D, one)
+    assert [m.columns for m in QuerySet(D, ["a", "b"]).marginals] == [("a",), ("b",)]  # a list of strings: 1-way
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

@@ -79,3 +79,21 @@ def test_warnings_point_at_the_callers_line():
         NapsuMQ([("x1", "y")], epsilon=1.0, delta=1e-6, inference="laplace", seed=0).fit(toy.data, toy.domain)
     ours = [w for w in caught if "no marginal" in str(w.message)]
     assert ours and all(w.filename == __file__ for w in ours), [(w.filename, str(w.message)) for w in caught]
+    import numpy as np
+    import pandas as pd
+
+    from synthinfer.analysis import analyze, rubins_rules
+    from synthinfer.bayes import mix_posteriors
+    from synthinfer.data import Domain
+    from synthinfer.errors import SynthinferWarning
+
+    rng = np.random.default_rng(0)
+    datasets = [pd.DataFrame({"y": rng.normal(size=50), "x": rng.normal(size=50)}) for _ in range(20)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Domain.from_dataframe(toy.data)  # non-private convenience
+        rubins_rules(np.zeros((3, 1)), np.zeros((3, 1)))  # zero variance
+        analyze([datasets[0]] * 3, "y ~ x", model="ols", progress=False)  # identical datasets: negative T
+        mix_posteriors(datasets, "y ~ x", "ols", n=500, seed=0)  # datasets small next to n
+    ours = [w for w in caught if issubclass(w.category, SynthinferWarning)]
+    assert len(ours) >= 4 and all(w.filename == __file__ for w in ours), [(w.filename, str(w.message)) for w in ours]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from synthinfer.errors import ConvergenceWarning
+from synthinfer.errors import ConvergenceWarning, user_stacklevel
 
 #: Largest acceptable rank-normalised split R-hat (Vehtari et al. 2021).
 RHAT_MAX = 1.01
@@ -199,7 +199,7 @@ def convergence_diagnostics(
     ess_per_chain: float = ESS_BULK_PER_CHAIN,
     warn: bool = True,
     label: str = "NUTS",
-    stacklevel: int = 2,
+    stacklevel: int | None = None,
 ) -> dict[str, Any]:
     """Split R-hat (rank-normalised) and bulk/tail ESS of the posterior ``var_names`` (ArviZ).
 
@@ -213,7 +213,8 @@ def convergence_diagnostics(
         by chance over this many components, their limit (:func:`rhat_null_limits`, at most
         :data:`RHAT_CEILING`; module docstring).
     warn : issue :class:`~synthinfer.errors.ConvergenceWarning` when the policy fails.
-    label : the sampler's name in the warning; ``stacklevel`` as for :func:`warnings.warn`.
+    label : the sampler's name in the warning; ``stacklevel`` as for :func:`warnings.warn` (default:
+        the first line outside synthinfer, :func:`~synthinfer.errors.user_stacklevel`).
 
     Returns
     -------
@@ -277,7 +278,7 @@ def convergence_diagnostics(
     return out
 
 
-def warn_unconverged(diagnostics: dict[str, Any], *, label: str = "NUTS", stacklevel: int = 2,
+def warn_unconverged(diagnostics: dict[str, Any], *, label: str = "NUTS", stacklevel: int | None = None,
                      remedy: str = "Run longer chains (num_samples) or more warm-up before using the draws.") -> None:
     """The :class:`~synthinfer.errors.ConvergenceWarning` of :func:`convergence_diagnostics`'
     result where its policy failed (nothing where it held), for a result computed with
@@ -287,5 +288,5 @@ def warn_unconverged(diagnostics: dict[str, Any], *, label: str = "NUTS", stackl
     warnings.warn(
         f"{label} diagnostics failed: " + "; ".join(diagnostics["problems"]) + ". " + remedy,
         ConvergenceWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=user_stacklevel() if stacklevel is None else stacklevel + 1,
     )

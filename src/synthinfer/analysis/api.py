@@ -19,7 +19,7 @@ from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
 from synthinfer.analysis.separation import DEFAULT_SEPARATION, SEPARATION_PENALTY, SEPARATION_REMEDIES
 from synthinfer.data.weights import check_weight_vectors
-from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning
+from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning, user_stacklevel
 from synthinfer.privacy import make_rng
 
 __all__ = ["analyze"]
@@ -78,11 +78,11 @@ def _report(records: list[FitRecord]) -> None:
     for error, idx in failed.items():
         which = (f"synthetic dataset {idx[0]}" if len(idx) == 1 else
                  f"{len(idx)} synthetic datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})")
-        warnings.warn(f"the fit on {which} failed and is left out: {error}", FitFailedWarning, stacklevel=3)
+        warnings.warn(f"the fit on {which} failed and is left out: {error}", FitFailedWarning, stacklevel=user_stacklevel())
     # warnings of fits that were replaced or left out describe no estimate that is used
     counts = Counter(msg for r in records if r.used and r.remedy is None for msg in r.warnings)
     for msg, c in counts.most_common(5):
-        warnings.warn(f"{c} of {len(records)} fits warned: {msg}", SynthinferWarning, stacklevel=3)
+        warnings.warn(f"{c} of {len(records)} fits warned: {msg}", SynthinferWarning, stacklevel=user_stacklevel())
 
 
 def _treat_separation(
@@ -115,7 +115,7 @@ def _treat_separation(
             f"({', '.join(map(str, hit[:10]))}{' ...' if len(hit) > 10 else ''}); their estimates are kept "
             "as fitted (separation='ignore'), so the combined intervals may be very wide",
             SynthinferWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     return out
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning, user_stacklevel
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def rubins_rules(
                 f"{int(fallback.sum())} estimand(s) have a negative variance estimate T; pass n and "
                 "n_syn to use the fallback T* = (n_syn/n) v̄ (their intervals are NaN now)",
                 SynthinferWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
     T_star = np.where(fallback, T_fb, T)
     df = np.where(fallback, np.inf, df)
@@ -191,7 +191,7 @@ def rubins_rules(
             f"{int(too_few.sum())} estimand(s){which} have a usable estimate in fewer than 2 datasets; "
             "their combined estimates are NaN",
             SynthinferWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     # T* = 0 (every dataset gave the same estimate with zero variance, so v̄ = b = 0): no
     # interval can be formed; NaN rather than a zero-width interval with p = 0.
@@ -201,7 +201,7 @@ def rubins_rules(
             f"{int(degenerate.sum())} estimand(s) have zero total variance (identical estimates with "
             "zero variance in every dataset); their standard errors and intervals are NaN",
             SynthinferWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         T_star = np.where(degenerate, np.nan, T_star)
     nan = np.full_like(q_bar, np.nan)

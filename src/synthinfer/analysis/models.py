@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer.analysis.separation import is_separated
-from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning
+from synthinfer.errors import AnalysisError, ParameterError, SynthinferWarning, user_stacklevel
 
 _GLM_FAMILIES = {"logit": "Binomial", "probit": "Binomial", "ols": "Gaussian", "poisson": "Poisson"}
 
@@ -236,7 +236,7 @@ def _penalized_bootstrap(spec, y, X, w, opts: FitOptions, rng):
         raise AnalysisError(f"only {len(draws)} of {opts.n_bootstrap} bootstrap refits succeeded")
     if failed:
         warnings.warn(f"{failed} of {opts.n_bootstrap} bootstrap refits failed and were skipped; "
-                      "the variance may be too small", SynthinferWarning, stacklevel=2)
+                      "the variance may be too small", SynthinferWarning, stacklevel=user_stacklevel())
     return est, np.atleast_2d(np.cov(draws, rowvar=False, ddof=1))
 
 

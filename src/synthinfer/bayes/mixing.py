@@ -188,10 +188,10 @@ def _check_release(datasets: Sequence[pd.DataFrame], n: int) -> tuple[list[pd.Da
             f"is consistent as n_syn/n grows, and at n_syn/n = {n_syn / n:.3g} it can overstate the "
             f"posterior variance by up to a factor {1 + 2 * n / n_syn:.3g}; generate datasets of at least "
             f"{math.ceil(MIN_SIZE_RATIO * n)} rows",
-            SynthinferWarning, stacklevel=3)
+            SynthinferWarning, stacklevel=user_stacklevel())
     if m < MIN_DATASETS:
         warnings.warn(f"{m} synthetic datasets: the mixture's tails rest on few components; use at least "
-                      f"{MIN_DATASETS}", SynthinferWarning, stacklevel=3)
+                      f"{MIN_DATASETS}", SynthinferWarning, stacklevel=user_stacklevel())
     return datasets, n_syn, m
 
 
@@ -327,7 +327,7 @@ def _to_idata(posterior: dict[str, np.ndarray], dims: dict | None, coords: dict 
                 f"NUTS on {len(failing)} of {m} synthetic datasets missed the mixture's convergence check (split "
                 f"R-hat < {MIXTURE_RHAT_MAX}, bulk ESS >= {MIXTURE_ESS_PER_CHAIN:g} per chain; datasets "
                 f"{failing[:10]}{'...' if len(failing) > 10 else ''}): raise num_samples or num_warmup",
-                ConvergenceWarning, stacklevel=3)
+                ConvergenceWarning, stacklevel=user_stacklevel())
     if m > 1:
         attrs["tail_coverage_95"] = _check_tails(posterior, m)
     idata.posterior.attrs.update(attrs)

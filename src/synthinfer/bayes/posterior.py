@@ -190,7 +190,7 @@ class GeneralisedPosterior(ParamsMixin):
         draws, stats = self._sample_batch([r], [s], loss, rng)
         self.draws_ = draws[0]
         self.idata_ = self._to_idata(self.draws_, {k: v[0] for k, v in stats.items()})
-        self.diagnostics_ = convergence_diagnostics(self.idata_, stacklevel=4) if self.method_ == "nuts" else None
+        self.diagnostics_ = convergence_diagnostics(self.idata_) if self.method_ == "nuts" else None
         return self
 
     @uses_float64

@@ -35,6 +35,7 @@ from synthinfer.errors import (
     NonPrivateWarning,
     OutOfDomainError,
     UnknownColumnError,
+    user_stacklevel,
 )
 
 
@@ -657,7 +658,7 @@ class Domain:
             "Domain.from_dataframe reads the category sets from the data itself; this is NOT "
             "differentially private. Supply the Domain from public knowledge for a real release.",
             NonPrivateWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         cols = list(df.columns if columns is None else columns)
         out = []

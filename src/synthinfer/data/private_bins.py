@@ -36,6 +36,7 @@ from synthinfer.errors import (
     ParameterError,
     SynthinferWarning,
     UnknownColumnError,
+    user_stacklevel,
 )
 
 
@@ -140,7 +141,7 @@ def private_bin_edges(values: np.ndarray, column: PrivateBins, candidates: np.nd
     if interior.size < k - 1:
         warnings.warn(f"column {column.name!r}: {k - 1 - interior.size} of its {k - 1} private quantiles chose an edge "
                       f"another had chosen, so it has {interior.size + 1} bins instead of {k}",
-                      SynthinferWarning, stacklevel=3)
+                      SynthinferWarning, stacklevel=user_stacklevel())
     edges = np.concatenate([[column.lower], interior, [column.upper]])
     return Binning(tuple(edges), integer=column.integer, private=True)
 

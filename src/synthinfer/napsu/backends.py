@@ -348,9 +348,8 @@ class NUTSBackend:
                                       attrs={"inference": self.name})
         # the last pass's check where it saw every draw (it ended the passes), else one now
         nuts.update(checked["diagnostics"] if checked.get("shape") == res.draws.shape else _diagnostics(res.draws))
-        warn_unconverged(nuts, stacklevel=user_stacklevel(),
-                         remedy="NapsuMQ.set_params(num_samples=...).resample_posterior() runs longer chains on the "
-                                "same posterior at no privacy cost; use the draws after that.")
+        warn_unconverged(nuts, remedy="NapsuMQ.set_params(num_samples=...).resample_posterior() runs longer chains "
+                                      "on the same posterior at no privacy cost; use the draws after that.")
         if nuts["divergences"]:
             again = f" at target acceptance {target}, the highest tried" if retries else ""
             higher = 0.99 if target >= 0.95 else 0.95

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synthinfer.data import Domain, Marginal, as_marginals
-from synthinfer.errors import SynthinferWarning
+from synthinfer.errors import SynthinferWarning, user_stacklevel
 
 #: Moment weights are measured as the integers ``round(MOMENT_SCALE * w)`` (``|w| <= 1``): the
 #: discrete Gaussian needs integer inputs, and at this scale the rounding moves a weight by at
@@ -202,7 +202,7 @@ def drop_contained(marginals: Sequence[Marginal],
             kept.append(m)
         else:
             warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
-                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=4)
+                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=user_stacklevel())
     return tuple(kept)
 
 

@@ -47,6 +47,7 @@ from synthinfer.errors import (
     PrivacyError,
     SynthinferWarning,
     UnknownColumnError,
+    user_stacklevel,
 )
 from synthinfer.generate.base import Generator
 from synthinfer.napsu.backends import (
@@ -639,7 +640,7 @@ class NapsuMQ(Generator):
                 f"columns {unmeasured} are in no marginal: they are generated uniformly at random and "
                 "independently of everything else; add marginals with them or select more (select_extra='mst', on the "
                 "command line --select mst)",
-                SynthinferWarning, stacklevel=3)  # past fit's float64 wrapper
+                SynthinferWarning, stacklevel=user_stacklevel())
 
         if aim is not None:
             # AIM has measured everything; the model's marginals hold every measured scope

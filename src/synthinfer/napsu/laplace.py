@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from synthinfer._jax import uses_float64
-from synthinfer.errors import ConvergenceError, ConvergenceWarning
+from synthinfer.errors import ConvergenceError, ConvergenceWarning, user_stacklevel
 from synthinfer.napsu.likelihood import (
     PRIOR_SD, batch_size, evaluate_in_batches, gradients, objective, posterior_args, value_and_grad, values,
 )
@@ -164,7 +164,7 @@ def laplace_approximation(
             f"Laplace approximation: L-BFGS did not converge in {res.n_restarts + 1} attempts "
             f"(final loss {res.loss:.6g}); the approximation is centred at the best point found",
             ConvergenceWarning,
-            stacklevel=3,  # past the float64 wrapper
+            stacklevel=user_stacklevel(),
         )
     return LaplaceResult(res.x, cov, chol, res, time.perf_counter() - t0)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synthinfer._precision import uses_float64
-from synthinfer.errors import ConvergenceWarning
+from synthinfer.errors import ConvergenceWarning, user_stacklevel
 from synthinfer.napsu.likelihood import objective, pgm_args, value_and_grad
 from synthinfer.napsu.optimize import OptimResult, lbfgs_minimize
 
@@ -45,7 +45,7 @@ def maximum_likelihood_pgm(
         warnings.warn(
             f"PGM maximum likelihood: L-BFGS did not converge (loss {res.loss:.3g}); using the best point",
             ConvergenceWarning,
-            stacklevel=3,  # past the float64 wrapper
+            stacklevel=user_stacklevel(),
         )
     return res
 

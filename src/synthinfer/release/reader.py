@@ -19,7 +19,7 @@ import pandas as pd
 
 from synthinfer.data import Domain, Marginal
 from synthinfer.data.encoding import category_text
-from synthinfer.errors import ReleaseError, UnsupportedAnalysisWarning
+from synthinfer.errors import ReleaseError, UnsupportedAnalysisWarning, user_stacklevel
 from synthinfer.privacy import PrivacyLedger
 from synthinfer.release.manifest import MANIFEST_NAME, check_manifest, sha256_bytes, stored_as_text
 
@@ -114,7 +114,7 @@ class Release:
         report = self.supports(formula)
         if report.supported is False:
             warnings.warn(f"this release does not support {formula!r}: {report.reason}",
-                          UnsupportedAnalysisWarning, stacklevel=3)
+                          UnsupportedAnalysisWarning, stacklevel=user_stacklevel())
 
     def mix_posteriors(self, formula: str, model: str = "logit", **kwargs: Any):
         """A Bayesian analysis of the release: the analyst's posterior of ``formula`` on every

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from synthinfer.errors import EmptyDataError, NonFiniteError, ParameterError, ParetoKWarning
+from synthinfer.errors import EmptyDataError, NonFiniteError, ParameterError, ParetoKWarning, user_stacklevel
 
 #: Above this Pareto shape the PSIS estimate is unreliable for any sample size (Vehtari et
 #: al. 2024, Section 3.2.2); smaller samples get the lower :func:`khat_threshold`.
@@ -111,7 +111,7 @@ def pareto_smooth(log_weights, *, warn: bool = True) -> ParetoSmoothed:
             f"Pareto k-hat = {k:.2f} > {threshold:.2f}: the importance weights are too heavy-tailed for reliable "
             "estimates; the synthetic data miss parts of the real distribution (Supp. A.2)",
             ParetoKWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return ParetoSmoothed(np.asarray(smoothed, dtype=float), k)
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._precision import uses_float64
-from synthinfer.errors import NonPrivateWarning, ParameterError, PrivacyError
+from synthinfer.errors import NonPrivateWarning, ParameterError, PrivacyError, user_stacklevel
 from synthinfer.privacy import PrivacyLedger, make_rng, seed_fixed
 from synthinfer.privacy.dpsgd import dpsgd_noise_multiplier, noisy_clipped_sum, poisson_lots
 from synthinfer.privacy.randomness import SeedLike, jax_key
@@ -212,7 +212,7 @@ class MLPWeights(WeightEstimator):
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> MLPWeights:
         from sklearn.neural_network import MLPClassifier
 
-        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=3)
+        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=user_stacklevel())
         self._check_tables(real, synthetic)
         self.features_ = FeatureMap(self.bounds, clip=self.clip, intercept=False)
         x = np.vstack([self.features_.unit_cube(real), self.features_.unit_cube(synthetic)])

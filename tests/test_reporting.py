@@ -258,3 +258,16 @@ def test_real_fit_reads_the_private_rows_as_the_release_holds_them(tmp_path):
     page = report(path, private, formula="y ~ C(level)").html
     assert re.findall(r"<tr><td>(C\([^<]*|Intercept)</td><td>", page) == [
         "Intercept", "C(level)[T.hi]", "C(level)[T.&lt;missing&gt;]"]
+
+
+def test_charges_show_each_mechanisms_noise():
+    from types import SimpleNamespace
+
+    from synthinfer.reporting.page import _charges
+
+    charges = [{"name": "gauss", "mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6, "details": {"sigma": 3.5}},
+               {"name": "dp-sgd", "mechanism": "DP-SGD", "epsilon": 2.0, "delta": 1e-5,
+                "details": {"noise_multiplier": 1.25, "clip_norm": 0.5}},
+               {"name": "none", "mechanism": "exponential", "epsilon": 0.5, "delta": 0.0}]
+    rows = _charges(SimpleNamespace(manifest={"privacy": {"charges": charges}}))
+    assert [r["noise"] for r in rows] == ["3.5", "1.25 x clip norm 0.5", ""]

@@ -173,9 +173,12 @@ def _charges(release) -> list[dict[str, str]]:
     for c in release.manifest["privacy"].get("charges", []):
         details = c.get("details") or {}
         sigma = details.get("sigma", details.get("scale"))
+        noise = "" if sigma is None else _scalar(float(sigma))
+        if "noise_multiplier" in details:  # DP-SGD: the Gaussian noise's sd is the multiplier times the clip norm
+            noise = f"{_scalar(float(details['noise_multiplier']))} x clip norm {_scalar(details.get('clip_norm'))}"
         out.append({"name": str(c.get("name")), "mechanism": str(c.get("mechanism")),
                     "epsilon": _scalar(float(c.get("epsilon", 0.0))), "delta": f"{float(c.get('delta', 0.0)):.3g}",
-                    "noise": "" if sigma is None else _scalar(float(sigma)),
+                    "noise": noise,
                     "part_of": "" if c.get("part_of") is None else str(c.get("part_of"))})
     return out
 

@@ -135,6 +135,29 @@ def test_a_malformed_formula_is_named_on_one_line(datasets):
     assert "expected a noun" in str(err.value) and "(at '+')" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_missing_values_are_refused_or_dropped_as_complete_cases(datasets):
+    rng = np.random.default_rng(3)
+    holes = []
+    for d in datasets:
+        d = d.copy()
+        d.loc[rng.random(len(d)) < 0.1, "x"] = np.nan
+        d["unused"] = np.where(rng.random(len(d)) < 0.5, np.nan, 1.0)  # a column the formula does not name
+        holes.append(d)
+    with pytest.raises(AnalysisError, match=r"dataset 0 has missing values in 'x' \(\d+ rows\).*missing='drop'"):
+        analyze(holes, "y ~ x + C(g)", progress=False)
+    w = [np.linspace(0.5, 1.5, len(d)) for d in holes]
+    res = analyze(holes, "y ~ x + C(g)", weights=w, n=400, missing="drop", progress=False)
+    kept = [d["x"].notna().to_numpy() for d in holes]
+    by_hand = analyze([d[k].reset_index(drop=True) for d, k in zip(holes, kept)], "y ~ x + C(g)",
+                      weights=[a[k] for a, k in zip(w, kept)], n=400 * np.mean([k.mean() for k in kept]),
+                      progress=False)
+    pd.testing.assert_frame_equal(res.to_frame(), by_hand.to_frame())
+    assert res.options["complete_share"] == pytest.approx(np.mean([k.mean() for k in kept]))
+    assert "Complete cases:" in str(res.summary())
+    with pytest.raises(ParameterError, match="missing must be one of"):
+        analyze(holes, "y ~ x", missing="impute", progress=False)
+
+
 def test_absent_category_is_missing_not_a_failure(datasets):
     data = [d.copy() for d in datasets]
     for d in data:

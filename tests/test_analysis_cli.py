@@ -116,3 +116,26 @@ def test_cli_checks_alpha_and_jobs_before_fitting(release):
     for opt, value in (("--alpha", "0"), ("--alpha", "1.5"), ("--jobs", "0")):
         out = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--no-progress", opt, value])
         assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+
+
+def test_cli_missing_drop_fits_the_complete_cases_of_a_release_with_weights(tmp_path):
+    rng = np.random.default_rng(7)
+    datasets = [_toy(rng) for _ in range(4)]
+    for d in datasets:
+        d.loc[rng.random(len(d)) < 0.2, "age"] = np.nan
+    weights = [rng.uniform(0.5, 1.5, 300) for _ in range(4)]
+    ledger = PrivacyLedger((1.0, 1e-6))
+    ledger.spend("marginals", 1.0, 1e-6, mechanism="gaussian")
+    record = ReleaseRecord(mechanism="toy", settings={"epsilon": 1.0}, ledger=ledger, n=250, seed_fixed=True)
+    path = write_release(tmp_path / "holes", datasets, record=record, weights=weights, skip_private_data_check=True)
+    res = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--no-progress"])
+    assert res.exit_code == 2 and "missing values in 'age'" in res.output and "--missing drop" in res.output
+    res = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, "--missing", "drop", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    kept = [d["age"].notna().to_numpy() for d in datasets]
+    ref = analyze([d[k].reset_index(drop=True) for d, k in zip(datasets, kept)], FORMULA,
+                  weights=[w[k] for w, k in zip(weights, kept)], n=250 * np.mean([k.mean() for k in kept]),
+                  progress=False)
+    np.testing.assert_allclose([c["estimate"] for c in out["coefficients"]], ref.params.to_numpy(), rtol=1e-10)
+    assert out["missing"]["complete_share"] == pytest.approx(np.mean([k.mean() for k in kept]))

@@ -18,6 +18,7 @@ from synthinfer.analysis.parallel import run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
 from synthinfer.analysis.separation import DEFAULT_SEPARATION, SEPARATION_PENALTY, SEPARATION_REMEDIES
+from synthinfer.analysis.support import MISSING_RULES, complete_cases, formula_columns
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning, user_stacklevel
 from synthinfer.privacy import make_rng
@@ -39,6 +40,45 @@ def _groups(datasets: Sequence[pd.DataFrame]) -> list[list[int]]:
         return [list(range(m))]
     size = max(1, GROUP_ROWS // max(1, int(datasets.rows(0))))
     return [list(range(s, min(m, s + size))) for s in range(0, m, size)]
+
+
+class _CompleteCases(Sequence):
+    """``datasets[i]`` restricted to its complete cases for ``formula`` (rows with a value in
+    every column it names, and in the weight column ``also``), made when a dataset is used, so
+    a lazily read release stays lazy; :meth:`rows` is the dataset's row count before the drop
+    (what :func:`_groups` sizes its groups by)."""
+
+    def __init__(self, datasets: Sequence[pd.DataFrame], formula: str, also: Sequence[str]) -> None:
+        self.datasets, self.formula, self.also = datasets, formula, list(also)
+
+    def __len__(self) -> int:
+        return len(self.datasets)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.with_mask(i)[0]
+
+    def rows(self, i: int) -> int:
+        return self.datasets.rows(i) if hasattr(self.datasets, "rows") else len(self.datasets[i])
+
+    def with_mask(self, i: int) -> tuple[pd.DataFrame, np.ndarray]:
+        data = self.datasets[i]
+        if not isinstance(data, pd.DataFrame):
+            return data, np.ones(0, dtype=bool)  # refused by analyze, naming the dataset
+        keep = complete_cases(data, self.formula, self.also)
+        return (data if keep.all() else data.loc[keep].reset_index(drop=True)), keep
+
+
+def _refuse_missing(data: pd.DataFrame, i: int, formula: str, weights: Any) -> None:
+    """An :class:`AnalysisError` naming the columns where dataset ``i`` lacks values the
+    analysis needs, and the complete-case option (``missing="raise"``)."""
+    cols = formula_columns(formula, list(data.columns)) + ([weights] if isinstance(weights, str) else [])
+    gaps = {c: int(k) for c, k in data[[c for c in cols if c in data.columns]].isna().sum().items() if k}
+    if gaps:
+        where = ", ".join(f"{c!r} ({k:,} rows)" for c, k in gaps.items())
+        raise AnalysisError(f"synthetic dataset {i} has missing values in {where}: analyse the complete cases with "
+                            "missing='drop' (command line: --missing drop), as statsmodels does by default")
 
 
 def _weights_per_dataset(weights: Any, datasets: list[pd.DataFrame]) -> list[np.ndarray] | None:
@@ -134,6 +174,7 @@ def analyze(
     penalty: float | None = None,
     n_bootstrap: int = 50,
     separation: str = DEFAULT_SEPARATION,
+    missing: str = "raise",
     seed: int | np.random.Generator | None = None,
     n_jobs: int | None = None,
     fast: bool = True,
@@ -173,6 +214,13 @@ def analyze(
         out of the combining rules, ``"ignore"`` keeps it as fitted (with a warning). The
         default was chosen from a measurement (``docs/separation.md``). ``summary()`` and
         :attr:`MIResult.separated` report the datasets affected.
+    missing : rows with a missing value (NaN, None) in a column the formula names, or in the
+        weight column (a release whose Domain declares ``"<missing>"`` in a numeric column writes
+        NaN there): ``"raise"`` refuses them naming the columns; ``"drop"`` fits each dataset's
+        complete cases (statsmodels' ``missing="drop"``, the default of its formula API). Then
+        ``n`` in the fallback T* is scaled by the datasets' mean share of complete rows (the
+        real data's own is not known; the synthetic data estimate it), and ``summary()`` says
+        how many rows were dropped.
     seed : seeds the bootstrap resampling (``penalty``, or the ``"penalty"`` remedy).
     n_jobs : worker processes for the fits that go through statsmodels (None: automatic, from the
         time of the first fit and the free cores, see
@@ -195,9 +243,17 @@ def analyze(
         raise ParameterError(f"n_jobs must be a positive number of workers, -1 (all cores) or None, got {n_jobs!r}")
     if separation not in SEPARATION_REMEDIES:
         raise ParameterError(f"separation must be one of {list(SEPARATION_REMEDIES)}, got {separation!r}")
+    if missing not in MISSING_RULES:
+        raise ParameterError(f"missing must be one of {list(MISSING_RULES)}, got {missing!r}")
     spec = resolve_model(model)
     if formula is None and spec.kind != "callable":
         raise ParameterError(f"model {spec.name!r} needs a formula")
+    if missing == "drop" and formula is None:
+        raise ParameterError("missing='drop' needs a formula (which columns the analysis uses); a callable model "
+                             "without one handles its own missing values")
+    if missing == "drop":
+        datasets = _CompleteCases(datasets, formula, [weights] if isinstance(weights, str) else [])
+    kept: dict[int, float] = {}
     if penalty is not None:
         if not spec.supports_penalty:
             raise ParameterError("penalty (L2 + bootstrap) is available for 'logit', 'probit', 'ols' and 'poisson'")
@@ -218,12 +274,22 @@ def analyze(
     for group in _groups(datasets):
         # a group's datasets in memory at once (all of them for a list; a bounded number of rows
         # for a release read lazily); every fit is per dataset, so the grouping changes nothing
-        part = [datasets[i] for i in group]
+        if missing == "drop":
+            part, masks = map(list, zip(*(datasets.with_mask(i) for i in group)))
+            kept.update((i, float(k.mean()) if k.size else 1.0) for i, k in zip(group, masks))
+        else:
+            part, masks = [datasets[i] for i in group], None
         for i, d in zip(group, part):
             if not isinstance(d, pd.DataFrame) or len(d) == 0:
-                raise AnalysisError(f"dataset {i} is not a non-empty DataFrame")
-        w = _weights_per_dataset(weights if isinstance(weights, str) or weights is None
-                                 else [weights[i] for i in group], part)
+                raise AnalysisError(f"dataset {i} is not a non-empty DataFrame" + (
+                    "" if missing == "raise" or not isinstance(d, pd.DataFrame) else
+                    " after dropping the rows with missing values (missing='drop')"))
+            if missing == "raise" and formula is not None:
+                _refuse_missing(d, i, formula, weights)
+        given = None if isinstance(weights, str) or weights is None else [weights[i] for i in group]
+        if given is not None and masks is not None:  # arrays for the rows before the drop
+            given = [np.asarray(g)[k] if len(g) == len(k) else g for g, k in zip(given, masks)]
+        w = _weights_per_dataset(weights if given is None else given, part)
         if w is not None:
             w_all.update(zip(group, w))
         batched = fit_fast(part, spec, opts, w) if fast and fast_path_applies(spec, opts) else [None] * len(part)
@@ -258,7 +324,10 @@ def analyze(
         q_comb = q
     if n_syn is None:
         n_syn = float(np.mean([r.nobs for r in good]))
-    combined = rubins_rules(q_comb, v, n=n, n_syn=n_syn, names=names)
+    complete = float(np.mean([kept[r.index] for r in good])) if kept else None
+    # the private data's complete cases, as the synthetic data estimate them
+    n_complete = n if complete is None or n is None else n * complete
+    combined = rubins_rules(q_comb, v, n=n_complete, n_syn=n_syn, names=names)
     return MIResult(
         combined,
         records,
@@ -271,5 +340,5 @@ def analyze(
         alpha=alpha,
         n_dropped=n_dropped,
         options={"penalty": penalty, "n_bootstrap": int(n_bootstrap), "drop_variance_above": drop_variance_above,
-                 "separation": separation},
+                 "separation": separation, "missing": missing, "complete_share": complete},
     )

@@ -188,7 +188,9 @@ class MIResult:
             r_matrix = np.zeros((len(chosen), len(self.names)))
             for i, t in enumerate(chosen):
                 r_matrix[i, self.names.index(t)] = 1.0
-        return reiter_wald_test(self._q, self._U, null, r_matrix=r_matrix, n=self.n, n_syn=self.n_syn)
+        share = self.options.get("complete_share")
+        n = self.n if self.n is None or share is None else self.n * share  # as analyze combined (missing='drop')
+        return reiter_wald_test(self._q, self._U, null, r_matrix=r_matrix, n=n, n_syn=self.n_syn)
 
     # -- presentation -------------------------------------------------------------------------
     def summary(self, alpha: float | None = None):
@@ -222,6 +224,8 @@ class MIResult:
             info["Separation:"] = sep
         if self.absent_columns:
             info["Absent categories:"] = f"{len(self.absent_columns)} datasets (those coefficients left out there)"
+        if self.options.get("complete_share") is not None:
+            info["Complete cases:"] = f"{self.options['complete_share']:.1%} of rows (missing='drop')"
         if self.options.get("drop_variance_above") is not None:
             info["Dropped var >=:"] = f"{self.options['drop_variance_above']:g} ({int(self.n_dropped.sum())} estimates)"
         s = Summary()

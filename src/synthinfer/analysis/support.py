@@ -42,9 +42,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from synthinfer.errors import ParameterError
 
-__all__ = ["SupportReport", "check_support", "required_marginals"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["MISSING_RULES", "SupportReport", "check_support", "complete_cases", "formula_columns", "required_marginals"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _QUOTED = re.compile(r"""Q\(\s*(['"])(.+?)\1\s*\)""")
@@ -94,6 +101,31 @@ def _variables(code: str, columns: Sequence[str]) -> set[str]:
     names = {m.group(2) for m in _QUOTED.finditer(code)}
     names |= set(_IDENT.findall(_STRING.sub("", _QUOTED.sub("", code))))
     return {c for c in columns if c in names}
+
+
+def formula_columns(formula: str, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that ``formula`` names, outcome and predictors (in ``columns``' order);
+    a formula that does not parse raises :class:`ParameterError`."""
+    import patsy
+
+    try:
+        desc = patsy.ModelDesc.from_formula(formula)
+    except patsy.PatsyError as e:
+        raise ParameterError(formula_message(formula, e)) from None
+    columns = [str(c) for c in columns]
+    named = set().union(*(_variables(f.name(), columns) for t in desc.lhs_termlist + desc.rhs_termlist
+                          for f in t.factors))
+    return [c for c in columns if c in named]
+
+
+MISSING_RULES = ("raise", "drop")
+
+
+def complete_cases(data: pd.DataFrame, formula: str, also: Sequence[str] = ()) -> np.ndarray:
+    """Boolean mask of the rows of ``data`` with a value in every column ``formula`` names (and
+    in ``also``): the complete cases of statsmodels' ``missing="drop"``."""
+    cols = formula_columns(formula, list(data.columns)) + [c for c in also if c in data.columns]
+    return data[cols].notna().all(axis=1).to_numpy() if cols else np.ones(len(data), dtype=bool)
 
 
 def required_marginals(formula: str, columns: Sequence[str]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:

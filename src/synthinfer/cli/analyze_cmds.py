@@ -44,6 +44,9 @@ def analyze_cmd(
         DEFAULT_SEPARATION, help="Logit/probit datasets with (quasi-)complete separation: penalty (refit with L2 "
         "1e-5 and bootstrap variances), drop (leave them out) or ignore (keep as fitted)."
     ),
+    missing: str = typer.Option(
+        "raise", "--missing", help="Rows lacking a value the model needs (a release with declared missing values): "
+        "raise (refuse, naming the columns) or drop (fit each dataset's complete cases, as statsmodels does)."),
     no_weights: bool = typer.Option(False, "--no-weights", help="Ignore the release's per-row weights."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: automatic)."),
     fast: bool = typer.Option(
@@ -99,6 +102,7 @@ def analyze_cmd(
                 penalty=penalty,
                 n_bootstrap=n_bootstrap,
                 separation=separation,
+                missing=missing,
                 n_jobs=jobs,
                 fast=fast,
                 progress=progress and not as_json,
@@ -122,6 +126,7 @@ def analyze_cmd(
                          "unmeasured_predictor_pairs": [list(s) for s in support.unmeasured_predictor_pairs],
                          "reason": support.reason},
             "separation": {"remedy": res.separation, "datasets": res.separated},
+            "missing": {"rule": missing, "complete_share": res.options.get("complete_share")},
             "absent_categories": {str(i): list(c) for i, c in res.absent_columns.items()},
             "coefficients": [
                 {"name": name, **{k: _json_value(v.item() if hasattr(v, "item") else v) for k, v in row.items()}}
@@ -142,6 +147,8 @@ def analyze_cmd(
             + ("; T*: fallback variance (n_syn/n) v̄, normal reference" if show_note else "")
             + (f"; separation: {res.separation_note}" if res.n_separated else "")
             + (f"; absent categories in {len(res.absent_columns)} datasets" if res.absent_columns else "")
+            + ("" if res.options.get("complete_share") is None else
+               f"; complete cases: {res.options['complete_share']:.1%} of rows (--missing drop)")
         ),
     )
     rows = []

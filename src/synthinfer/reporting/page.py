@@ -267,10 +267,15 @@ def _coefficients(release, private_data, datasets, formula, model) -> dict[str, 
     from synthinfer.errors import AnalysisError
     from synthinfer.reporting import figures
 
-    real = fit_dataset(0, private_data, resolve_model(model), FitOptions(formula), None, None)
+    from synthinfer.analysis.support import complete_cases
+
+    # a release with declared missing values holds NaN where the real rows had none: both sides
+    # are compared on their complete cases, as statsmodels' formulas fit them, and the page says so
+    complete = complete_cases(private_data, formula)
+    real = fit_dataset(0, private_data.loc[complete], resolve_model(model), FitOptions(formula), None, None)
     if not real.ok:
         raise AnalysisError(f"the model {formula!r} failed on the private data: {real.error}")
-    res = analyze(datasets, formula, model=model, n=release.n, progress=False, seed=0)
+    res = analyze(datasets, formula, model=model, n=release.n, progress=False, seed=0, missing="drop")
     names = [c for c in res.params.index if c in real.params.index]
     est = real.params[names].to_numpy()
     se = np.sqrt(np.diag(real.cov.loc[names, names].to_numpy()))
@@ -282,7 +287,9 @@ def _coefficients(release, private_data, datasets, formula, model) -> dict[str, 
              "synthetic_ci": f"[{c:.4g}, {d:.4g}]", "width_ratio": f"{(d - c) / (b - a):.2f}", "covers": bool(v)}
             for n, e, (a, b), s, (c, d), v in zip(names, est, real_ci, syn, syn_ci, covers)]
     return {"forest_figure": figures.forest(names, est, real_ci, syn, syn_ci), "coefficients": rows,
-            "coverage": f"{int(covers.sum())} of {len(names)}", "analysed": res.m}
+            "coverage": f"{int(covers.sum())} of {len(names)}", "analysed": res.m,
+            "complete_cases": None if complete.all() and res.options["complete_share"] == 1.0 else
+            f"{complete.mean():.1%} of the real rows, {res.options['complete_share']:.1%} of the synthetic ones"}
 
 
 def _render(ctx: Mapping[str, Any]) -> str:

@@ -175,3 +175,16 @@ def test_stateful_transforms_take_their_state_from_each_dataset():
     formula = "y ~ center(z) + C(g)"
     fast = fit_fast(datasets, resolve_model("logit"), FitOptions(formula=formula), None)
     _assert_equal(fast, _statsmodels(datasets, "logit", formula))
+
+
+@pytest.mark.parametrize("model", ["logit", "ols", "poisson"])
+def test_one_singular_dataset_leaves_the_others_on_the_batched_fit(model):
+    # a stacked solve raises for the whole stack when one Gram matrix is singular: every
+    # dataset went to statsmodels, one fit at a time
+    rng = np.random.default_rng(5)
+    datasets = [_data(rng, 300) for _ in range(5)]
+    datasets[3] = datasets[3].assign(x=1.0)  # collinear with the intercept
+    fast = fit_fast(datasets, resolve_model(model), FitOptions(formula=FORMULA[model]), None)
+    assert [r is None for r in fast] == [False, False, False, True, False]
+    rest = [0, 1, 2, 4]
+    _assert_equal([fast[i] for i in rest], _statsmodels([datasets[i] for i in rest], model, FORMULA[model]))

@@ -248,12 +248,24 @@ def _irls(name: str, y, X, a, b, c, nrows, cov_type: str) -> _Fit:
         ww = aa / (d**2 * var(mua))
         z = eta[idx] + d * (ya - mua)
         G = _gram(Xa, ww)
+        rhs = np.einsum("guk,gu->gk", Xa, ww * z)
         try:
-            bnew = np.linalg.solve(G, np.einsum("guk,gu->gk", Xa, ww * z)[..., None])[..., 0]
+            bnew = np.linalg.solve(G, rhs[..., None])[..., 0]
         except np.linalg.LinAlgError:
-            bad[idx] = True
-            active[idx] = False
-            continue
+            # a stacked solve fails as a whole where one Gram matrix is singular: solve each,
+            # and hand only the singular ones to statsmodels (which refuses them by name)
+            bnew = np.full((idx.size, k), np.nan)
+            for j in range(idx.size):
+                try:
+                    bnew[j] = np.linalg.solve(G[j], rhs[j])
+                except np.linalg.LinAlgError:
+                    pass
+            keep = np.all(np.isfinite(bnew), axis=1)
+            bad[idx[~keep]] = True
+            active[idx[~keep]] = False
+            if not keep.any():
+                continue
+            idx, ya, Xa, aa, G, bnew = idx[keep], ya[keep], Xa[keep], aa[keep], G[keep], bnew[keep]
         e = np.einsum("guk,gk->gu", Xa, bnew)
         with np.errstate(over="ignore", invalid="ignore"):
             m_new = link.inverse(e)

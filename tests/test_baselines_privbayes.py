@@ -131,6 +131,29 @@ def test_generate_shapes_categories_and_reproducibility():
         assert np.allclose(cond.sum(axis=-1), 1.0) and (cond >= 0).all()
 
 
+def test_binned_columns_come_back_as_labels_midpoints_or_numbers_inside_their_bins():
+    from synthinfer.data import binned_column
+    from synthinfer.errors import DomainError, ParameterError
+
+    rng = np.random.default_rng(0)
+    domain = Domain([DOMAIN["a"], binned_column("x", bounds=(0.0, 10.0), bins=4)])
+    df = pd.DataFrame({"a": rng.choice(["a0", "a1", "a2"], 300), "x": rng.uniform(0, 10, 300)})
+    pb = PrivBayes(epsilon=2.0, seed=0, degree=1).fit(df, domain)
+    labels = pb.generate(1, 200, seed=1)[0]
+    mids = pb.generate(1, 200, seed=1, midpoints=["x"])[0]
+    inside = pb.generate(1, 200, seed=1, numbers=True)[0]
+    edges = np.asarray(domain["x"].binning.edges)
+    assert list(labels["x"].cat.categories) == list(domain["x"].categories)
+    assert set(mids["x"]) <= set(domain["x"].binning.midpoints)
+    # the same codes (seeded): each number lies inside the bin its label names
+    bins = np.searchsorted(edges, inside["x"].to_numpy(), side="right") - 1
+    np.testing.assert_array_equal(np.minimum(bins, 3), labels["x"].cat.codes.to_numpy())
+    with pytest.raises(DomainError, match="numbers"):
+        pb.generate(1, 10, numbers=["a"])  # no bins
+    with pytest.raises(ParameterError, match="midpoints and as numbers"):
+        pb.generate(1, 10, midpoints=True, numbers=True)
+
+
 def test_large_epsilon_reproduces_the_joint_distribution():
     df = _data(4000, seed=2)
     pb = PrivBayes(epsilon=1e4, seed=0, degree=3).fit(df, DOMAIN, ledger=PrivacyLedger((1e4, 0.0), allow_large_epsilon=True))

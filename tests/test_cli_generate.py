@@ -41,7 +41,7 @@ def test_generate_runs_a_baseline_through_the_same_path(toy_files):
 @pytest.mark.parametrize("extra, generator, named", [
     (["--marginals", "x1,y"], "privbayes", "--marginals"),
     (["--inference", "laplace"], "dpgan", "--inference"),
-    (["--midpoints"], "privbayes", "--midpoints"),
+    (["--midpoints"], "dpgan", "--midpoints"),
     (["--marginals", "x1,y", "--epochs", "2"], "napsu", "--epochs"),
     (["--label", "y"], "dpgan", "--label"),
     ([], "napsu", "--marginals"),

@@ -56,8 +56,8 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "--num-samples": ("napsu",),
     "--chains": ("napsu",),
     "--reference": ("napsu",),
-    "--midpoints": ("napsu",),
-    "--numbers": ("napsu",),
+    "--midpoints": ("napsu", "privbayes"),
+    "--numbers": ("napsu", "privbayes"),
     "--save-fit": ("napsu",),
     "--edges-share": ("napsu", "privbayes"),
     "--epochs": ("dpgan", "dpcgan"),
@@ -167,12 +167,12 @@ def generate_cmd(
              "near-empty: better mixing, see docs/napsu-sampler.md), first, or COL=CATEGORY pairs separated "
              "by commas (other columns: first category).",
     ),
-    midpoints: bool = typer.Option(False, "--midpoints", help="napsu: write discretised columns as bin midpoints "
-                                   "(default: bin labels, and numbers drawn inside their bins for columns with "
-                                   '"bins": "private:K").'),
+    midpoints: bool = typer.Option(False, "--midpoints", help="napsu, privbayes: write discretised columns as bin "
+                                   "midpoints (default: bin labels, and numbers drawn inside their bins for columns "
+                                   'with "bins": "private:K").'),
     numbers: str = typer.Option(
         None, "--numbers", metavar="COL,...|all",
-        help="napsu: write these discretised columns (or all) as numbers drawn uniformly inside their bins "
+        help="napsu, privbayes: write these discretised columns (or all) as numbers drawn uniformly inside their bins "
              '(whole numbers for "integer": true columns) instead of bin labels; private-bins columns, written as '
              "numbers by default, then only if named."),
     save_fit: Path = typer.Option(
@@ -407,9 +407,9 @@ def _numbers(text: str | None, domain, *, midpoints: bool) -> bool | list[str] |
 def _write_datasets(gen, bar, out: Path, m: int, n_syn: int | None, *, midpoints: bool, overwrite: bool,
                     numbers: bool | list[str] | None = None, **private: Any) -> Path:
     """``m`` datasets of the fitted ``gen`` written as a release at ``out``, counted on ``bar``
-    (``numbers``: ``NapsuMQ.generate``'s); ``private``: ``write_release``'s ``private_data`` or
-    ``skip_private_data_check``."""
-    from synthinfer.generate import NapsuMQ
+    (``midpoints``, ``numbers``: as ``NapsuMQ.generate`` and ``PrivBayes.generate`` take them);
+    ``private``: ``write_release``'s ``private_data`` or ``skip_private_data_check``."""
+    from synthinfer.generate import NapsuMQ, PrivBayes
     from synthinfer.release import DatasetStream, write_release
 
     task = bar.add_task("generating and writing datasets", total=m)
@@ -417,6 +417,8 @@ def _write_datasets(gen, bar, out: Path, m: int, n_syn: int | None, *, midpoints
         stream = gen.generate_stream(m, n_syn, midpoints=midpoints, numbers=numbers)
         datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
                                  _counted(stream, lambda done: bar.update(task, completed=done)))
+    elif isinstance(gen, PrivBayes):
+        datasets = gen.generate(m, n_syn, midpoints=midpoints, numbers=numbers)
     else:
         datasets = gen.generate(m, n_syn)
     path = write_release(out, datasets, record=gen.release_record(), overwrite=overwrite,

@@ -179,3 +179,17 @@ def planned_domain(domain: Domain) -> Domain:
 def private_bin_columns(domain: Domain) -> Sequence[str]:
     """Columns of a (resolved) Domain whose bin edges were chosen privately."""
     return [c.name for c in domain.columns if isinstance(c, Column) and c.binning is not None and c.binning.private]
+
+
+def numbers_to_draw(domain: Domain, midpoints: bool | Sequence[str], numbers: bool | Sequence[str] | None
+                    ) -> bool | Sequence[str]:
+    """A generator's ``numbers=`` for :func:`~synthinfer.data.decode`: as given (checked), or for
+    ``None`` the columns the data holder gave as numbers with private bins, unless they are
+    asked for as ``midpoints``."""
+    from synthinfer.data.encoding import discretised_columns
+
+    if numbers is None:
+        mids = set(discretised_columns(domain, midpoints, "midpoints"))
+        numbers = [c for c in private_bin_columns(domain) if c not in mids]
+    discretised_columns(domain, numbers, "numbers")
+    return numbers

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,8 +52,8 @@ import pandas as pd
 from synthinfer.data import Domain, decode, encode
 from synthinfer.data.private_bins import (
     check_private_bins,
+    numbers_to_draw,
     planned_domain,
-    private_bin_columns,
     private_columns,
     resolve_private_bins,
 )
@@ -322,16 +323,23 @@ class PrivBayes(Generator):
             codes[:, child] = np.minimum((np.cumsum(probs, axis=1) < u).sum(axis=1), shape[child] - 1)
         return codes
 
-    def generate(self, m: int, n: int | None = None, seed: SeedLike = None) -> list[pd.DataFrame]:
+    def generate(self, m: int, n: int | None = None, seed: SeedLike = None, *,
+                 midpoints: bool | Sequence[str] = False, numbers: bool | Sequence[str] | None = None
+                 ) -> list[pd.DataFrame]:
         """Draw ``m`` synthetic datasets of ``n`` rows (default: as many as the real data).
 
         Ancestral sampling from the noisy network: post-processing, no privacy cost.
+        Discretised columns come back as ``NapsuMQ.generate`` returns them: those named by
+        ``numbers`` as numbers drawn inside their bins (default ``None``: the columns given as
+        numbers with private bins; ``True``: all), those named by ``midpoints`` as bin
+        midpoints, the rest as bin labels.
         """
         self._check_fitted()
         m, n = self._check_m_n(m, n)
+        numbers = numbers_to_draw(self.domain_, midpoints, numbers)  # checked before any draw
         rng = self._generate_rng(seed)
-        numbers = private_bin_columns(self.domain_)  # columns given as continuous come back as numbers
-        return [decode(self._sample_codes(n, rng), self.domain_, numbers=numbers, rng=rng) for _ in range(m)]
+        return [decode(self._sample_codes(n, rng), self.domain_, midpoints=midpoints, numbers=numbers, rng=rng)
+                for _ in range(m)]
 
     def __repr__(self) -> str:
         return f"PrivBayes(epsilon={self.epsilon!r}, degree={self.degree!r})"

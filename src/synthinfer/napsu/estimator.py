@@ -32,9 +32,9 @@ from synthinfer._jax import float64, single_threaded_blas, uses_float64
 from synthinfer.data import Domain, Marginal, QuerySet, as_marginals, decode, encode
 from synthinfer.data.counting import CodeCounter, FileCounter, MarginalCounter, is_spark_frame
 from synthinfer.data.domain import PrivateBins
-from synthinfer.data.encoding import discretised_columns
 from synthinfer.data.private_bins import (
     check_private_bins,
+    numbers_to_draw,
     planned_domain,
     private_bin_columns,
     private_columns,
@@ -988,10 +988,7 @@ class NapsuMQ(Generator):
         """The columns decoded as numbers inside their bins (``None``: the columns the Domain gave
         as continuous, unless asked for as midpoints; checked before any sampling), and the
         ``m`` posterior draws of the datasets (without replacement unless ``m`` exceeds them)."""
-        if numbers is None:
-            mids = set(discretised_columns(self.domain_, midpoints, "midpoints"))
-            numbers = [c for c in private_bin_columns(self.domain_) if c not in mids]
-        discretised_columns(self.domain_, numbers, "numbers")
+        numbers = numbers_to_draw(self.domain_, midpoints, numbers)
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
         return numbers, flat[rng.choice(flat.shape[0], size=m, replace=m > flat.shape[0])]
 

@@ -118,7 +118,8 @@ def _report(records: list[FitRecord]) -> None:
     for error, idx in failed.items():
         which = (f"synthetic dataset {idx[0]}" if len(idx) == 1 else
                  f"{len(idx)} synthetic datasets ({', '.join(map(str, idx[:10]))}{' ...' if len(idx) > 10 else ''})")
-        warnings.warn(f"the fit on {which} failed and is left out: {error}", FitFailedWarning, stacklevel=user_stacklevel())
+        warnings.warn(f"the fit on {which} failed and is left out: {error}", FitFailedWarning,
+                      stacklevel=user_stacklevel())
     # warnings of fits that were replaced or left out describe no estimate that is used
     counts = Counter(msg for r in records if r.used and r.remedy is None for msg in r.warnings)
     for msg, c in counts.most_common(5):

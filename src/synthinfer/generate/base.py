@@ -126,8 +126,8 @@ class Generator(ParamsMixin, ABC):
         lines = [f"{type(self).__name__} fit ({self.mechanism}): n = {self.n_}"
                  + ("" if domain is None else f", {len(domain.names)} columns"),
                  f"privacy: epsilon = {epsilon:.4g}, delta = {delta:.3g} spent"
-                 + ("" if self.ledger_.spent == (epsilon, delta) else
-                    f" (its ledger: epsilon = {self.ledger_.spent[0]:.4g}, delta = {self.ledger_.spent[1]:.3g} in all)")]
+                 + ("" if self.ledger_.spent == (epsilon, delta) else " (its ledger: epsilon = "
+                    f"{self.ledger_.spent[0]:.4g}, delta = {self.ledger_.spent[1]:.3g} in all)")]
         lines += [f"  {c.name}: epsilon {c.epsilon:.4g}, delta {c.delta:.3g} ({c.mechanism})" for c in charges]
         lines += self._summary_details()
         settings = {k: v for k, v in self.release_settings_.items() if isinstance(v, (str, int, float, bool))}

@@ -424,8 +424,8 @@ class DPGAN(Generator):
 
     def _summary_details(self) -> list[str]:
         return [f"  DP-SGD: noise multiplier {self.noise_multiplier_:.4g}, sampling probability "
-                f"{self.sampling_probability_:.4g}, {self.steps_} steps; accountant's epsilon {self.epsilon_dpsgd_:.4g} "
-                f"at delta {self.delta_:.3g}; trained in {self.fit_seconds_:.1f} s"]
+                f"{self.sampling_probability_:.4g}, {self.steps_} steps; accountant's epsilon "
+                f"{self.epsilon_dpsgd_:.4g} at delta {self.delta_:.3g}; trained in {self.fit_seconds_:.1f} s"]
 
     # -- using the fitted model ----------------------------------------------------------
     def release_record(self) -> ReleaseRecord:

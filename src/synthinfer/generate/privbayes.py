@@ -260,7 +260,8 @@ class PrivBayes(Generator):
     def _summary_details(self) -> list[str]:
         """The learned network: each column after its parents (GreedyBayes's order)."""
         arcs = "; ".join(f"{c} <- {', '.join(ps)}" if ps else c for c, ps in self.network_)
-        return [f"  network (degree {self.degree_}): {arcs}", f"  Laplace scale of the conditionals: {self.laplace_scale_:.4g}"]
+        return [f"  network (degree {self.degree_}): {arcs}",
+                f"  Laplace scale of the conditionals: {self.laplace_scale_:.4g}"]
 
     def _greedy_bayes(self, codes, shape, k, eps1, rng, ledger) -> list[tuple[int, tuple[int, ...]]]:
         n, d = codes.shape

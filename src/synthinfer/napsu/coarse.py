@@ -202,7 +202,8 @@ def drop_contained(marginals: Sequence[Marginal],
             kept.append(m)
         else:
             warnings.warn(f"marginal {m.columns} is contained in {bigger.columns}, which determines it; "
-                          "it is not measured separately (that would only add noise)", SynthinferWarning, stacklevel=user_stacklevel())
+                          "it is not measured separately (that would only add noise)", SynthinferWarning,
+                          stacklevel=user_stacklevel())
     return tuple(kept)
 
 

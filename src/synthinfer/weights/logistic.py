@@ -30,7 +30,15 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from synthinfer.errors import ConvergenceError, DebiasingError, NonPrivateWarning, ParameterError, PrivacyError, SynthinferWarning, user_stacklevel
+from synthinfer.errors import (
+    ConvergenceError,
+    DebiasingError,
+    NonPrivateWarning,
+    ParameterError,
+    PrivacyError,
+    SynthinferWarning,
+    user_stacklevel,
+)
 from synthinfer.privacy import PrivacyLedger, gaussian_mechanism, gaussian_sigma, laplace_mechanism, seed_fixed
 from synthinfer.privacy.randomness import SeedLike
 from synthinfer.weights.classifier import WeightEstimator, ledger_for, log_prior_ratio
@@ -143,7 +151,8 @@ class LogRegWeights(WeightEstimator):
 
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> LogRegWeights:
         """Fit ``beta_hat``. Warns :class:`NonPrivateWarning`; ``ledger`` is not used."""
-        warnings.warn("LogRegWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=user_stacklevel())
+        warnings.warn("LogRegWeights uses the real data without privacy protection", NonPrivateWarning,
+                      stacklevel=user_stacklevel())
         self.coef_ = self._fit_beta(real, synthetic)
         self.ledger_ = ledger
         return self

@@ -212,7 +212,8 @@ class MLPWeights(WeightEstimator):
     def fit(self, real: pd.DataFrame, synthetic: pd.DataFrame, ledger: PrivacyLedger | None = None) -> MLPWeights:
         from sklearn.neural_network import MLPClassifier
 
-        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning, stacklevel=user_stacklevel())
+        warnings.warn("MLPWeights uses the real data without privacy protection", NonPrivateWarning,
+                      stacklevel=user_stacklevel())
         self._check_tables(real, synthetic)
         self.features_ = FeatureMap(self.bounds, clip=self.clip, intercept=False)
         x = np.vstack([self.features_.unit_cube(real), self.features_.unit_cube(synthetic)])

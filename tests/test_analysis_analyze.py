@@ -271,6 +271,22 @@ def test_wald_test_finds_a_factor_however_it_is_named(datasets):
     assert res.wald_test("x").df_num == 1
 
 
+def test_wald_test_takes_linear_hypotheses_as_statsmodels_writes_them(datasets):
+    res = analyze(datasets, "y ~ x + C(g)", n=400, progress=False)
+    names = res.names
+    r = np.zeros((2, len(names)))
+    r[0, names.index("x")] = 1.0
+    r[1, names.index("C(g)[T.b]")], r[1, names.index("C(g)[T.c]")] = 1.0, -2.0
+    by_matrix = res.wald_test(r_matrix=r, null=[0.5, 0.0])
+    by_text = res.wald_test("x = 0.5, C(g)[T.b] = 2 * C(g)[T.c]")
+    assert (by_text.df_num, by_text.statistic, by_text.pvalue) == (
+        by_matrix.df_num, pytest.approx(by_matrix.statistic), pytest.approx(by_matrix.pvalue))
+    with pytest.raises(ParameterError, match="hypothesis 'z = 0'"):
+        res.wald_test("z = 0")
+    with pytest.raises(ParameterError, match="leave out null"):
+        res.wald_test("x = 0", null=[1.0])
+
+
 def test_summary_says_when_the_fallback_needs_n():
     """Identical datasets give b = 0, so T = -v̄ < 0: with n the fallback T* is used and noted;
     without n there is no interval, and the summary says so rather than claiming T*."""

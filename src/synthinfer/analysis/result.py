@@ -167,8 +167,21 @@ class MIResult:
 
         ``terms`` may name coefficients, or a factor selecting all its levels: as written in
         the formula (``"C(race, Treatment('White'))"``), or just ``"C(race)"`` or ``"race"``;
+        or be linear hypotheses in statsmodels' syntax, comma separated (``"age = 0, x1 = 2 *
+        x2"``, parsed by patsy's ``DesignInfo.linear_constraint`` over the coefficient names);
         or pass a restriction matrix ``r_matrix`` (k x p) for H0: R β = null.
         """
+        if r_matrix is None and isinstance(terms, str) and "=" in terms:
+            import patsy
+
+            if null is not None:
+                raise ParameterError("a hypothesis written with '=' holds its own constants; leave out null")
+            try:
+                constraint = patsy.DesignInfo(list(self.names)).linear_constraint(terms)
+            except patsy.PatsyError as e:
+                raise ParameterError(f"hypothesis {terms!r}: {getattr(e, 'message', e)}; coefficients: "
+                                     f"{self.names}") from None
+            r_matrix, null = constraint.coefs, constraint.constants[:, 0]
         if r_matrix is None:
             if terms is None:
                 raise ParameterError("give the terms to test (or r_matrix)")

@@ -139,3 +139,7 @@ def test_cli_missing_drop_fits_the_complete_cases_of_a_release_with_weights(tmp_
                   progress=False)
     np.testing.assert_allclose([c["estimate"] for c in out["coefficients"]], ref.params.to_numpy(), rtol=1e-10)
     assert out["missing"]["complete_share"] == pytest.approx(np.mean([k.mean() for k in kept]))
+    for extra, message in ((["--missing", "keep"], "--missing must be raise or drop"),
+                           (["--missing", "drop", "--bayes"], "--bayes mixes posteriors")):
+        res = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, *extra])
+        assert res.exit_code == 2 and message in res.output and res.output.count("error:") == 1

@@ -79,6 +79,11 @@ def analyze_cmd(
             check_output(plot, option="--plot")
             if bayes:
                 raise ParameterError("--plot draws Rubin's rules' intervals; it does not take --bayes")
+        if missing not in ("raise", "drop"):
+            raise ParameterError(f"--missing must be raise or drop, got {missing!r}")
+        if bayes and missing != "raise":
+            raise ParameterError("--missing drop applies to Rubin's rules; --bayes mixes posteriors of datasets "
+                                 "of one size, which complete cases would not keep")
         rel = open_release(release, fingerprint=fingerprint)
         support = rel.supports(formula)
         if not as_json:

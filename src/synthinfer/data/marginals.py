@@ -62,17 +62,18 @@ class Marginal:
         return "(" + ", ".join(self.columns) + ")"
 
 
-def as_marginals(marginals: Iterable[Sequence[str] | str | Marginal]) -> tuple[Marginal, ...]:
+def as_marginals(marginals: Iterable[Sequence[str] | str | Marginal], what: str = "marginals") -> tuple[Marginal, ...]:
     """Normalise user input (``[("a", "b"), "c", Marginal(...)]``) to a tuple of Marginals.
 
     A string is one marginal (columns comma separated), so a list of strings is 1-way marginals;
     a lone string, Marginal or tuple of strings, which reads as one marginal where a list of
-    them is due, is refused rather than split into 1-way marginals (or characters).
+    them is due, is refused rather than split into 1-way marginals (or characters), naming the
+    argument ``what``.
     """
     if isinstance(marginals, (str, Marginal)) or (
             isinstance(marginals, tuple) and marginals and all(isinstance(m, str) for m in marginals)):
         one = marginals.columns if isinstance(marginals, Marginal) else marginals
-        raise ParameterError(f"marginals must be a list of marginals, got the one marginal {one!r}: write [{one!r}] "
+        raise ParameterError(f"{what} must be a list of marginals, got the one marginal {one!r}: write [{one!r}] "
                              "(a list of strings is 1-way marginals)")
     out = []
     for m in marginals:

@@ -427,7 +427,7 @@ def _canonical(domain: Domain, m: Marginal) -> Marginal:
 
 def _workload(domain: Domain, workload, weights) -> tuple[tuple[Marginal, ...], np.ndarray]:
     try:  # an empty marginal, a repeated or an unknown column: say where it came from
-        marginals = two_way_workload(domain) if workload is None else as_marginals(workload)
+        marginals = two_way_workload(domain) if workload is None else as_marginals(workload, "workload")
         for m in marginals:
             domain.check_columns(m.columns)
     except DomainError as e:

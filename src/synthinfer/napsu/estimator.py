@@ -364,7 +364,8 @@ class NapsuMQ(Generator):
             "inference": self.inference,
             "select_extra": self.select_extra,
             "mst_budget_fraction": self.mst_budget_fraction,
-            "workload": None if self.workload is None else [list(m.columns) for m in as_marginals(self.workload, "workload")],
+            "workload": (None if self.workload is None
+                         else [list(m.columns) for m in as_marginals(self.workload, "workload")]),
             "max_model_cells": self.max_model_cells,
             "max_likelihood_flops": self.max_likelihood_flops,
             "required_share": self.required_share,

@@ -218,6 +218,15 @@ def test_bad_arguments(datasets):
         analyze(datasets, "y ~ x", n_jobs=0, progress=False)
 
 
+@pytest.mark.parametrize("kw", [{"n": "100"}, {"n": 0}, {"n_syn": -1}, {"n": True}, {"n_syn": float("nan")}])
+def test_row_counts_are_checked_before_any_fit(datasets, kw, monkeypatch):
+    import synthinfer.analysis.api as api
+
+    monkeypatch.setattr(api, "fit_fast", lambda *a, **k: pytest.fail("fitted before checking n"))
+    with pytest.raises(ParameterError, match="positive number of rows"):
+        analyze(datasets, "y ~ x", progress=False, **kw)
+
+
 def test_usable_cores_follow_the_affinity_mask():
     import os
 

@@ -246,6 +246,10 @@ def analyze(
         raise ParameterError(f"separation must be one of {list(SEPARATION_REMEDIES)}, got {separation!r}")
     if missing not in MISSING_RULES:
         raise ParameterError(f"missing must be one of {list(MISSING_RULES)}, got {missing!r}")
+    for name, value in (("n", n), ("n_syn", n_syn)):  # before any fit: the combining rules use them last
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                                  or not np.isfinite(value) or value <= 0):
+            raise ParameterError(f"{name} must be a positive number of rows or None, got {value!r}")
     spec = resolve_model(model)
     if formula is None and spec.kind != "callable":
         raise ParameterError(f"model {spec.name!r} needs a formula")

@@ -121,6 +121,15 @@ def test_errors():
         GeneralisedPosterior(GaussianLocationScale()).log_predictive(np.zeros(3))
     with pytest.raises(ParameterError, match="w_beta"):
         GeneralisedPosterior(GaussianLocationScale(), BetaLoss(0.5, "calibrate")).sample_many([(np.zeros(3), np.zeros(3))])
+    # arrays are numbers of the model's shape, never flattened or coerced
+    from synthinfer.errors import DomainError
+
+    for data, message in ((np.zeros((5, 2)), r"y must be a vector, got shape \(5, 2\)"), (["a"] * 4, "must be numbers")):
+        with pytest.raises(DomainError, match=message):
+            GaussianLocationScale().prepare(data)
+    with pytest.raises(DomainError, match="X must be a matrix"):
+        LinearRegression().prepare((np.zeros((4, 2, 2)), np.zeros(4)))
+    assert GaussianLocationScale().prepare(np.zeros((6, 1)))["y"].shape == (6,)
 
 
 def test_grid_quadrature_matches_conjugate_closed_form():

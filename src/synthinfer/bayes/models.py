@@ -61,6 +61,21 @@ def _numbers(data: pd.DataFrame, columns: Sequence[str], model: str) -> np.ndarr
     return np.column_stack(out) if out else np.zeros((len(data), 0))
 
 
+def _array(name: str, a: Any, ndim: int) -> np.ndarray:
+    """``a`` as float64 numbers of at most ``ndim`` dimensions (a column ``(n, 1)`` counts as a
+    vector); text and other shapes are refused by name, never coerced or flattened."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise DomainError(f"{name} must be numbers; got values of type {np.asarray(a).dtype}") from None
+    if ndim == 1 and arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim > ndim:
+        raise DomainError(f"{name} must be {'a vector' if ndim == 1 else 'a matrix (rows x features)'}, "
+                          f"got shape {arr.shape}")
+    return arr.reshape(-1) if ndim == 1 else arr
+
+
 def _finite(name: str, a: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise NonFiniteError(f"{name} contains missing or non-finite values")
@@ -148,7 +163,7 @@ class GaussianLocationScale:
                 raise UnknownColumnError(f"column {col!r} not in {list(data.columns)}")
             y = _numbers(data, [col], type(self).__name__)[:, 0]
         else:
-            y = np.asarray(data, dtype=np.float64).reshape(-1)
+            y = _array("y", data, 1)
         return {"y": _finite("y", y)}
 
     def constrain(self, u: jnp.ndarray) -> dict[str, jnp.ndarray]:
@@ -226,8 +241,7 @@ class _Regression:
             y = _numbers(data, [self.target], type(self).__name__)[:, 0]
         else:
             X, y = data
-            X = np.asarray(X, dtype=np.float64)
-            y = np.asarray(y, dtype=np.float64).reshape(-1)
+            X, y = _array("X", X, 2), _array("y", y, 1)
             if X.ndim == 1:
                 X = X[:, None]
         if X.shape[0] != y.shape[0]:

@@ -218,3 +218,16 @@ def test_json_missing_true_appends_the_missing_category():
         with_missing_category(Domain({"e": ["<missing>", "x"]}), ["e"])
     with pytest.raises(DomainError, match="'missing' must be true or false"):
         Domain.from_dict({"columns": [dict(plain["columns"][1], missing="yes")]})
+
+
+def test_a_number_outside_two_numeric_categories_suggests_they_were_meant_as_bounds():
+    # Domain.from_spec reads a list as categories and a tuple as bounds; [0, 10] for a number
+    # column is the likely slip
+    from synthinfer.errors import OutOfDomainError
+
+    dom = Domain.from_spec({"x": [0, 10]})
+    with pytest.raises(OutOfDomainError, match=r"give them as a tuple \(0, 10\)"):
+        encode(pd.DataFrame({"x": [0.5, 3.2]}), dom)
+    with pytest.raises(OutOfDomainError) as err:  # whole numbers: plain categories, no hint
+        encode(pd.DataFrame({"x": [3, 4]}), dom)
+    assert "tuple" not in str(err.value)

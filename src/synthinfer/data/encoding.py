@@ -226,10 +226,16 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
         values = pd.unique(s[bad])
         shown = ", ".join(repr(_plain(v)) for v in values[:5])
         more = f" and {len(values) - 5} more" if len(values) > 5 else ""
+        numeric = [c for c in col.categories if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        fractional = pd.api.types.is_float_dtype(s.dtype) and bool(np.any(np.asarray(s[bad]) % 1))
+        hint = ""
+        if len(numeric) == 2 == col.size and fractional:  # {"x": [0, 10]}: a list is categories
+            hint = (f"; if {list(col.categories)} are the bounds of a number, give them as a tuple "
+                    f"({_plain(numeric[0])}, {_plain(numeric[1])}) or as \"bounds\" in a Domain JSON")
         raise OutOfDomainError(
             f"column {col.name!r}: {int(bad.sum())} row(s) have values outside the Domain: "
             f"{shown}{more} (allowed: {list(col.categories)[:10]}"
-            f"{' ...' if col.size > 10 else ''})"
+            f"{' ...' if col.size > 10 else ''}){hint}"
         )
     return codes.astype(np.int64)
 

@@ -78,6 +78,23 @@ def test_statsmodels_class_and_formula_function(datasets):
     assert a.model == "Probit"
 
 
+def test_multi_equation_and_extra_parameter_models_keep_every_parameter(datasets):
+    # MNLogit's params are one column per equation; NegativeBinomial adds alpha to the design's
+    # (both failed on every dataset)
+    three = [d.assign(k=np.where(d["count"] > 2, 2, np.minimum(d["count"], 1))) for d in datasets]
+    res = analyze(three, "k ~ x + C(g)", model=smf.mnlogit, n=400, progress=False)
+    ref = smf.mnlogit("k ~ x + C(g)", three[0]).fit(disp=0)
+    first = res.records[0].params
+    assert list(first.index) == [f"k={j}: {nm}" for j in (1, 2) for nm in ref.params.index]
+    np.testing.assert_allclose(first.to_numpy(), ref.params.to_numpy().ravel(order="F"), rtol=1e-6)
+    np.testing.assert_allclose(res.records[0].cov.to_numpy(), ref.cov_params().to_numpy(), rtol=1e-5)
+    assert res.wald_test("x").df_num == 2 and res.wald_test("g").df_num == 4  # a term in every equation
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SynthinferWarning)  # alpha near 0 for Poisson counts: slow convergence
+        nb = analyze(datasets, "count ~ x + C(g)", model=smf.negativebinomial, n=400, progress=False)
+    assert list(nb.params.index) == ["Intercept", "C(g)[T.b]", "C(g)[T.c]", "x", "alpha"] and not nb.failed
+
+
 def test_callable_model(datasets):
     def mean_x(df):
         x = df["x"].to_numpy()

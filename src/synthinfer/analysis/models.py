@@ -254,9 +254,12 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
         kwargs["var_weights"] = w
         cov_type = cov_type or "HC0"
     model = spec.target.from_formula(opts.formula, data=data, **kwargs)
-    names = list(model.exog_names)
+    k = model.exog.shape[1]
+    # a model's own parameters follow the design's (NegativeBinomial's alpha)
+    names, extra = list(model.exog_names)[:k], list(model.exog_names)[k:]
     separated = is_separated(model.exog, model.endog, w) if _binary_model(model) else None
     zero = ~np.any(model.exog, axis=0)
+    levels = getattr(model, "_ynames_map", None)  # MNLogit: the outcome's levels
     if zero.any():
         # a category absent from this dataset: refit without its all-zero design column
         model = spec.target(model.endog, model.exog[:, ~zero], **kwargs)
@@ -269,9 +272,19 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
         fit_kwargs["cov_type"] = cov_type
     res = model.fit(**fit_kwargs)
     kept = [nm for nm, z in zip(names, zero, strict=True) if not z]
-    params = pd.Series(np.asarray(res.params), index=kept).reindex(names)
-    cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=names, columns=names)
-    return params, cov, tuple(nm for nm, z in zip(names, zero, strict=True) if z), separated
+    values = np.asarray(res.params)
+    if values.ndim == 2:
+        # one column of coefficients per equation (MNLogit: each level of the outcome against the
+        # first), stacked equation by equation as statsmodels' cov_params orders them
+        eqs = [f"{model.endog_names if isinstance(model.endog_names, str) else 'y'}="
+               f"{levels[j] if levels else j}" for j in range(1, values.shape[1] + 1)]
+        label = lambda nms: [f"{eq}: {nm}" for eq in eqs for nm in nms]  # noqa: E731
+        full, kept, values = label(names), label(kept), values.ravel(order="F")
+    else:
+        full, kept = names + extra, kept + extra
+    params = pd.Series(values, index=kept).reindex(full)
+    cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=full, columns=full)
+    return params, cov, tuple(nm for nm in full if nm not in set(kept)), separated
 
 
 def _binary_model(model) -> bool:

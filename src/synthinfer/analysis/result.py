@@ -188,10 +188,13 @@ class MIResult:
             if isinstance(terms, str):
                 # levels estimated in no dataset (a category absent everywhere) are not testable
                 estimated = np.any(np.isfinite(self._q), axis=0)
+                # a multi-equation model's names carry their equation ("y=1: x"): a term selects it in each
+                bare = [nm.split(": ", 1)[1] if ": " in nm else nm for nm in self.names]
                 chosen = [
                     nm
-                    for nm, est in zip(self.names, estimated, strict=True)
-                    if est and (nm == terms or ("[" in nm and _variable(nm.split("[", 1)[0]) == _variable(terms)))
+                    for nm, b, est in zip(self.names, bare, estimated, strict=True)
+                    if est and (nm == terms or b == terms
+                                or ("[" in b and _variable(b.split("[", 1)[0]) == _variable(terms)))
                 ]
             else:
                 chosen = list(terms)

@@ -137,7 +137,7 @@ def test_binary_models_refuse_a_numeric_outcome_outside_the_unit_interval(datase
 
 @pytest.mark.parametrize(("formula", "model", "message"), [
     ("y ~ x", "ols", "two-category column .*'logit' or 'probit'"),
-    ("g ~ x", "logit", "expands to 3 columns .*numeric outcome"),
+    ("g ~ x", "logit", "expands to 3 columns .*mnlogit"),
 ])
 def test_categorical_outcomes_the_family_cannot_take_are_named(datasets, formula, model, message):
     with pytest.raises(AnalysisError, match=message), warnings.catch_warnings():

@@ -66,8 +66,8 @@ def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
                             "(or code it 0/1 for a linear probability model)")
     if y.shape[1] != 1:
         raise AnalysisError(
-            f"the outcome expands to {y.shape[1]} columns {names}; use a numeric outcome, or a two-category one "
-            "with 'logit' or 'probit'"
+            f"the outcome expands to {y.shape[1]} columns {names}; a multi-category outcome takes "
+            "model=statsmodels.formula.api.mnlogit (a numeric one 'ols' or 'poisson', two categories 'logit')"
         )
     col = y[:, 0]
     if binary and np.any((col < 0) | (col > 1)):

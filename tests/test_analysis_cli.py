@@ -143,3 +143,14 @@ def test_cli_missing_drop_fits_the_complete_cases_of_a_release_with_weights(tmp_
                            (["--missing", "drop", "--bayes"], "--bayes mixes posteriors")):
         res = CliRunner().invoke(app, ["analyze", str(path), "--formula", FORMULA, *extra])
         assert res.exit_code == 2 and message in res.output and res.output.count("error:") == 1
+
+
+def test_cli_takes_a_statsmodels_model_by_name(release):
+    path, datasets, weights = release
+    res = CliRunner().invoke(app, ["analyze", str(path), "--formula", "race ~ age", "--model", "mnlogit", "--json",
+                                   "--no-weights"])
+    assert res.exit_code == 0, res.output
+    names = [c["name"] for c in json.loads(res.output)["coefficients"]]
+    assert names == ["race=Other: Intercept", "race=Other: age", "race=White: Intercept", "race=White: age"]
+    res = CliRunner().invoke(app, ["analyze", str(path), "--formula", "race ~ age", "--model", "tobit"])
+    assert res.exit_code == 2 and "unknown model 'tobit'" in res.output

@@ -66,8 +66,8 @@ def outcome_column(y: np.ndarray, names: list[str], binary: bool) -> np.ndarray:
                             "(or code it 0/1 for a linear probability model)")
     if y.shape[1] != 1:
         raise AnalysisError(
-            f"the outcome expands to {y.shape[1]} columns {names}; a multi-category outcome takes "
-            "model=statsmodels.formula.api.mnlogit (a numeric one 'ols' or 'poisson', two categories 'logit')"
+            f"the outcome expands to {y.shape[1]} columns {names}; a multi-category outcome takes model='mnlogit' "
+            "(a numeric one 'ols' or 'poisson', two categories 'logit')"
         )
     col = y[:, 0]
     if binary and np.any((col < 0) | (col > 1)):
@@ -95,9 +95,17 @@ def resolve_model(model: Any) -> ModelSpec:
     """Interpret the ``model`` argument of :func:`synthinfer.analysis.analyze`."""
     if isinstance(model, str):
         key = model.lower()
-        if key not in _GLM_FAMILIES:
-            raise ParameterError(f"unknown model {model!r}; use one of {sorted(_GLM_FAMILIES)}, a statsmodels model or a callable")
-        return ModelSpec("glm", key, _GLM_FAMILIES[key])
+        if key in _GLM_FAMILIES:
+            return ModelSpec("glm", key, _GLM_FAMILIES[key])
+        import statsmodels.formula.api as smf
+
+        # any other statsmodels formula model by its name there ("mnlogit", "negativebinomial")
+        found = getattr(smf, key, None) if key.isidentifier() else None
+        owner = getattr(found, "__self__", None)
+        if getattr(found, "__name__", "") == "from_formula" and inspect.isclass(owner):
+            return ModelSpec("statsmodels", owner.__name__, owner)
+        raise ParameterError(f"unknown model {model!r}; use one of {sorted(_GLM_FAMILIES)}, the name of a "
+                             "statsmodels.formula.api model (e.g. 'mnlogit'), a statsmodels model or a callable")
     if inspect.isclass(model) and hasattr(model, "from_formula"):
         return ModelSpec("statsmodels", model.__name__, model)
     owner = getattr(model, "__self__", None)
@@ -253,7 +261,7 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
             )
         kwargs["var_weights"] = w
         cov_type = cov_type or "HC0"
-    model = spec.target.from_formula(opts.formula, data=data, **kwargs)
+    model = _formula_model(spec.target, opts.formula, data, kwargs)
     k = model.exog.shape[1]
     # a model's own parameters follow the design's (NegativeBinomial's alpha)
     names, extra = list(model.exog_names)[:k], list(model.exog_names)[k:]
@@ -285,6 +293,23 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
     params = pd.Series(values, index=kept).reindex(full)
     cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=full, columns=full)
     return params, cov, tuple(nm for nm in full if nm not in set(kept)), separated
+
+
+def _formula_model(target, formula: str, data, kwargs: dict):
+    """``target.from_formula``, except for a multinomial model of a categorical outcome, which
+    statsmodels' formulas refuse (patsy expands the outcome to one column per level): its levels
+    become the model's outcome, so each equation is named by its level."""
+    import patsy
+    import statsmodels.api as sm
+
+    if issubclass(target, sm.MNLogit):
+        y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
+        if y.shape[1] > 1:
+            levels = [c.split("[", 1)[1][:-1] if "[" in c else c for c in y.columns]
+            endog = pd.Series(pd.Categorical.from_codes(y.to_numpy().argmax(axis=1), categories=levels),
+                              name=y.columns[0].split("[", 1)[0], index=y.index)
+            return target(endog, X, **kwargs)
+    return target.from_formula(formula, data=data, **kwargs)
 
 
 def _binary_model(model) -> bool:

@@ -33,7 +33,9 @@ def _json_value(x):
 def analyze_cmd(
     release: Path = typer.Argument(..., help="Release bundle (directory or .zip) written by the data holder."),
     formula: str = typer.Option(..., "--formula", "-f", help='Patsy formula, e.g. "income ~ age + C(race) + C(sex)".'),
-    model: str = typer.Option("logit", "--model", "-m", help="logit, probit, ols or poisson."),
+    model: str = typer.Option(
+        "logit", "--model", "-m", help="logit, probit, ols or poisson, or a statsmodels.formula.api model by name "
+        "(mnlogit for a multi-category outcome, negativebinomial, quantreg, ...)."),
     alpha: float = typer.Option(0.05, help="Intervals have level 1 - alpha."),
     drop_variance_above: float | None = typer.Option(
         None, help="Drop estimates with variance >= this before combining (paper: 1e3)."

@@ -22,7 +22,9 @@ def report_cmd(
     formula: str | None = typer.Option(
         None, "--formula", "-f", help='The analyst\'s model, e.g. "income ~ age + C(sex)": whether the release '
         "supports it, and with --private its real and synthetic intervals."),
-    model: str = typer.Option("logit", "--model", "-m", help="logit, probit, ols or poisson (with --formula)."),
+    model: str = typer.Option(
+        "logit", "--model", "-m", help="logit, probit, ols or poisson, or a statsmodels.formula.api model by name, "
+        "e.g. mnlogit (with --formula)."),
     keys: str | None = typer.Option(
         None, "--keys", help="Comma-separated columns an intruder may know: with --private and --target, the "
         "disclosure measures repU and DiSCO."),

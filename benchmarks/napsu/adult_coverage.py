@@ -92,6 +92,7 @@ from pathlib import Path
 
 import numpy as np
 import statsmodels.api as sm
+from default_fit import slowest_parameters  # noqa: E402 - this folder is the script's
 from scipy import stats
 
 from synthinfer.analysis import rubins_rules
@@ -314,6 +315,8 @@ def main() -> None:
                 "reference_categories": {c: str(gen.domain_[c].categories[int(v)])
                                          for c, v in gen.queries_.canonical.reference.items()},
                 "warnings": [str(w.message) for w in caught],
+                # the five parameters that mixed worst and what they set (NUTS fits)
+                "slowest_parameters": slowest_parameters(gen),
             })
             payload = {
                 "settings": {"marginals": forced if not select else {"forced": forced, "selection": select},

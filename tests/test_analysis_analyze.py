@@ -85,14 +85,31 @@ def test_multi_equation_and_extra_parameter_models_keep_every_parameter(datasets
     res = analyze(three, "k ~ x + C(g)", model=smf.mnlogit, n=400, progress=False)
     ref = smf.mnlogit("k ~ x + C(g)", three[0]).fit(disp=0)
     first = res.records[0].params
-    assert list(first.index) == [f"k={j}: {nm}" for j in (1, 2) for nm in ref.params.index]
+    assert list(first.index) == [f"k={j} vs 0: {nm}" for j in (1, 2) for nm in ref.params.index]
     np.testing.assert_allclose(first.to_numpy(), ref.params.to_numpy().ravel(order="F"), rtol=1e-6)
     np.testing.assert_allclose(res.records[0].cov.to_numpy(), ref.cov_params().to_numpy(), rtol=1e-5)
     assert res.wald_test("x").df_num == 2 and res.wald_test("g").df_num == 4  # a term in every equation
+    assert res.wald_test("k=1 vs 0: x", null=0.5).df_num == 1  # a name with "=" is a name, not a hypothesis
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SynthinferWarning)  # alpha near 0 for Poisson counts: slow convergence
         nb = analyze(datasets, "count ~ x + C(g)", model=smf.negativebinomial, n=400, progress=False)
     assert list(nb.params.index) == ["Intercept", "C(g)[T.b]", "C(g)[T.c]", "x", "alpha"] and not nb.failed
+
+
+def test_multinomial_outcome_levels_absent_from_a_dataset(datasets):
+    # a category outcome: a level a dataset lacks has no equation there (absent, not junk); a
+    # dataset without the reference level fails by name
+    cats = ["lo", "mid", "hi"]
+    three = [d.assign(k=pd.Categorical(np.array(cats)[np.minimum(d["count"], 2)], categories=cats)) for d in datasets]
+    three[1] = three[1].assign(k=three[1]["k"].where(three[1]["k"] != "mid", "hi"))
+    three[2] = three[2].assign(k=three[2]["k"].where(three[2]["k"] != "lo", "mid"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitFailedWarning)
+        res = analyze(three, "k ~ x", model="mnlogit", n=400, progress=False)
+    assert [r.index for r in res.failed] == [2] and "lacks its first level 'lo'" in res.failed[0].error
+    assert res.absent_columns == {1: ("k=mid: Intercept", "k=mid: x")}
+    assert res.to_frame()["m"].to_dict() == {"k=mid: Intercept": 4, "k=mid: x": 4, "k=hi: Intercept": 5, "k=hi: x": 5}
+    assert np.isfinite(res.params).all() and (res.bse < 1).all()  # no runaway estimate from an empty level
 
 
 def test_callable_model(datasets):
@@ -311,6 +328,8 @@ def test_wald_test_takes_linear_hypotheses_as_statsmodels_writes_them(datasets):
         res.wald_test("z = 0")
     with pytest.raises(ParameterError, match="leave out null"):
         res.wald_test("x = 0", null=[1.0])
+    ref = analyze(datasets, "y ~ x + C(g, Treatment(reference='b'))", n=400, progress=False)
+    assert ref.wald_test("C(g, Treatment(reference='b'))").df_num == 2  # a factor written with "="
 
 
 def test_summary_says_when_the_fallback_needs_n():

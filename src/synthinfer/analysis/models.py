@@ -261,55 +261,79 @@ def _statsmodels_fit(spec: ModelSpec, data, w, opts: FitOptions):
             )
         kwargs["var_weights"] = w
         cov_type = cov_type or "HC0"
-    model = _formula_model(spec.target, opts.formula, data, kwargs)
+    model, equations = _formula_model(spec.target, opts.formula, data, kwargs)
     k = model.exog.shape[1]
-    # a model's own parameters follow the design's (NegativeBinomial's alpha)
-    names, extra = list(model.exog_names)[:k], list(model.exog_names)[k:]
+    design = list(getattr(getattr(model.data, "design_info", None), "column_names", None) or model.exog_names[:k])
+    params_named = list(model.exog_names)  # the design's and the model's own (NegativeBinomial's alpha)
     separated = is_separated(model.exog, model.endog, w) if _binary_model(model) else None
     zero = ~np.any(model.exog, axis=0)
-    levels = getattr(model, "_ynames_map", None)  # MNLogit: the outcome's levels
-    if zero.any():
+    absent = [nm for nm, z in zip(design, zero, strict=True) if z]
+    if absent:
+        if params_named[:k] != design:  # ZeroInflatedPoisson: its own design would be lost in the refit
+            raise AnalysisError(f"{spec.name}: the design column(s) {absent} are all zero in this dataset (a "
+                                "category absent from it), and this model cannot be refitted without them")
         # a category absent from this dataset: refit without its all-zero design column
         model = spec.target(model.endog, model.exog[:, ~zero], **kwargs)
     # statsmodels would fall back to a pseudo-inverse: an arbitrary split of aliased coefficients
-    _check_full_rank(model.exog, [nm for nm, z in zip(names, zero, strict=True) if not z])
+    _check_full_rank(model.exog, [nm for nm in design if nm not in absent])
     fit_kwargs = dict(opts.fit_kwargs)
     if "disp" in inspect.signature(model.fit).parameters:
         fit_kwargs.setdefault("disp", 0)
     if cov_type is not None:
         fit_kwargs["cov_type"] = cov_type
     res = model.fit(**fit_kwargs)
-    kept = [nm for nm, z in zip(names, zero, strict=True) if not z]
     values = np.asarray(res.params)
+    full = params_named
+    kept = [nm for nm in full if nm not in absent]
     if values.ndim == 2:
         # one column of coefficients per equation (MNLogit: each level of the outcome against the
-        # first), stacked equation by equation as statsmodels' cov_params orders them
-        eqs = [f"{model.endog_names if isinstance(model.endog_names, str) else 'y'}="
-               f"{levels[j] if levels else j}" for j in range(1, values.shape[1] + 1)]
-        label = lambda nms: [f"{eq}: {nm}" for eq in eqs for nm in nms]  # noqa: E731
-        full, kept, values = label(names), label(kept), values.ravel(order="F")
-    else:
-        full, kept = names + extra, kept + extra
+        # first), stacked equation by equation as statsmodels' cov_params orders them; an outcome
+        # level absent from this dataset has no equation here (its coefficients are missing)
+        every, fitted = equations
+        full = [f"{eq}: {nm}" for eq in every for nm in design]
+        kept = [f"{eq}: {nm}" for eq in fitted for nm in design if nm not in absent]
+        values = values.ravel(order="F")
     params = pd.Series(values, index=kept).reindex(full)
     cov = pd.DataFrame(np.asarray(res.cov_params()), index=kept, columns=kept).reindex(index=full, columns=full)
     return params, cov, tuple(nm for nm in full if nm not in set(kept)), separated
 
 
 def _formula_model(target, formula: str, data, kwargs: dict):
-    """``target.from_formula``, except for a multinomial model of a categorical outcome, which
-    statsmodels' formulas refuse (patsy expands the outcome to one column per level): its levels
-    become the model's outcome, so each equation is named by its level."""
+    """``(target.from_formula(...), None)``; for a multinomial model (MNLogit), the model with
+    the outcome's levels made explicit and ``(every equation, the equations fitted)``, named
+    ``"y=level"``. A categorical outcome, which statsmodels' formulas refuse (patsy expands it
+    to one column per level), keeps its categories: the first is the reference, which the
+    dataset must hold, and a level it lacks has no equation here. A numeric outcome's levels are
+    the values present, the smallest the reference, which its equations' names say
+    (``"y=2 vs 0"``), so that datasets with other references are not combined with them."""
     import patsy
     import statsmodels.api as sm
 
-    if issubclass(target, sm.MNLogit):
-        y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
-        if y.shape[1] > 1:
-            levels = [c.split("[", 1)[1][:-1] if "[" in c else c for c in y.columns]
-            endog = pd.Series(pd.Categorical.from_codes(y.to_numpy().argmax(axis=1), categories=levels),
-                              name=y.columns[0].split("[", 1)[0], index=y.index)
-            return target(endog, X, **kwargs)
-    return target.from_formula(formula, data=data, **kwargs)
+    if not issubclass(target, sm.MNLogit):
+        return target.from_formula(formula, data=data, **kwargs), None
+    y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
+    name = y.columns[0].split("[", 1)[0]
+    if y.shape[1] > 1:
+        levels = [c.split("[", 1)[1][:-1] if "[" in c else c for c in y.columns]
+        codes = y.to_numpy().argmax(axis=1)
+        present = np.unique(codes)
+        if present[0] != 0:
+            raise AnalysisError(f"the outcome {name!r} lacks its first level {levels[0]!r} in this dataset: the "
+                                "multinomial model's reference (each equation is a level against it)")
+        endog = pd.Series(pd.Categorical.from_codes(codes, categories=levels).remove_unused_categories(), name=name,
+                          index=y.index)
+        every = [f"{name}={lv}" for lv in levels[1:]]
+        fitted = [f"{name}={levels[c]}" for c in present[1:]]
+    else:
+        values = y.iloc[:, 0]
+        present = np.unique(values)
+        endog = pd.Series(pd.Categorical(values, categories=present), name=name, index=y.index)
+        every = fitted = [f"{name}={_plain_number(v)} vs {_plain_number(present[0])}" for v in present[1:]]
+    return target(endog, X, **kwargs), (every, fitted)
+
+
+def _plain_number(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
 def _binary_model(model) -> bool:

@@ -162,6 +162,16 @@ class MIResult:
         return out
 
     # -- joint tests --------------------------------------------------------------------------
+    def _select(self, term: str) -> list[str]:
+        """The estimated coefficients ``term`` names: itself, or a factor's levels however the
+        factor is written; in a multi-equation model (names ``"y=1: x"``) in every equation.
+        Levels estimated in no dataset (a category absent everywhere) are not testable."""
+        estimated = np.any(np.isfinite(self._q), axis=0)
+        bare = [nm.split(": ", 1)[1] if ": " in nm else nm for nm in self.names]
+        return [nm for nm, b, est in zip(self.names, bare, estimated, strict=True)
+                if est and (nm == term or b == term
+                            or ("[" in b and _variable(b.split("[", 1)[0]) == _variable(term)))]
+
     def wald_test(self, terms: Sequence[str] | str | None = None, *, r_matrix=None, null=None) -> WaldTestResult:
         """Reiter (2005) test that the named coefficients are jointly ``null`` (default 0).
 
@@ -171,7 +181,8 @@ class MIResult:
         x2"``, parsed by patsy's ``DesignInfo.linear_constraint`` over the coefficient names);
         or pass a restriction matrix ``r_matrix`` (k x p) for H0: R β = null.
         """
-        if r_matrix is None and isinstance(terms, str) and "=" in terms:
+        if r_matrix is None and isinstance(terms, str) and "=" in terms and not self._select(terms):
+            # not a coefficient or factor (names hold "=" too: "y=b: x", "Treatment(reference='b')")
             import patsy
 
             if null is not None:
@@ -186,16 +197,7 @@ class MIResult:
             if terms is None:
                 raise ParameterError("give the terms to test (or r_matrix)")
             if isinstance(terms, str):
-                # levels estimated in no dataset (a category absent everywhere) are not testable
-                estimated = np.any(np.isfinite(self._q), axis=0)
-                # a multi-equation model's names carry their equation ("y=1: x"): a term selects it in each
-                bare = [nm.split(": ", 1)[1] if ": " in nm else nm for nm in self.names]
-                chosen = [
-                    nm
-                    for nm, b, est in zip(self.names, bare, estimated, strict=True)
-                    if est and (nm == terms or b == terms
-                                or ("[" in b and _variable(b.split("[", 1)[0]) == _variable(terms)))
-                ]
+                chosen = self._select(terms)
             else:
                 chosen = list(terms)
             unknown = [t for t in chosen if t not in self.names]

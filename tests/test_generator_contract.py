@@ -124,6 +124,10 @@ def test_summary_names_the_mechanism_and_this_fits_spend_only(case):
     assert f"epsilon = {e:.4g}" in again.summary() and "an earlier release" not in again.summary()
     if name != "napsu":
         assert f"epsilon = {e + 1.5:.4g}" in again.summary()  # the whole ledger named beside it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SynthinferWarning)
+        later = make(SEED).fit(data, domain, ledger=shared)  # a later fit's charges are not this one's
+    assert f"epsilon = {e:.4g}," in again.summary() and f"epsilon = {e:.4g}," in later.summary()
 
 
 def test_generate_returns_m_frames_of_n_rows(case):

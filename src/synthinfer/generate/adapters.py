@@ -125,7 +125,7 @@ class CallableGenerator(Generator):
         self.ledger_ = ledger
         self.n_ = len(data)
         self.seed_fixed_ = seed_fixed(self.seed)
-        self.release_settings_ = self._release_settings()
+        self._fit_complete()
         return self
 
     @staticmethod

@@ -82,7 +82,8 @@ class Generator(ParamsMixin, ABC):
     ``random_state``); :meth:`_generate_rng` implements the rule for ``generate``.
 
     A new generator subclasses this class, sets ``mechanism``, implements ``fit`` (setting the
-    four fitted attributes above) and ``generate`` (with :meth:`_check_m_n` and
+    fitted attributes above, charging through :meth:`_ledger_for`'s ledger and ending with
+    :meth:`_fit_complete`, which needs ``_release_settings()``) and ``generate`` (with :meth:`_check_m_n` and
     :meth:`_generate_rng`), and overrides :meth:`release_record` when it has more to record
     (marginals, a posterior, diagnostics).
     """
@@ -139,8 +140,16 @@ class Generator(ParamsMixin, ABC):
         return []
 
     def _fit_charges(self) -> list[Any]:
-        """This fit's own charges of ``ledger_``, without a committed plan's parts (its pair holds them)."""
-        return [c for c in self.ledger_.charges[getattr(self, "_charges_before", 0):] if c.part_of is None]
+        """This fit's own charges of ``ledger_`` (a shared ledger's charges before and after the
+        fit left out), without a committed plan's parts (its pair holds them)."""
+        span = slice(self.__dict__.get("_charges_before", 0), self.__dict__.get("_charges_after"))
+        return [c for c in self.ledger_.charges[span] if c.part_of is None]
+
+    def _fit_complete(self) -> None:
+        """Called last by every ``fit``: records the fit's settings (:attr:`release_settings_`,
+        whose presence marks the generator fitted) and where its charges end in the ledger."""
+        self._charges_after = len(self.ledger_.charges)
+        self.release_settings_ = self._release_settings()
 
     # -- helpers shared by the implementations -----------------------------------------------
     def _check_fitted(self) -> None:
@@ -152,6 +161,7 @@ class Generator(ParamsMixin, ABC):
     def _start_fit(self) -> None:
         """Called first by every ``fit``: the generator counts as unfitted until it succeeds."""
         self.__dict__.pop("release_settings_", None)
+        self.__dict__.pop("_charges_after", None)
 
     def _ledger_for(self, budget: PrivacyBudget, data: Any, ledger: PrivacyLedger | None) -> PrivacyLedger:
         """``ledger``, or a new one holding exactly ``budget``, once the budget is safe for the

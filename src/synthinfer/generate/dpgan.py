@@ -252,7 +252,7 @@ class DPGAN(Generator):
         t0 = time.perf_counter()
         self._train(X, labels, rng)
         self.fit_seconds_ = time.perf_counter() - t0
-        self.release_settings_ = self._release_settings()
+        self._fit_complete()
         return self
 
     def _split_schema(self, full: TabularSchema) -> tuple[TabularSchema, Any]:

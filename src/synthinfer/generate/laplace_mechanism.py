@@ -188,7 +188,7 @@ class LaplaceMechanismGenerator(Generator):
             "composition": "basic over columns: epsilon = sum_j (b_j - a_j) / lambda_j",
             "seed_fixed": seed_fixed(self.seed),
         }
-        self.release_settings_ = self._release_settings()  # last: marks the fit complete
+        self._fit_complete()
         return self
 
     def _summary_details(self) -> list[str]:

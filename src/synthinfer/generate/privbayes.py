@@ -254,7 +254,7 @@ class PrivBayes(Generator):
         self.ledger_ = ledger
         self.n_ = n
         self.seed_fixed_ = seed_fixed(self.seed)
-        self.release_settings_ = self._release_settings()
+        self._fit_complete()
         return self
 
     def _summary_details(self) -> list[str]:

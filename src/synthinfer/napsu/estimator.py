@@ -779,7 +779,7 @@ class NapsuMQ(Generator):
         self.spent_ = (sum(c.epsilon for c in fit_charges), sum(c.delta for c in fit_charges))
         self.delta_ = budget.delta
         self.privacy_ = self._privacy_record()
-        self.release_settings_ = self._release_settings()  # as fitted, whatever set_params does later
+        self._fit_complete()  # the settings as fitted, whatever set_params does later
         return self
 
     def _tie_threshold(self) -> float | None:

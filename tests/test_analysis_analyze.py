@@ -190,6 +190,14 @@ def test_missing_values_are_refused_or_dropped_as_complete_cases(datasets):
     assert "Complete cases:" in str(res.summary())
     with pytest.raises(ParameterError, match="missing must be one of"):
         analyze(holes, "y ~ x", missing="impute", progress=False)
+    with pytest.raises(ParameterError, match="leave n_syn out"):
+        analyze(holes, "y ~ x", missing="drop", n_syn=400, progress=False)
+
+    def own_rule(data, formula):  # a callable model handles its own missing values
+        fit = smf.ols("count ~ x", data.dropna(subset=["x"])).fit()
+        return fit.params.to_numpy(), fit.cov_params().to_numpy()
+
+    assert analyze(holes, "count ~ x", model=own_rule, n=400, progress=False).m == len(holes)
 
 
 def test_absent_category_is_missing_not_a_failure(datasets):

@@ -124,7 +124,8 @@ def test_errors():
     # arrays are numbers of the model's shape, never flattened or coerced
     from synthinfer.errors import DomainError
 
-    for data, message in ((np.zeros((5, 2)), r"y must be a vector, got shape \(5, 2\)"), (["a"] * 4, "must be numbers")):
+    for data, message in ((np.zeros((5, 2)), r"y must be a vector, got shape \(5, 2\)"),
+                          (["a"] * 4, "must be numbers")):
         with pytest.raises(DomainError, match=message):
             GaussianLocationScale().prepare(data)
     with pytest.raises(DomainError, match="X must be a matrix"):

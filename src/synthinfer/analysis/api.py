@@ -18,7 +18,7 @@ from synthinfer.analysis.parallel import run_fits
 from synthinfer.analysis.result import MIResult
 from synthinfer.analysis.robust import drop_extreme_variances
 from synthinfer.analysis.separation import DEFAULT_SEPARATION, SEPARATION_PENALTY, SEPARATION_REMEDIES
-from synthinfer.analysis.support import MISSING_RULES, complete_cases, formula_columns
+from synthinfer.analysis.support import MISSING_RULES, analysed_columns, complete_cases
 from synthinfer.data.weights import check_weight_vectors
 from synthinfer.errors import AnalysisError, FitFailedWarning, ParameterError, SynthinferWarning, user_stacklevel
 from synthinfer.privacy import make_rng
@@ -36,7 +36,7 @@ def _groups(datasets: Sequence[pd.DataFrame]) -> list[list[int]]:
     lazy sequence (a large release's datasets, with ``load`` and ``rows``) groups of at most
     :data:`GROUP_ROWS` rows."""
     m = len(datasets)
-    if isinstance(datasets, list):
+    if isinstance(getattr(datasets, "datasets", datasets), list):  # a _CompleteCases view groups as its list
         return [list(range(m))]
     size = max(1, GROUP_ROWS // max(1, int(datasets.rows(0))))
     return [list(range(s, min(m, s + size))) for s in range(0, m, size)]
@@ -70,11 +70,15 @@ class _CompleteCases(Sequence):
         return (data if keep.all() else data.loc[keep].reset_index(drop=True)), keep
 
 
+def _weight_column(weights: Any) -> list[str]:
+    return [weights] if isinstance(weights, str) else []
+
+
 def _refuse_missing(data: pd.DataFrame, i: int, formula: str, weights: Any) -> None:
     """An :class:`AnalysisError` naming the columns where dataset ``i`` lacks values the
     analysis needs, and the complete-case option (``missing="raise"``)."""
-    cols = formula_columns(formula, list(data.columns)) + ([weights] if isinstance(weights, str) else [])
-    gaps = {c: int(k) for c, k in data[[c for c in cols if c in data.columns]].isna().sum().items() if k}
+    counts = data[analysed_columns(data, formula, _weight_column(weights))].isna().sum()
+    gaps = {c: int(k) for c, k in counts.items() if k}
     if gaps:
         where = ", ".join(f"{c!r} ({k:,} rows)" for c, k in gaps.items())
         raise AnalysisError(f"synthetic dataset {i} has missing values in {where}: analyse the complete cases with "
@@ -256,8 +260,11 @@ def analyze(
     if missing == "drop" and formula is None:
         raise ParameterError("missing='drop' needs a formula (which columns the analysis uses); a callable model "
                              "without one handles its own missing values")
+    if missing == "drop" and n_syn is not None:
+        raise ParameterError("n_syn is the complete cases' row count under missing='drop', which analyze takes "
+                             "from the fits; leave n_syn out")
     if missing == "drop":
-        datasets = _CompleteCases(datasets, formula, [weights] if isinstance(weights, str) else [])
+        datasets = _CompleteCases(datasets, formula, _weight_column(weights))
     kept: dict[int, float] = {}
     if penalty is not None:
         if not spec.supports_penalty:
@@ -289,7 +296,7 @@ def analyze(
                 raise AnalysisError(f"dataset {i} is not a non-empty DataFrame" + (
                     "" if missing == "raise" or not isinstance(d, pd.DataFrame) else
                     " after dropping the rows with missing values (missing='drop')"))
-            if missing == "raise" and formula is not None:
+            if missing == "raise" and formula is not None and spec.kind != "callable":  # a callable sees all rows
                 _refuse_missing(d, i, formula, weights)
         given = None if isinstance(weights, str) or weights is None else [weights[i] for i in group]
         if given is not None and masks is not None:  # arrays for the rows before the drop

@@ -294,7 +294,7 @@ def _irls(name: str, y, X, a, b, c, nrows, cov_type: str) -> _Fit:
         if cov_type == "HC0":
             cov[i] = _hc0(name, y[i], X[i], a[i], b[i], beta[i])
         else:
-            cov[i] = scale[i, None, None] * np.linalg.inv(gram[i])
+            cov[i] = scale[i, None, None] * _inv(gram[i])
         ok[i] &= np.all(np.isfinite(cov[i]), axis=(1, 2))
     return _Fit(beta, cov, ok)
 
@@ -307,8 +307,23 @@ def _hc0(name: str, y, X, a, b, beta) -> np.ndarray:
     d, v = link.deriv(mu), var(mu)
     r = (y - mu) / (d * v)  # the score of a row is w r x
     info = a / (d**2 * v) * (1 + r * (v * link.deriv2(mu) + var.deriv(mu) * d))
-    Hinv = np.linalg.inv(_gram(X, info))
+    Hinv = _inv(_gram(X, info))
     return Hinv @ _gram(X, b * r**2) @ Hinv
+
+
+def _inv(G: np.ndarray) -> np.ndarray:
+    """Inverses of a stack of matrices; NaN for a singular one (its fit then goes to statsmodels'
+    path) where a stacked ``inv`` would raise for the whole stack."""
+    try:
+        return np.linalg.inv(G)
+    except np.linalg.LinAlgError:
+        out = np.full_like(G, np.nan)
+        for j in range(G.shape[0]):
+            try:
+                out[j] = np.linalg.inv(G[j])
+            except np.linalg.LinAlgError:
+                pass
+        return out
 
 
 # --- per dataset --------------------------------------------------------------------------
@@ -391,20 +406,22 @@ def fit_fast(
             y = _pad([designs[i].y for i in idx], u)
             c, a, b = _pad(cnt, u), _pad(sw, u), _pad(sw2, u)
             nrows = np.array([len(designs[i].codes) for i in idx], dtype=float)
-            rank_ok = _full_rank(X, c, nrows)
-            fit = _irls(name, y, X, a, b, c, nrows, cov_type)
+            # rank-deficient designs go to statsmodels' path (which refuses them by name), not into the stack
+            full = np.flatnonzero(_full_rank(X, c, nrows))
+            fit = _irls(name, y[full], X[full], a[full], b[full], c[full], nrows[full], cov_type) if full.size else None
             each = (time.perf_counter() - t0) / len(idx)
-            for j, i in enumerate(idx):
-                seconds[i] = each
-                if rank_ok[j] and fit.ok[j]:
+            for f, j in enumerate(full):
+                i = idx[j]
+                if fit.ok[f]:
                     out[i] = FitRecord(
                         index=i,
                         ok=True,
-                        params=pd.Series(fit.params[j], index=list(names)),
-                        cov=pd.DataFrame(fit.cov[j], index=list(names), columns=list(names)),
+                        params=pd.Series(fit.params[f], index=list(names)),
+                        cov=pd.DataFrame(fit.cov[f], index=list(names), columns=list(names)),
                         nobs=len(datasets[i]),
                         separated=is_separated(X[j], y[j], a[j]) if binary else None,
                     )
+            seconds.update((i, each) for i in idx)
     # the design building is shared; spread its cost over the records' per-fit timings
     share = (time.perf_counter() - start - sum(seconds.values())) / len(datasets)
     return [None if r is None else replace(r, seconds=seconds[r.index] + share) for r in out]

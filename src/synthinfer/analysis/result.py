@@ -243,7 +243,9 @@ class MIResult:
         if self.absent_columns:
             info["Absent categories:"] = f"{len(self.absent_columns)} datasets (those coefficients left out there)"
         if self.options.get("complete_share") is not None:
-            info["Complete cases:"] = f"{self.options['complete_share']:.1%} of rows (missing='drop')"
+            share = self.options["complete_share"]
+            info["Complete cases:"] = f"{share:.1%} of rows (missing='drop')" + (
+                "" if self.n is None else f"; n x {share:.3f} = {self.n * share:,.0f} in T*")
         if self.options.get("drop_variance_above") is not None:
             info["Dropped var >=:"] = f"{self.options['drop_variance_above']:g} ({int(self.n_dropped.sum())} estimates)"
         s = Summary()

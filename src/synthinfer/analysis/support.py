@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,7 +50,8 @@ from synthinfer.errors import ParameterError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MISSING_RULES", "SupportReport", "check_support", "complete_cases", "formula_columns", "required_marginals"]
+__all__ = ["MISSING_RULES", "SupportReport", "analysed_columns", "check_support", "complete_cases", "formula_columns",
+           "formula_message", "required_marginals"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _QUOTED = re.compile(r"""Q\(\s*(['"])(.+?)\1\s*\)""")
@@ -121,10 +121,15 @@ def formula_columns(formula: str, columns: Sequence[str]) -> list[str]:
 MISSING_RULES = ("raise", "drop")
 
 
+def analysed_columns(data: pd.DataFrame, formula: str, also: Sequence[str] = ()) -> list[str]:
+    """The columns of ``data`` that ``formula`` names, and those of ``also`` it has."""
+    return formula_columns(formula, list(data.columns)) + [c for c in also if c in data.columns]
+
+
 def complete_cases(data: pd.DataFrame, formula: str, also: Sequence[str] = ()) -> np.ndarray:
     """Boolean mask of the rows of ``data`` with a value in every column ``formula`` names (and
     in ``also``): the complete cases of statsmodels' ``missing="drop"``."""
-    cols = formula_columns(formula, list(data.columns)) + [c for c in also if c in data.columns]
+    cols = analysed_columns(data, formula, also)
     return data[cols].notna().all(axis=1).to_numpy() if cols else np.ones(len(data), dtype=bool)
 
 

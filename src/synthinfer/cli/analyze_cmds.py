@@ -81,7 +81,9 @@ def analyze_cmd(
             check_output(plot, option="--plot")
             if bayes:
                 raise ParameterError("--plot draws Rubin's rules' intervals; it does not take --bayes")
-        if missing not in ("raise", "drop"):
+        from synthinfer.analysis.support import MISSING_RULES
+
+        if missing not in MISSING_RULES:
             raise ParameterError(f"--missing must be raise or drop, got {missing!r}")
         if bayes and missing != "raise":
             raise ParameterError("--missing drop applies to Rubin's rules; --bayes mixes posteriors of datasets "
@@ -155,7 +157,8 @@ def analyze_cmd(
             + (f"; separation: {res.separation_note}" if res.n_separated else "")
             + (f"; absent categories in {len(res.absent_columns)} datasets" if res.absent_columns else "")
             + ("" if res.options.get("complete_share") is None else
-               f"; complete cases: {res.options['complete_share']:.1%} of rows (--missing drop)")
+               f"; complete cases: {res.options['complete_share']:.1%} of rows (--missing drop; n scaled alike in "
+               "T*)")
         ),
     )
     rows = []

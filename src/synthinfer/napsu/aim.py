@@ -692,7 +692,7 @@ def select_aim(
     domain.check_finite(purpose="AIM's marginal measurements")
     work, w = _workload(domain, workload, weights)
     req: list[Marginal] = []
-    for m in as_marginals(required):
+    for m in as_marginals(required, "required"):
         domain.check_columns(m.columns)
         m = _canonical(domain, m)
         if all(frozenset(m.columns) != frozenset(r.columns) for r in req):

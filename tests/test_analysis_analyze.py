@@ -53,6 +53,7 @@ def test_combines_the_individual_fits(datasets):
     np.testing.assert_allclose(ci.to_numpy(), ref.conf_int(0.1))
     assert list(ci.columns) == ["lower", "upper"]
     np.testing.assert_allclose(np.diag(res.cov.to_numpy()), res.bse.to_numpy() ** 2)
+    pd.testing.assert_frame_equal(res.cov_params(), res.cov)  # statsmodels' name
     frame = res.to_frame()
     assert {"estimate", "std_err", "t", "p_value", "df", "m", "fallback", "n_dropped"} <= set(frame.columns)
     text = str(res.summary())

@@ -147,6 +147,10 @@ class MIResult:
         T[np.diag_indices(k)] = self.combined.T_star
         return pd.DataFrame(T, index=self.names, columns=self.names)
 
+    def cov_params(self) -> pd.DataFrame:
+        """:attr:`cov` under statsmodels' name for it."""
+        return self.cov
+
     def conf_int(self, alpha: float | None = None) -> pd.DataFrame:
         """(1 - alpha) intervals q̄ ± t_{ν, 1-α/2} √T*, columns ``lower`` and ``upper``
         (default: the ``alpha`` the analysis was run with, as in :meth:`summary`)."""

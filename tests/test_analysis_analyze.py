@@ -191,6 +191,8 @@ def test_missing_values_are_refused_or_dropped_as_complete_cases(datasets):
     assert "Complete cases:" in str(res.summary())
     with pytest.raises(ParameterError, match="missing must be one of"):
         analyze(holes, "y ~ x", missing="impute", progress=False)
+    with pytest.raises(AnalysisError, match=r"weights\[0\] has \d+ entries"):  # already cut to the complete cases
+        analyze(holes, "y ~ x + C(g)", weights=[a[k] for a, k in zip(w, kept)], missing="drop", progress=False)
     with pytest.raises(ParameterError, match="leave n_syn out"):
         analyze(holes, "y ~ x", missing="drop", n_syn=400, progress=False)
 

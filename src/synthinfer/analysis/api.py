@@ -300,7 +300,11 @@ def analyze(
                 _refuse_missing(d, i, formula, weights)
         given = None if isinstance(weights, str) or weights is None else [weights[i] for i in group]
         if given is not None and masks is not None:  # arrays for the rows before the drop
-            given = [np.asarray(g)[k] if len(g) == len(k) else g for g, k in zip(given, masks)]
+            for i, g, k in zip(group, given, masks):
+                if len(g) != len(k):
+                    raise AnalysisError(f"weights[{i}] has {len(g)} entries for the {len(k)} rows of dataset {i} "
+                                        "(weights are given for every row; missing='drop' drops theirs with them)")
+            given = [np.asarray(g)[k] for g, k in zip(given, masks)]
         w = _weights_per_dataset(weights if given is None else given, part)
         if w is not None:
             w_all.update(zip(group, w))

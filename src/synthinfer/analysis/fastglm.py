@@ -249,18 +249,9 @@ def _irls(name: str, y, X, a, b, c, nrows, cov_type: str) -> _Fit:
         z = eta[idx] + d * (ya - mua)
         G = _gram(Xa, ww)
         rhs = np.einsum("guk,gu->gk", Xa, ww * z)
-        try:
-            bnew = np.linalg.solve(G, rhs[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            # a stacked solve fails as a whole where one Gram matrix is singular: solve each,
-            # and hand only the singular ones to statsmodels (which refuses them by name)
-            bnew = np.full((idx.size, k), np.nan)
-            for j in range(idx.size):
-                try:
-                    bnew[j] = np.linalg.solve(G[j], rhs[j])
-                except np.linalg.LinAlgError:
-                    pass
-            keep = np.all(np.isfinite(bnew), axis=1)
+        bnew = _stacked(lambda g, r: np.linalg.solve(g, r[..., None])[..., 0], rhs.shape, G, rhs)
+        keep = np.all(np.isfinite(bnew), axis=1)
+        if not keep.all():  # a singular Gram matrix: that fit goes to statsmodels (which refuses it by name)
             bad[idx[~keep]] = True
             active[idx[~keep]] = False
             if not keep.any():
@@ -312,15 +303,21 @@ def _hc0(name: str, y, X, a, b, beta) -> np.ndarray:
 
 
 def _inv(G: np.ndarray) -> np.ndarray:
-    """Inverses of a stack of matrices; NaN for a singular one (its fit then goes to statsmodels'
-    path) where a stacked ``inv`` would raise for the whole stack."""
+    """Inverses of a stack of matrices, NaN for a singular one (:func:`_stacked`)."""
+    return _stacked(np.linalg.inv, G.shape, G)
+
+
+def _stacked(op, shape: tuple[int, ...], *stacks: np.ndarray) -> np.ndarray:
+    """``op`` over stacks of matrices (a result of ``shape``); where it raises for the whole
+    stack (one singular matrix), item by item, NaN for the items it fails on, so that only
+    their fits go to statsmodels' path."""
     try:
-        return np.linalg.inv(G)
+        return op(*stacks)
     except np.linalg.LinAlgError:
-        out = np.full_like(G, np.nan)
-        for j in range(G.shape[0]):
+        out = np.full(shape, np.nan)
+        for j in range(shape[0]):
             try:
-                out[j] = np.linalg.inv(G[j])
+                out[j] = op(*(a[j] for a in stacks))
             except np.linalg.LinAlgError:
                 pass
         return out

@@ -101,3 +101,17 @@ def test_csv_text_matches_categories_by_their_text_and_only_bad_values_are_repor
     np.testing.assert_array_equal(codes[:, 0], [1, 0, 1])
     with pytest.raises(OutOfDomainError, match=r"1 row\(s\) have values outside the Domain: 'abc'"):
         encode(pd.DataFrame({"g": ["1", "0", "abc"]}), d)
+
+
+def test_categorical_columns_encode_as_their_values_do():
+    """A categorical column is looked up one level at a time: the codes, the missing values and
+    the errors must be those of the same values as plain objects."""
+    d = with_missing_category(Domain([Column("c", ("a", "b", "c")), Column("k", (1, 2, 3))]), ["c"])
+    df = pd.DataFrame({"c": pd.Categorical(["b", None, " ", "a", "b"], categories=["b", "a", " ", "unused"]),
+                       "k": pd.Categorical(["1", "3", "3", "2", "1"], categories=["3", "2", "1", "9"])})
+    codes = encode(df, d)
+    np.testing.assert_array_equal(codes, encode(df.astype(object), d))
+    np.testing.assert_array_equal(codes, [[1, 0], [3, 2], [3, 2], [0, 1], [1, 0]])  # None and " " are missing
+    bad = df.assign(c=pd.Categorical(["b", "zz", "zz", "a", "q"]))
+    with pytest.raises(OutOfDomainError, match=r"'c'.*3 row\(s\).*'zz'.*'q'"):
+        encode(bad, d)

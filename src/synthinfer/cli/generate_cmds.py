@@ -415,8 +415,11 @@ def _write_datasets(gen, bar, out: Path, m: int, n_syn: int | None, *, midpoints
     task = bar.add_task("generating and writing datasets", total=m)
     if isinstance(gen, NapsuMQ):  # drawn and written chunk by chunk: memory does not grow with m or n
         stream = gen.generate_stream(m, n_syn, midpoints=midpoints, numbers=numbers)
-        datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows,
-                                 _counted(stream, lambda done: bar.update(task, completed=done)))
+        def written(done: int) -> None:  # the posterior and the report follow the last dataset
+            bar.update(task, completed=done, **({"description": "writing the posterior and the report"}
+                                                 if done == m else {}))
+
+        datasets = DatasetStream(stream.m, stream.n_syn, stream.chunk_rows, _counted(stream, written))
     elif isinstance(gen, PrivBayes):
         datasets = gen.generate(m, n_syn, midpoints=midpoints, numbers=numbers)
     else:

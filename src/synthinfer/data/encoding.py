@@ -200,24 +200,19 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
         pd.api.types.is_numeric_dtype(s.dtype)
     ):
         return _encode_binned(s, col, isna)
-    cats = pd.Index(col.categories)
     if isinstance(s.dtype, pd.CategoricalDtype):
-        s = s.astype(object)
-    codes = cats.get_indexer(s.where(~isna, other=None) if isna.any() else s)
+        # One lookup per level, gathered by the rows' level codes: a release's datasets are
+        # categorical, and looking up millions of rows one by one dominated reading them.
+        levels = pd.Series(s.cat.categories, dtype=object)
+        per_level = _lookup(levels, col, np.zeros(len(levels), dtype=bool))
+        codes = np.append(per_level, -1)[s.cat.codes.to_numpy()]  # code -1 (NA): isna, set below
+    else:
+        codes = _lookup(s, col, isna)
     if isna.any():
         codes[isna] = col.size - 1  # the MISSING category (checked above)
     bad = (codes < 0) & ~isna
-    if bad.any() and not pd.api.types.is_numeric_dtype(s.dtype):
-        # Text read from a CSV (e.g. '1' in a column where one cell is not a number) matches
-        # a category by its text form, as count_file does.
-        text = pd.Index([category_text(c) for c in col.categories])
-        if text.is_unique:
-            strings = bad & s.map(lambda v: isinstance(v, str)).to_numpy()
-            codes[strings] = text.get_indexer(s[strings])
-            bad = (codes < 0) & ~isna
-        if bad.any():
-            codes[bad] = _text_as_sql_reads_it(s[bad], col)
-            bad = (codes < 0) & ~isna
+    if bad.any() and isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype(object)  # the messages below see values, as for any other column
     if bad.any() and col.binning is not None:  # numbers: name the rows, not the values (_encode_binned)
         raise OutOfDomainError(
             f"column {col.name!r}: {int(bad.sum())} row(s) are neither numbers inside the public bounds "
@@ -238,6 +233,23 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             f"{' ...' if col.size > 10 else ''}){hint}"
         )
     return codes.astype(np.int64)
+
+
+def _lookup(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
+    """Codes of ``s`` among ``col``'s categories (``-1`` where none matches; missing rows, where
+    ``isna``, are left to the caller): by value, then text read from a CSV (e.g. ``'1'`` in a
+    column where one cell is not a number) by its text form, as count_file matches it."""
+    codes = pd.Index(col.categories).get_indexer(s.where(~isna, other=None) if isna.any() else s)
+    bad = (codes < 0) & ~isna
+    if bad.any() and not pd.api.types.is_numeric_dtype(s.dtype):
+        text = pd.Index([category_text(c) for c in col.categories])
+        if text.is_unique:
+            strings = bad & s.map(lambda v: isinstance(v, str)).to_numpy()
+            codes[strings] = text.get_indexer(s[strings])
+            bad = (codes < 0) & ~isna
+        if bad.any():
+            codes[bad] = _text_as_sql_reads_it(s[bad], col)
+    return codes
 
 
 def _text_as_sql_reads_it(values: pd.Series, col: Column) -> np.ndarray:

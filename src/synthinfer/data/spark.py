@@ -12,8 +12,10 @@ which reads the file through :func:`spark_session` (``local[*]`` unless
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +34,19 @@ def _pyspark():
         import pyspark  # noqa: F401
     except ImportError:
         raise ParameterError("the Spark engine needs pyspark: pip install 'synthinfer[spark]'") from None
-    from pyspark.sql import SparkSession
+    with _pandas_warning_ignored():
+        from pyspark.sql import SparkSession
 
     return SparkSession
+
+
+@contextlib.contextmanager
+def _pandas_warning_ignored():
+    """pyspark warns (at import and when a session starts) that its pandas conversions do not
+    support pandas 3; the counts come back as Spark rows (``collect()``), never through pandas."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*support pandas", category=FutureWarning)
+        yield
 
 
 def spark_session():
@@ -45,11 +57,18 @@ def spark_session():
     if active is not None:
         return active
     try:
-        return (SparkSession.builder.master(os.environ.get(MASTER_ENV, "local[*]")).appName("synthinfer")
-                .config("spark.ui.enabled", "false").getOrCreate())
+        # A session started here is synthinfer's own: no web UI, no console progress bars (they
+        # would cut through the command's own progress lines) and only Spark's errors logged
+        # (e.g. not the stack trace of a harmless metadata lookup on every glob it reads).
+        with _pandas_warning_ignored():
+            session = (SparkSession.builder.master(os.environ.get(MASTER_ENV, "local[*]")).appName("synthinfer")
+                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                       .getOrCreate())
     except Exception as e:  # no Java, a master that does not answer, ...
         raise SynthinferError(f"Spark could not start ({MASTER_ENV}={os.environ.get(MASTER_ENV, 'local[*]')}): "
                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def read_spark(path: str | os.PathLike):

@@ -237,7 +237,7 @@ class MIResult:
             "Combining rules:": "fully synthetic (Raghunathan et al. 2003; Reiter 2002)",
             "Datasets used:": f"{self.m} of {len(self.records)}",
             "n (private):": "-" if self.n is None else str(self.n),
-            "n_syn:": f"{self.n_syn:g}",
+            "n_syn:": f"{self.n_syn:.10g}",
         }
         if self.options.get("penalty") is not None:
             info["L2 penalty / bootstrap:"] = f"{self.options['penalty']:g} / {self.options['n_bootstrap']}"

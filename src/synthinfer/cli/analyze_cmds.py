@@ -151,7 +151,7 @@ def analyze_cmd(
         title=f"{res.model}: {formula}",
         box=box.SIMPLE_HEAD,
         caption=(
-            f"{res.m} of {len(res.records)} synthetic datasets, n = {res.n}, n_syn = {res.n_syn:g}; "
+            f"{res.m} of {len(res.records)} synthetic datasets, n = {res.n}, n_syn = {res.n_syn:.10g}; "
             f"Rubin's rules for fully synthetic data; release {rel.fingerprint[:12]}"
             + ("; T*: fallback variance (n_syn/n) v̄, normal reference" if show_note else "")
             + (f"; separation: {res.separation_note}" if res.n_separated else "")

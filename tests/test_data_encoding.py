@@ -115,3 +115,18 @@ def test_categorical_columns_encode_as_their_values_do():
     bad = df.assign(c=pd.Categorical(["b", "zz", "zz", "a", "q"]))
     with pytest.raises(OutOfDomainError, match=r"'c'.*3 row\(s\).*'zz'.*'q'"):
         encode(bad, d)
+
+
+def test_numbers_match_text_categories_as_the_file_counts_do(tmp_path):
+    """A CSV's numbers under a Domain that lists them as text ("13"): read into memory they must
+    encode as count_file (DuckDB's SQL) counts the same file."""
+    from synthinfer.data.marginals import count_file, read_csv
+
+    d = Domain([Column("e", ("9", "13", "x"))])
+    path = tmp_path / "e.csv"
+    path.write_text("e\n13\n9\n13\n")
+    codes = encode(read_csv(path), d)
+    np.testing.assert_array_equal(codes[:, 0], [1, 0, 1])
+    np.testing.assert_array_equal(np.bincount(codes[:, 0], minlength=3), count_file(path, d, ["e"]))
+    with pytest.raises(OutOfDomainError, match=r"'e'.*1 row\(s\).*14"):
+        encode(pd.DataFrame({"e": [13, 14]}), d)

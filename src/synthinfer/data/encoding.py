@@ -237,8 +237,9 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
 
 def _lookup(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
     """Codes of ``s`` among ``col``'s categories (``-1`` where none matches; missing rows, where
-    ``isna``, are left to the caller): by value, then text read from a CSV (e.g. ``'1'`` in a
-    column where one cell is not a number) by its text form, as count_file matches it."""
+    ``isna``, are left to the caller): by value, then as count_file matches them: text read from
+    a CSV (e.g. ``'1'`` in a column where one cell is not a number) by its text form, numbers
+    against text categories by their text."""
     codes = pd.Index(col.categories).get_indexer(s.where(~isna, other=None) if isna.any() else s)
     bad = (codes < 0) & ~isna
     if bad.any() and not pd.api.types.is_numeric_dtype(s.dtype):
@@ -249,6 +250,12 @@ def _lookup(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             bad = (codes < 0) & ~isna
         if bad.any():
             codes[bad] = _text_as_sql_reads_it(s[bad], col)
+    elif bad.any() and not pd.api.types.is_bool_dtype(s.dtype):
+        # numbers against text categories (a CSV's 13 where the Domain lists "13"): the number's
+        # text, as count_file's SQL casts it, so the file and its rows in memory encode alike
+        text = pd.Index([category_text(c) for c in col.categories])
+        if text.is_unique:
+            codes[bad] = text.get_indexer(s[bad].map(str))
     return codes
 
 

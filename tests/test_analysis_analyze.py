@@ -357,3 +357,21 @@ def test_summary_says_when_the_fallback_needs_n():
     with_n = analyze([df] * 3, "y ~ x", model="logit", n=200, progress=False)
     text = with_n.summary().as_text()
     assert "T*:" in text and "T<=0" not in text and np.isfinite(with_n.to_frame()["std_err"]).all()
+
+
+def test_text_columns_give_patsys_own_design():
+    """Text columns are handed to patsy as categoricals (its per-value loop is slow on large
+    tables): the design, its column names and the outcome must be patsy's own on the text."""
+    import patsy
+
+    from synthinfer.analysis.models import _design
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"y": rng.choice(["no", "yes"], 200), "g": rng.choice(["b", "B", "a", "Z", "é"], 200),
+                       "x": rng.normal(size=200)})
+    for formula in ["y ~ g + x", "y ~ C(g, Treatment('b')) + x:g"]:
+        y, X = _design(formula, df, binary=True)
+        y_ref, X_ref = patsy.dmatrices(formula, df.astype({"y": object, "g": object}), return_type="dataframe")
+        assert list(X.columns) == list(X_ref.columns)
+        np.testing.assert_array_equal(X.to_numpy(), X_ref.to_numpy())
+        np.testing.assert_array_equal(y.to_numpy(), y_ref.iloc[:, -1].to_numpy())  # y[yes]

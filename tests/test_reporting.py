@@ -82,6 +82,13 @@ def test_total_variation_matches_brute_force():
     assert np.all(tv == 0)
     tv = tv_matrix(real, [syn], shape)
     assert tv[0, 1] == pytest.approx(marginal_tv(real, syn, shape, (0, 1))) and tv[1, 0] == tv[0, 1]
+    # averaged over the datasets, every 1- and 2-way marginal, symmetric
+    other = np.column_stack([rng.integers(0, k, 300) for k in shape])
+    tv = tv_matrix(real, [syn, other], shape)
+    for i, j in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)]:
+        cols = (i,) if i == j else (i, j)
+        mean = (marginal_tv(real, syn, shape, cols) + marginal_tv(real, other, shape, cols)) / 2
+        assert tv[i, j] == pytest.approx(mean, abs=1e-12) and tv[j, i] == tv[i, j]
 
 
 def test_cramers_v_matches_scipy():

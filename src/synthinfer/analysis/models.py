@@ -163,8 +163,15 @@ class FitRecord:
 def _design(formula: str, data: pd.DataFrame, binary: bool):
     import patsy
 
-    from synthinfer.analysis.support import formula_message
+    from synthinfer.analysis.support import formula_columns, formula_message
 
+    text = [c for c in formula_columns(formula, list(data.columns))
+            if not isinstance(data[c].dtype, pd.CategoricalDtype) and pd.api.types.infer_dtype(data[c]) == "string"]
+    if text:
+        # patsy checks text values one by one in Python (seconds per million rows) but takes a
+        # categorical's codes as they are; pandas sorts text categories as patsy sorts its
+        # levels, so the design and its column names are the same
+        data = data.assign(**{c: data[c].astype("category") for c in text})
     try:
         y, X = patsy.dmatrices(formula, data, return_type="dataframe", NA_action="raise")
     except patsy.PatsyError as e:

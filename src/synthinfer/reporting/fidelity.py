@@ -43,16 +43,54 @@ def marginal_tv(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...],
     return 0.5 * float(np.abs(marginal_shares(real, shape, columns) - marginal_shares(synthetic, shape, columns)).sum())
 
 
+def marginal_tables(codes: np.ndarray,
+                    shape: tuple[int, ...]) -> tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]:
+    """Counts of every 1-way marginal (a vector per column) and every 2-way one (an
+    ``(shape[i], shape[j])`` table per pair ``i < j``) of one table of codes: each column is
+    copied out once, so a table of millions of rows is read column by column, not strided."""
+    cols = [np.ascontiguousarray(codes[:, c]) for c in range(len(shape))]
+    one = [np.bincount(c, minlength=s) for c, s in zip(cols, shape)]
+    two = {(i, j): np.bincount(cols[i] * shape[j] + cols[j], minlength=shape[i] * shape[j]).reshape(
+        shape[i], shape[j]) for i, j in itertools.combinations(range(len(shape)), 2)}
+    return one, two
+
+
 def tv_matrix(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
     """``(k, k)`` matrix of total variation distances, averaged over the synthetic datasets: the
     1-way marginals on the diagonal, the 2-way ones off it."""
+    return fidelity_matrices(real, synthetics, shape)[0]
+
+
+def association_differences(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """``(k, k)`` matrix of Cramér's V in the synthetic data (mean over the datasets) minus in
+    the real data, 0 on the diagonal."""
+    return fidelity_matrices(real, synthetics, shape)[1]
+
+
+def fidelity_matrices(real: np.ndarray, synthetics: list[np.ndarray],
+                      shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`tv_matrix` and :func:`association_differences` together, from each dataset's
+    :func:`marginal_tables` counted once."""
     k = len(shape)
-    out = np.zeros((k, k))
-    for i in range(k):
-        out[i, i] = np.mean([marginal_tv(real, s, shape, (i,)) for s in synthetics])
-    for i, j in itertools.combinations(range(k), 2):
-        out[i, j] = out[j, i] = np.mean([marginal_tv(real, s, shape, (i, j)) for s in synthetics])
-    return out
+    real_one, real_two = marginal_tables(real, shape)
+    real_v = {pair: _cramers_v(table) for pair, table in real_two.items()}
+    tv, assoc = np.zeros((k, k)), np.zeros((k, k))
+    for s in synthetics:
+        one, two = marginal_tables(s, shape)
+        for i in range(k):
+            tv[i, i] += _tv(real_one[i], one[i])
+        for (i, j), table in two.items():
+            tv[i, j] += _tv(real_two[i, j], table)
+            assoc[i, j] += _cramers_v(table) - real_v[i, j]
+    tv, assoc = tv / len(synthetics), assoc / len(synthetics)
+    upper = np.triu_indices(k, 1)
+    tv[upper[::-1]], assoc[upper[::-1]] = tv[upper], assoc[upper]
+    return tv, assoc
+
+
+def _tv(a: np.ndarray, b: np.ndarray) -> float:
+    """Total variation distance between the distributions of two count tables."""
+    return 0.5 * float(np.abs(a / max(a.sum(), 1) - b / max(b.sum(), 1)).sum())
 
 
 def pmse(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], *, seed: int = 0) -> dict[str, float]:
@@ -85,7 +123,12 @@ def pmse(real: np.ndarray, synthetic: np.ndarray, shape: tuple[int, ...], *, see
 def cramers_v(codes: np.ndarray, shape: tuple[int, ...], i: int, j: int) -> float:
     """Cramér's V of columns ``i`` and ``j`` (0 when either takes one value only)."""
     table = np.bincount(codes[:, i] * shape[j] + codes[:, j], minlength=shape[i] * shape[j])
-    table = table.reshape(shape[i], shape[j]).astype(float)
+    return _cramers_v(table.reshape(shape[i], shape[j]))
+
+
+def _cramers_v(table: np.ndarray) -> float:
+    """Cramér's V of a contingency table of counts (0 when either side takes one value only)."""
+    table = table.astype(float)
     table = table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]  # categories that occur
     k = min(table.shape) - 1
     if k < 1:
@@ -94,14 +137,3 @@ def cramers_v(codes: np.ndarray, shape: tuple[int, ...], i: int, j: int) -> floa
     expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
     chi2 = float(((table - expected) ** 2 / expected).sum())
     return float(np.sqrt(chi2 / (n * k)))
-
-
-def association_differences(real: np.ndarray, synthetics: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    """``(k, k)`` matrix of Cramér's V in the synthetic data (mean over the datasets) minus in
-    the real data, 0 on the diagonal."""
-    k = len(shape)
-    out = np.zeros((k, k))
-    for i, j in itertools.combinations(range(k), 2):
-        syn = np.mean([cramers_v(s, shape, i, j) for s in synthetics])
-        out[i, j] = out[j, i] = syn - cramers_v(real, shape, i, j)
-    return out

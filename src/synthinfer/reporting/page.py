@@ -217,12 +217,11 @@ def _private_part(release, private_data, datasets, finite, real_codes, syn_codes
 
     out: dict[str, Any] = {}
     if finite is not None:
-        tv = fidelity.tv_matrix(real_codes, syn_codes, finite.shape)
+        tv, assoc = fidelity.fidelity_matrices(real_codes, syn_codes, finite.shape)
         k = len(finite.names)
         off = tv[~np.eye(k, dtype=bool)]
         out["tv_figure"] = figures.tv_heatmap(finite.names, tv)
         if k > 1:
-            assoc = fidelity.association_differences(real_codes, syn_codes, finite.shape)
             out["association_figure"] = figures.association_heatmap(finite.names, assoc)
             out["association_summary"] = f"{np.abs(assoc[~np.eye(k, dtype=bool)]).max():.3f}"
         out["tv_summary"] = [("mean 1-way", f"{np.mean(np.diag(tv)):.4f}"), ("max 1-way", f"{np.max(np.diag(tv)):.4f}"),

@@ -155,3 +155,30 @@ def test_unconverged_fit_is_refused_before_any_spend():
         fit_regularised_logreg(fm.transform(real), fm.transform(synth), 0.01, max_iter=1)
     # the accepted gradient norm is part of the public sensitivity
     assert logreg_l2_sensitivity(200, 0.1) == pytest.approx(2 / (200 * 0.1) + 2e-9 / 0.1, rel=1e-12)
+
+
+def test_sparse_features_give_the_dense_fit_and_weights():
+    """CSR features (what the estimators use, for memory) give the dense array's coefficients,
+    weights and debiasing terms."""
+    from synthinfer.weights.logistic import gaussian_log_debias, laplace_log_debias
+
+    rng = np.random.default_rng(3)
+    bounds = {"a": (0.0, 1.0), "g": ["x", "y", "z"], "h": ["p", "q"]}
+    fm = FeatureMap(bounds)
+
+    def table(n, shift):
+        g = rng.choice(["x", "y", "z"], n, p=[0.5 - shift, 0.3, 0.2 + shift])
+        return pd.DataFrame({"a": rng.beta(2 + shift, 2, n), "g": g, "h": rng.choice(["p", "q"], n)})
+
+    real, syn = table(400, 0.2), table(300, 0.0)
+    dense_r, dense_s = fm.transform(real), fm.transform(syn)
+    sparse_r, sparse_s = fm.transform(real, sparse=True), fm.transform(syn, sparse=True)
+    np.testing.assert_allclose(sparse_r.toarray(), dense_r, rtol=1e-15, atol=0)
+    beta = fit_regularised_logreg(dense_r, dense_s, 0.1)
+    np.testing.assert_allclose(fit_regularised_logreg(sparse_r, sparse_s, 0.1), beta, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(laplace_log_debias(sparse_s, 0.9), laplace_log_debias(dense_s, 0.9), atol=1e-14)
+    np.testing.assert_allclose(gaussian_log_debias(sparse_s, 0.9), gaussian_log_debias(dense_s, 0.9), atol=1e-14)
+    w = LogRegWeights(bounds, lam=0.1)
+    with pytest.warns(Warning):
+        w.fit(real, syn)
+    np.testing.assert_allclose(w.log_weights(syn), dense_s @ beta + math.log(300 / 400), atol=1e-12)

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import scipy.sparse
 
 from synthinfer.data import Continuous, Domain, DomainSpec
 from synthinfer.data.encoding import encode_column
@@ -83,13 +84,16 @@ class FeatureMap:
         """Largest possible absolute coordinate, ``1 / sqrt(d)``."""
         return 1.0 / math.sqrt(self.dim)
 
-    def unit_cube(self, df: pd.DataFrame) -> np.ndarray:
-        """The ``[0, 1]^d`` features (intercept included) before scaling to the unit ball."""
+    def unit_cube(self, df: pd.DataFrame, *, sparse: bool = False) -> np.ndarray | scipy.sparse.csr_array:
+        """The ``[0, 1]^d`` features (intercept included) before scaling to the unit ball; with
+        ``sparse=True`` a CSR array (a one-hot row has one entry per column: on tables of
+        millions of rows the dense array is most of the memory a fit takes)."""
         if not isinstance(df, pd.DataFrame):
             raise DomainError(f"expected a pandas DataFrame, got {type(df).__name__}")
         if len(df) == 0:
             raise EmptyDataError("the table has no rows")
-        blocks = []
+        n = len(df)
+        rows, cols, vals, offset = [], [], [], 0  # the nonzero entries, block by block
         for c in self.domain.columns:
             if c.name not in df.columns:
                 raise UnknownColumnError(f"column {c.name!r} is missing from the table (columns: {list(df.columns)})")
@@ -97,20 +101,32 @@ class FeatureMap:
             if isinstance(c, Continuous):
                 if col.isna().any():
                     raise MissingValueError(f"column {c.name!r} has {int(col.isna().sum())} missing values")
-                blocks.append(c.to_unit(c.numbers(col, clip=self.clip))[:, None])
+                rows.append(np.arange(n))
+                cols.append(np.full(n, offset))
+                vals.append(c.to_unit(c.numbers(col, clip=self.clip)))
+                offset += 1
                 continue
             if (self.clip and c.binning is not None and col.dtype.name != "category"
                     and pd.api.types.is_numeric_dtype(col.dtype)):
                 col = col.clip(c.binning.lower, c.binning.upper)  # missing values stay missing
             codes = encode_column(col, c)  # encode()'s rules, a declared MISSING category included
-            onehot = np.zeros((len(col), c.size - 1))
-            rows = np.nonzero(codes > 0)[0]
-            onehot[rows, codes[rows] - 1] = 1.0
-            blocks.append(onehot)
+            hot = np.nonzero(codes > 0)[0]  # the first category is the reference: no coordinate
+            rows.append(hot)
+            cols.append(offset + codes[hot] - 1)
+            vals.append(np.ones(hot.size))
+            offset += c.size - 1
         if self.intercept:
-            blocks.append(np.ones((len(df), 1)))
-        return np.hstack(blocks)
+            rows.append(np.arange(n))
+            cols.append(np.full(n, offset))
+            vals.append(np.ones(n))
+        rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        if sparse:
+            return scipy.sparse.csr_array((vals, (rows, cols)), shape=(n, self.dim))
+        out = np.zeros((n, self.dim))
+        out[rows, cols] = vals
+        return out
 
-    def transform(self, df: pd.DataFrame) -> np.ndarray:
-        """Features in the unit L2 ball: the ``[0, 1]^d`` vector divided by ``sqrt(d)``."""
-        return self.unit_cube(df) / math.sqrt(self.dim)
+    def transform(self, df: pd.DataFrame, *, sparse: bool = False) -> np.ndarray | scipy.sparse.csr_array:
+        """Features in the unit L2 ball: the ``[0, 1]^d`` vector divided by ``sqrt(d)`` (a CSR
+        array with ``sparse=True``)."""
+        return self.unit_cube(df, sparse=sparse) / math.sqrt(self.dim)

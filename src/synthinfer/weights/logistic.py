@@ -64,11 +64,15 @@ def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, 
     from scipy.linalg import cho_factor, cho_solve
     from scipy.special import expit
 
+    import scipy.sparse
+
     lam = _check_lam(lam)
-    x = np.vstack([x_real, x_synth])
-    y = np.r_[np.ones(len(x_real)), np.zeros(len(x_synth))]
+    # CSR features (FeatureMap.transform(sparse=True)) keep a fit on millions of rows in memory
+    sparse = scipy.sparse.issparse(x_real)
+    x = scipy.sparse.vstack([x_real, x_synth], format="csr") if sparse else np.vstack([x_real, x_synth])
+    y = np.r_[np.ones(x_real.shape[0]), np.zeros(x_synth.shape[0])]
     sign = 2 * y - 1
-    n_d, dim = len(x_real), x.shape[1]
+    n_d, dim = x_real.shape[0], x.shape[1]
 
     def objective(beta):
         return np.logaddexp(0.0, -sign * (x @ beta)).sum() / n_d + 0.5 * lam * beta @ beta
@@ -78,7 +82,9 @@ def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, 
     for _ in range(max_iter):
         p = expit(x @ beta)
         grad = x.T @ (p - y) / n_d + lam * beta
-        hess = (x * (p * (1 - p))[:, None]).T @ x / n_d + lam * np.eye(dim)
+        curvature = p * (1 - p)
+        gram = (x.T @ x.multiply(curvature[:, None])).toarray() if sparse else (x * curvature[:, None]).T @ x
+        hess = gram / n_d + lam * np.eye(dim)
         step = cho_solve(cho_factor(hess), grad)
         t = 1.0
         while True:  # backtracking (Armijo) keeps far-from-optimum steps from overshooting
@@ -145,7 +151,8 @@ class LogRegWeights(WeightEstimator):
         self._check_tables(real, synthetic)
         _check_lam(self.lam)
         self.features_ = FeatureMap(self.bounds, clip=self.clip)
-        self.beta_hat_ = fit_regularised_logreg(self.features_.transform(real), self.features_.transform(synthetic), self.lam)
+        self.beta_hat_ = fit_regularised_logreg(self.features_.transform(real, sparse=True),
+                                                self.features_.transform(synthetic, sparse=True), self.lam)
         self.n_real_, self.n_synthetic_ = len(real), len(synthetic)
         return self.beta_hat_
 
@@ -159,7 +166,8 @@ class LogRegWeights(WeightEstimator):
 
     def log_weights(self, synthetic: pd.DataFrame) -> np.ndarray:
         self._check_fitted("coef_")
-        return self.features_.transform(synthetic) @ self.coef_ + log_prior_ratio(self.n_real_, self.n_synthetic_)
+        x = self.features_.transform(synthetic, sparse=True)
+        return x @ self.coef_ + log_prior_ratio(self.n_real_, self.n_synthetic_)
 
 
 class BetaNoised(LogRegWeights):
@@ -242,13 +250,23 @@ def laplace_log_debias(x: np.ndarray, rho: float) -> np.ndarray:
     ``1 / b(x)`` is the Laplace moment generating function ``prod_j 1 / (1 - rho^2 x_j^2)``,
     which exists only for ``|x_j| < 1 / rho``.
     """
-    t = (rho * np.asarray(x, dtype=float)) ** 2
-    return np.sum(np.log1p(-t), axis=-1)
+    return _row_sums(x, lambda v: np.log1p(-((rho * v) ** 2)))
 
 
 def gaussian_log_debias(x: np.ndarray, sigma: float) -> np.ndarray:
     """``log b(x) = -sigma^2 ||x||^2 / 2`` for ``zeta ~ N(0, sigma^2 I)`` (Supp. B.2.2); always exists."""
-    return -0.5 * sigma**2 * np.sum(np.asarray(x, dtype=float) ** 2, axis=-1)
+    return -0.5 * sigma**2 * _row_sums(x, np.square)
+
+
+def _row_sums(x, f) -> np.ndarray:
+    """``sum_j f(x_j)`` per row for an ``f`` with ``f(0) = 0``: of a CSR array's entries only."""
+    import scipy.sparse
+
+    if scipy.sparse.issparse(x):
+        x = x.tocsr(copy=True)
+        x.data = f(x.data.astype(float))
+        return np.asarray(x.sum(axis=1)).ravel()
+    return np.sum(f(np.asarray(x, dtype=float)), axis=-1)
 
 
 class BetaDebiased(BetaNoised):
@@ -291,10 +309,10 @@ class BetaDebiased(BetaNoised):
     def log_debias(self, synthetic: pd.DataFrame) -> np.ndarray:
         """``log b(x)`` for each row (raises :class:`DebiasingError` where it does not exist)."""
         self._check_fitted("coef_")
-        x = self.features_.transform(synthetic)
+        x = self.features_.transform(synthetic, sparse=True)
         if self.noise == "gaussian":
             return gaussian_log_debias(x, self.noise_scale_)
-        bad = np.abs(x).max(axis=1) * self.noise_scale_ >= 1.0
+        bad = abs(x).max(axis=1).toarray().ravel() * self.noise_scale_ >= 1.0
         if bad.any():  # unreachable with FeatureMap features; kept as a guard for subclasses
             raise DebiasingError(f"{int(bad.sum())} rows have |x_j| >= 1/rho = {1 / self.noise_scale_:.4g}")
         return laplace_log_debias(x, self.noise_scale_)

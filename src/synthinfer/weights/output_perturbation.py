@@ -142,7 +142,8 @@ class OutputPerturbedWeights(WeightEstimator):
             )
         features = FeatureMap(self.bounds, clip=self.clip)
         x_syn = features.transform(synthetic.iloc[:n_s])
-        beta = fit_regularised_logreg(features.transform(real), features.transform(synthetic), self.lam)
+        beta = fit_regularised_logreg(features.transform(real, sparse=True), features.transform(synthetic, sparse=True),
+                                      self.lam)
         log_w_hat = x_syn @ beta + log_prior_ratio(n_real, len(synthetic))
         d2 = logreg_l2_sensitivity(n_real, self.lam)
         if self.noise == "laplace":

@@ -37,6 +37,7 @@ def test_dgp_synthetic_data_give_large_m(data):
     assert res.use_synthetic and res.p_value < 1e-6
     assert res.m_hat >= 19
     assert res.trajectory.values[-1] < res.trajectory.values[0] - 0.2
+    assert res.trajectory.m_grid.max() == 30  # the default grid stops at 10 times the 3 real rows
 
 
 def test_kld_trajectory_where_dgp_known(data):

@@ -58,3 +58,47 @@ def test_parsers():
         parse_loss("huber=1")
     with pytest.raises(ParameterError, match="formula"):
         parse_formula("y a b", ["y"])
+
+
+def test_regression_design_codes_categories_on_one_design():
+    from synthinfer.bayes.models import regression_design
+    from synthinfer.errors import DomainError, MissingValueError
+
+    real = pd.DataFrame({"y": ["no", "yes", "yes"], "g": ["b", "a", "c"], "k": [13, 9, 13], "x": [0.5, 1.0, 2.0]})
+    syn = pd.DataFrame({"y": pd.Categorical(["yes", "no"], categories=["no", "yes"]),
+                        "g": pd.Categorical(["b", "b"], categories=["b", "a"]),
+                        "k": pd.Categorical(["9", "13"], categories=["9", "13", "16"]), "x": [1.5, 3.0]})
+    (r, s), names = regression_design([real, syn], "y", ["g", "k", "x"], binary=True)
+    # g: the release's categories in their order (b the reference), then c seen in the real rows;
+    # k: numbers in the real table, so numbers in the release too ("13" reads as 13)
+    assert names == ["g=a", "g=c", "k", "x"]
+    np.testing.assert_array_equal(r[0], [[0, 0, 13, 0.5], [1, 0, 9, 1.0], [0, 1, 13, 2.0]])
+    np.testing.assert_array_equal(s[0], [[0, 0, 9, 1.5], [0, 0, 13, 3.0]])  # a and c absent: zero columns
+    np.testing.assert_array_equal(r[1], [0, 1, 1])  # the second level, "yes", is 1
+    np.testing.assert_array_equal(s[1], [1, 0])
+    with pytest.raises(DomainError, match="target 'g' has levels"):
+        regression_design([real, syn], "g", ["x"], binary=True)  # three levels
+    with pytest.raises(DomainError, match="target 'y' has levels .* numbers"):
+        regression_design([real, syn], "y", ["x"])  # not a binary model
+    with pytest.raises(DomainError, match="column 'x' is not numbers"):
+        regression_design([real, syn.assign(x=["[0, 2)", "[2, 4]"])], "y", ["x"], binary=True)  # bin labels
+    with pytest.raises(MissingValueError, match="column 'g' has missing values in table 1"):
+        regression_design([real, syn.assign(g=["b", None])], "y", ["g"], binary=True)
+
+
+def test_choose_m_takes_text_columns(tmp_path):
+    """A logistic model on text columns (a release's categories): indicators, a text outcome."""
+    rng = np.random.default_rng(1)
+
+    def table(n):
+        g = rng.choice(["a", "b", "c"], n)
+        p = 1 / (1 + np.exp(-(np.where(g == "b", 1.0, 0.0) - 0.5)))
+        return pd.DataFrame({"income": np.where(rng.random(n) < p, ">50K", "<=50K"), "g": g})
+
+    table(60).to_csv(tmp_path / "r.csv", index=False)
+    table(200).to_parquet(tmp_path / "s.parquet", index=False)
+    res = CliRunner().invoke(app, ["choose-m", str(tmp_path / "r.csv"), str(tmp_path / "s.parquet"), "--model",
+                                   "logistic", "--formula", "income ~ g", "--m-grid", "0,50", "--splits", "3",
+                                   "--num-warmup", "100", "--num-samples", "100", "--seed", "0"])
+    assert res.exit_code == 0, res.output
+    assert "m-hat" in res.output

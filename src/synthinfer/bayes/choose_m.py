@@ -231,6 +231,14 @@ def _argbest(traj: Trajectory, idx: np.ndarray) -> int:
     return int(np.argmax([auroc(y, s[idx]) for s in traj.scores]))
 
 
+#: The default m grid stops at this many times the real rows (or at all synthetic rows, if
+#: fewer). Past it the synthetic rows outweigh the real ones tenfold and the trajectory is near
+#: its limit, while every configuration costs as much as the largest m (all are sampled in one
+#: vectorised program, padded to it): a release of a million rows beside a learner's thousand
+#: would make each of the ~20 posteriors one of a million rows. Give ``m_grid`` to go further.
+DEFAULT_GRID_RATIO = 10
+
+
 @uses_float64
 def choose_m(
     posterior: GeneralisedPosterior,
@@ -250,7 +258,8 @@ def choose_m(
     """m-hat = argmin_m of the held-out criterion, kept only if it significantly beats m = 0 (A.5.1.1).
 
     ``test`` is held-out real data (never used to fit). ``m_grid`` defaults to ~20 values from
-    0 to all synthetic rows. The test needs a criterion with per-point terms or AUROC.
+    0 to all synthetic rows or :data:`DEFAULT_GRID_RATIO` times the real rows, whichever is
+    fewer. The test needs a criterion with per-point terms or AUROC.
     """
     if criterion not in ("log_score", "kld", "brier", "auroc"):
         raise ParameterError(f"choose_m's test needs log_score, kld, brier or auroc, got {criterion!r}")
@@ -260,7 +269,9 @@ def choose_m(
             raise ParameterError(f"{name} must be {'>= 1' if name == 'n_splits' else 'in (0, 1)'}, got {value!r}")
     M = _len(synthetic)
     if m_grid is None:
-        m_grid = np.unique(np.round(np.r_[0, np.geomspace(1, max(M, 1), 19)]).astype(int)) if M else [0]
+        n_real = _len(real)
+        top = M if n_real == 0 else min(M, DEFAULT_GRID_RATIO * n_real)
+        m_grid = np.unique(np.round(np.r_[0, np.geomspace(1, max(top, 1), 19)]).astype(int)) if top else [0]
     m_grid = sorted(set(int(m) for m in m_grid) | {0})
     rng = make_rng(seed)
     traj = learning_trajectory(

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from synthinfer._jax import jax, jnp
-from synthinfer.errors import DomainError, NonFiniteError, ParameterError, UnknownColumnError
+from synthinfer.errors import DomainError, MissingValueError, NonFiniteError, ParameterError, UnknownColumnError
 
 _LOG2PI = math.log(2 * math.pi)
 
@@ -59,6 +59,86 @@ def _numbers(data: pd.DataFrame, columns: Sequence[str], model: str) -> np.ndarr
                 "categories as numbers (e.g. 0/1 indicators), and binned columns as numbers (a release written with "
                 "--numbers or --midpoints)") from None
     return np.column_stack(out) if out else np.zeros((len(data), 0))
+
+
+def regression_design(frames: Sequence[pd.DataFrame], target: str, features: Sequence[str], *, binary: bool = False,
+                      model: str = "the regression model") -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
+    """``(X, y)`` of each of ``frames`` on one shared design, and the names of ``X``'s columns.
+
+    A feature that is numbers in any frame is a column of numbers in every frame (text that does
+    not read as numbers there, e.g. bin labels, is an error naming the column and ``model``); any
+    other (text, categories) is one indicator per level but the first (treatment coding, as
+    patsy's ``C()``), its levels the union over the frames: a categorical column's categories in
+    their order (a release's Domain order), then the other values seen, sorted, compared as
+    text. A level absent from one frame (e.g. a subset of synthetic rows) is a zero column there.
+    The target: numbers as they are; for a ``binary`` model a column of two levels is the
+    indicator of the second (``income``: ``>50K``), as statsmodels codes it. Give the regression
+    models the arrays (``model.prepare((X, y))``, :func:`choose_m` takes ``(X, y)`` tuples).
+    """
+    from synthinfer.data.encoding import category_text
+
+    for c in (target, *features):
+        absent = [i for i, f in enumerate(frames) if c not in f.columns]
+        if absent:
+            raise UnknownColumnError(f"column {c!r} is not in table(s) {absent} "
+                                     f"(columns: {list(frames[absent[0]].columns)})")
+
+    def numbers(c: str) -> list[np.ndarray] | None:
+        if not any(pd.api.types.is_numeric_dtype(f[c].dtype) and not isinstance(f[c].dtype, pd.CategoricalDtype)
+                   for f in frames):
+            return None
+        return [_numbers(f, [c], model)[:, 0] for f in frames]
+
+    def levels(c: str) -> list[str]:
+        ordered: list[str] = []
+        for f in frames:
+            if isinstance(f[c].dtype, pd.CategoricalDtype):
+                ordered += [category_text(v) for v in f[c].cat.categories if category_text(v) not in ordered]
+        seen = set().union(*(set(_texts(f[c])) for f in frames)) - set(ordered) - {None}
+        return ordered + sorted(seen)
+
+    blocks: list[list[np.ndarray]] = [[] for _ in frames]
+    names: list[str] = []
+    for c in features:
+        values = numbers(c)
+        if values is not None:
+            for b, v in zip(blocks, values):
+                b.append(v[:, None])
+            names.append(c)
+            continue
+        lv = levels(c)
+        for i, (b, f) in enumerate(zip(blocks, frames)):
+            text = _texts(f[c])
+            if pd.isna(text).any():
+                raise MissingValueError(f"column {c!r} has missing values in table {i}: remove or impute them first")
+            b.append(np.column_stack([(text == v).astype(np.float64) for v in lv[1:]]) if len(lv) > 1
+                     else np.zeros((len(f), 0)))
+        names += [f"{c}={v}" for v in lv[1:]]
+    ys = numbers(target)
+    if ys is None:
+        lv = levels(target)
+        if not binary or len(lv) != 2:
+            need = "two levels for a binary model" if binary else "numbers for this model"
+            shown = f"{lv[:10]}{' ...' if len(lv) > 10 else ''}"
+            raise DomainError(f"target {target!r} has levels {shown}; it needs {need}")
+        texts = [_texts(f[target]) for f in frames]
+        if any(pd.isna(text).any() for text in texts):
+            raise MissingValueError(f"the target {target!r} has missing values: remove them first")
+        ys = [(text == lv[1]).astype(np.float64) for text in texts]
+    return [(np.hstack(b) if b else np.zeros((len(y), 0)), y) for b, y in zip(blocks, ys)], names
+
+
+def _texts(s: pd.Series) -> np.ndarray:
+    """A column's values as text (:func:`~synthinfer.data.encoding.category_text`; missing ones
+    as ``None``), each distinct value converted once, for comparing levels across tables."""
+    from synthinfer.data.encoding import category_text
+
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniques = s.cat.codes.to_numpy(), s.cat.categories
+    else:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    lookup = np.array([category_text(v) for v in uniques] + [None], dtype=object)
+    return lookup[codes]  # code -1 (missing) takes the last entry
 
 
 def _array(name: str, a: Any, ndim: int) -> np.ndarray:

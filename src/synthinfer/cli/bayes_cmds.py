@@ -53,13 +53,16 @@ def choose_m_cmd(
                                      dir_okay=False),
     model: str = typer.Option("gaussian", help="gaussian | logistic | linear."),
     column: str = typer.Option(None, help="Column for the Gaussian model (default: the only column)."),
-    formula: str = typer.Option(None, help="'y ~ a + b' (or 'y ~ .') for the regression models."),
+    formula: str = typer.Option(None, help="'y ~ a + b' (or 'y ~ .') for the regression models; text or "
+                                "categorical columns enter as indicators of their levels but the first, a "
+                                "two-level text target of the logistic model as the indicator of its second."),
     loss: str = typer.Option("beta=0.5", help="log | w=W | beta=B[:W_BETA|calibrate] | noise-aware=LAMBDA."),
     test: Path = typer.Option(None, help="CSV of held-out real data; default: hold out --test-fraction of REAL.", exists=True,
                               dir_okay=False),
     test_fraction: float = typer.Option(0.3, help="Share of REAL held out when --test is not given."),
     criterion: str = typer.Option("log_score", help="log_score | brier | auroc (the last two: logistic only)."),
-    m_grid: str = typer.Option(None, help="Comma-separated m values (default: ~20 values from 0 to all rows)."),
+    m_grid: str = typer.Option(None, help="Comma-separated m values (default: ~20 values from 0 to all synthetic "
+                               "rows or 10 times the real rows, whichever is fewer)."),
     splits: int = typer.Option(25, min=1, help="Random splits of the held-out data for the test (A.13)."),
     alpha: float = typer.Option(0.05, help="Level of the test that m-hat beats m = 0."),
     num_warmup: int = typer.Option(300, help="NUTS warm-up draws (non-conjugate cases)."),
@@ -81,6 +84,7 @@ def choose_m_cmd(
         calibrate_beta_weight,
         choose_m,
     )
+    from synthinfer.bayes.models import regression_design
     from synthinfer.privacy import make_rng
 
     with user_errors():
@@ -111,6 +115,9 @@ def choose_m_cmd(
             t, r = r.iloc[perm[:k]].reset_index(drop=True), r.iloc[perm[k:]].reset_index(drop=True)
         else:
             t = read_table(test)
+        if model != "gaussian":  # categorical features as indicators, on one design for the three tables
+            (r, s, t), _ = regression_design([r, s, t], target, feats, binary=model == "logistic",
+                                             model=type(mdl).__name__)
         lss = parse_loss(loss)
         if isinstance(lss, BetaLoss) and lss.w_beta == "calibrate":
             w = calibrate_beta_weight(mdl, lss, mdl.prepare(s))

@@ -24,6 +24,7 @@ from synthinfer.bayes.models import (
     NormalPrior,
     PoissonRegression,
     ProbitRegression,
+    regression_design,
 )
 from synthinfer.bayes.posterior import GeneralisedPosterior, nig_posterior
 
@@ -56,4 +57,5 @@ __all__ = [
     "nig_posterior",
     "normal_laplace_logpdf",
     "predictive_average",
+    "regression_design",
 ]

@@ -361,7 +361,8 @@ def test_summary_says_when_the_fallback_needs_n():
 
 def test_text_columns_give_patsys_own_design():
     """Text columns are handed to patsy as categoricals (its per-value loop is slow on large
-    tables): the design, its column names and the outcome must be patsy's own on the text."""
+    tables): the design, its column names and the outcome must be patsy's own on the text, also
+    where the formula computes with the text (which a categorical would refuse)."""
     import patsy
 
     from synthinfer.analysis.models import _design
@@ -369,7 +370,7 @@ def test_text_columns_give_patsys_own_design():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"y": rng.choice(["no", "yes"], 200), "g": rng.choice(["b", "B", "a", "Z", "é"], 200),
                        "x": rng.normal(size=200)})
-    for formula in ["y ~ g + x", "y ~ C(g, Treatment('b')) + x:g"]:
+    for formula in ["y ~ g + x", "y ~ C(g, Treatment('b')) + x:g", "y ~ C(g + '_' + y) + I(g > 'a') + g"]:
         y, X = _design(formula, df, binary=True)
         y_ref, X_ref = patsy.dmatrices(formula, df.astype({"y": object, "g": object}), return_type="dataframe")
         assert list(X.columns) == list(X_ref.columns)

@@ -84,6 +84,13 @@ def test_regression_design_codes_categories_on_one_design():
         regression_design([real, syn.assign(x=["[0, 2)", "[2, 4]"])], "y", ["x"], binary=True)  # bin labels
     with pytest.raises(MissingValueError, match="column 'g' has missing values in table 1"):
         regression_design([real, syn.assign(g=["b", None])], "y", ["g"], binary=True)
+    # a release's file lists every Domain category, used or not: only those that occur are levels
+    unused = syn.assign(y=pd.Categorical(["yes", "no"], categories=["no", "yes", "<missing>"]),
+                        g=pd.Categorical(["b", "a"], categories=["zz", "b", "a"]))
+    (_, s), names = regression_design([real.iloc[:2], unused], "y", ["g"], binary=True)
+    assert names == ["g=a"]  # b the reference, zz in no table
+    np.testing.assert_array_equal(s[0][:, 0], [0, 1])
+    np.testing.assert_array_equal(s[1], [1, 0])
 
 
 def test_choose_m_takes_text_columns(tmp_path):

@@ -130,3 +130,12 @@ def test_numbers_match_text_categories_as_the_file_counts_do(tmp_path):
     np.testing.assert_array_equal(np.bincount(codes[:, 0], minlength=3), count_file(path, d, ["e"]))
     with pytest.raises(OutOfDomainError, match=r"'e'.*1 row\(s\).*14"):
         encode(pd.DataFrame({"e": [13, 14]}), d)
+    # a blank cell makes the column floats in memory (integers in SQL); categories of numbers too
+    dm = with_missing_category(d, ["e"])
+    path.write_text("e\n13\n\n9\n")
+    codes = encode(read_csv(path), dm)[:, 0]
+    np.testing.assert_array_equal(np.bincount(codes, minlength=4), count_file(path, dm, ["e"]))
+    np.testing.assert_array_equal(codes, [1, 3, 0])
+    np.testing.assert_array_equal(encode(pd.DataFrame({"e": pd.Categorical([13, 9])}), d)[:, 0], [1, 0])
+    binned = Domain([binned_column("x", edges=[0, 10, 20])])
+    np.testing.assert_array_equal(encode(pd.DataFrame({"x": pd.Categorical([3, 15, 20])}), binned)[:, 0], [0, 1, 1])

@@ -70,6 +70,8 @@ def test_private_report_warns_and_compares_with_the_real_data(toy):
 
 
 def test_total_variation_matches_brute_force():
+    from synthinfer.errors import ParameterError
+
     rng = np.random.default_rng(0)
     shape = (3, 2, 4)
     real, syn = (np.column_stack([rng.integers(0, k, 500) for k in shape]) for _ in range(2))
@@ -89,6 +91,13 @@ def test_total_variation_matches_brute_force():
         cols = (i,) if i == j else (i, j)
         mean = (marginal_tv(real, syn, shape, cols) + marginal_tv(real, other, shape, cols)) / 2
         assert tv[i, j] == pytest.approx(mean, abs=1e-12) and tv[j, i] == tv[i, j]
+    # narrow integer codes (cell index products must not overflow)
+    wide = (300, 300)
+    a, b = (np.column_stack([rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)]) for _ in range(2))
+    assert tv_matrix(a.astype(np.uint16), [b.astype(np.uint16)], wide)[0, 1] == pytest.approx(
+        marginal_tv(a, b, wide, (0, 1)), abs=1e-12)
+    with pytest.raises(ParameterError, match="no synthetic datasets"):
+        tv_matrix(real, [], shape)
 
 
 def test_cramers_v_matches_scipy():

@@ -176,6 +176,7 @@ def test_sparse_features_give_the_dense_fit_and_weights():
     np.testing.assert_allclose(sparse_r.toarray(), dense_r, rtol=1e-15, atol=0)
     beta = fit_regularised_logreg(dense_r, dense_s, 0.1)
     np.testing.assert_allclose(fit_regularised_logreg(sparse_r, sparse_s, 0.1), beta, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fit_regularised_logreg(dense_r, sparse_s, 0.1), beta, rtol=0, atol=1e-12)
     np.testing.assert_allclose(laplace_log_debias(sparse_s, 0.9), laplace_log_debias(dense_s, 0.9), atol=1e-14)
     np.testing.assert_allclose(gaussian_log_debias(sparse_s, 0.9), gaussian_log_debias(dense_s, 0.9), atol=1e-14)
     w = LogRegWeights(bounds, lam=0.1)

@@ -163,9 +163,9 @@ class FitRecord:
 def _design(formula: str, data: pd.DataFrame, binary: bool):
     import patsy
 
-    from synthinfer.analysis.support import formula_columns, formula_message
+    from synthinfer.analysis.support import formula_message
 
-    text = [c for c in formula_columns(formula, list(data.columns))
+    text = [c for c in _factor_only_columns(formula, data)
             if not isinstance(data[c].dtype, pd.CategoricalDtype) and pd.api.types.infer_dtype(data[c]) == "string"]
     if text:
         # patsy checks text values one by one in Python (seconds per million rows) but takes a
@@ -181,6 +181,30 @@ def _design(formula: str, data: pd.DataFrame, binary: bool):
     except AnalysisError as e:
         raise AnalysisError(f"formula {formula!r}: {e}") from None
     return pd.Series(col, index=y.index, name=y.columns[-1 if binary and y.shape[1] == 2 else 0]), X
+
+
+def _factor_only_columns(formula: str, data: pd.DataFrame) -> list[str]:
+    """The columns ``formula`` uses only as factors as they are (``x`` or ``C(x, ...)``), never
+    inside an expression (``I(x + "a")``, ``x.str.lower()``), where a categorical would not act
+    as text does; none when the formula does not parse (patsy's own error follows)."""
+    import re
+
+    import patsy
+
+    from synthinfer.analysis.support import _variables
+
+    try:
+        desc = patsy.ModelDesc.from_formula(formula)
+    except patsy.PatsyError:
+        return []
+    columns = [str(c) for c in data.columns]
+    uses: dict[str, bool] = {}
+    for factor in {f for term in desc.lhs_termlist + desc.rhs_termlist for f in term.factors}:
+        code = factor.name()
+        for c in _variables(code, columns):
+            plain = code == c or re.fullmatch(rf"C\(\s*{re.escape(c)}\s*(,.*)?\)", code, flags=re.S) is not None
+            uses[c] = uses.get(c, True) and plain
+    return [c for c in columns if uses.get(c, False)]
 
 
 def _check_full_rank(X: np.ndarray, names: list[str]) -> None:

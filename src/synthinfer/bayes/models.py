@@ -68,9 +68,9 @@ def regression_design(frames: Sequence[pd.DataFrame], target: str, features: Seq
     A feature that is numbers in any frame is a column of numbers in every frame (text that does
     not read as numbers there, e.g. bin labels, is an error naming the column and ``model``); any
     other (text, categories) is one indicator per level but the first (treatment coding, as
-    patsy's ``C()``), its levels the union over the frames: a categorical column's categories in
-    their order (a release's Domain order), then the other values seen, sorted, compared as
-    text. A level absent from one frame (e.g. a subset of synthetic rows) is a zero column there.
+    patsy's ``C()``), its levels those that occur in any frame, compared as text: in the order
+    of a categorical column's categories (a release's Domain order), then the others, sorted. A
+    level absent from one frame (e.g. a subset of synthetic rows) is a zero column there.
     The target: numbers as they are; for a ``binary`` model a column of two levels is the
     indicator of the second (``income``: ``>50K``), as statsmodels codes it. Give the regression
     models the arrays (``model.prepare((X, y))``, :func:`choose_m` takes ``(X, y)`` tuples).
@@ -90,12 +90,14 @@ def regression_design(frames: Sequence[pd.DataFrame], target: str, features: Seq
         return [_numbers(f, [c], model)[:, 0] for f in frames]
 
     def levels(c: str) -> list[str]:
+        # the levels that occur (a release's file lists every Domain category, used or not:
+        # an unused one as the reference would make the indicators sum to the intercept)
+        seen = set().union(*(set(_texts(f[c])) for f in frames)) - {None}
         ordered: list[str] = []
         for f in frames:
             if isinstance(f[c].dtype, pd.CategoricalDtype):
-                ordered += [category_text(v) for v in f[c].cat.categories if category_text(v) not in ordered]
-        seen = set().union(*(set(_texts(f[c])) for f in frames)) - set(ordered) - {None}
-        return ordered + sorted(seen)
+                ordered += [v for v in map(category_text, f[c].cat.categories) if v in seen and v not in ordered]
+        return ordered + sorted(seen - set(ordered))
 
     blocks: list[list[np.ndarray]] = [[] for _ in frames]
     names: list[str] = []

@@ -196,6 +196,9 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             f"column {col.name!r} has {int(isna.sum())} missing values but its Domain has no "
             f"{MISSING!r} category; build the Domain with with_missing_category()"
         )
+    numeric_levels = isinstance(s.dtype, pd.CategoricalDtype) and _numbers_not_bools(s.cat.categories.dtype)
+    if col.binning is not None and numeric_levels:
+        s = s.astype(float)  # categories that are numbers: binned by the public edges like any numbers
     if col.binning is not None and not isinstance(s.dtype, pd.CategoricalDtype) and (
         pd.api.types.is_numeric_dtype(s.dtype)
     ):
@@ -203,7 +206,7 @@ def _encode_column(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
     if isinstance(s.dtype, pd.CategoricalDtype):
         # One lookup per level, gathered by the rows' level codes: a release's datasets are
         # categorical, and looking up millions of rows one by one dominated reading them.
-        levels = pd.Series(s.cat.categories, dtype=object)
+        levels = pd.Series(s.cat.categories, dtype=s.cat.categories.dtype if numeric_levels else object)
         per_level = _lookup(levels, col, np.zeros(len(levels), dtype=bool))
         codes = np.append(per_level, -1)[s.cat.codes.to_numpy()]  # code -1 (NA): isna, set below
     else:
@@ -250,13 +253,22 @@ def _lookup(s: pd.Series, col: Column, isna: np.ndarray) -> np.ndarray:
             bad = (codes < 0) & ~isna
         if bad.any():
             codes[bad] = _text_as_sql_reads_it(s[bad], col)
-    elif bad.any() and not pd.api.types.is_bool_dtype(s.dtype):
+    elif bad.any() and _numbers_not_bools(s.dtype):
         # numbers against text categories (a CSV's 13 where the Domain lists "13"): the number's
-        # text, as count_file's SQL casts it, so the file and its rows in memory encode alike
+        # text, as count_file's SQL casts it, so the file and its rows in memory encode alike;
+        # then a whole number's text without ".0" (a CSV's integer column with a blank cell
+        # reads as floats here, as integers in SQL)
         text = pd.Index([category_text(c) for c in col.categories])
         if text.is_unique:
             codes[bad] = text.get_indexer(s[bad].map(str))
+            bad = (codes < 0) & ~isna
+            if bad.any():
+                codes[bad] = text.get_indexer(s[bad].map(category_text))
     return codes
+
+
+def _numbers_not_bools(dtype) -> bool:
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
 
 
 def _text_as_sql_reads_it(values: pd.Series, col: Column) -> np.ndarray:

@@ -425,8 +425,13 @@ def collect_counts(rows: Sequence[Sequence], domain: Domain, marginals: Sequence
     totals = np.sum([[int(v or 0) for v in r[k + 2:]] for r in rows if r[0] == first], axis=0)
     bad, null = totals[0::2], totals[1::2]
     for c, b in zip(used, bad):
-        if b:
-            raise OutOfDomainError(f"column {c!r} of {what}: {int(b)} row(s) have values outside the Domain")
+        if b:  # the public Domain's side only: the offending values are private
+            col = domain[c]
+            allowed = (f"numbers in [{col.binning.edges[0]:g}, {col.binning.edges[-1]:g}] or bin labels"
+                       if col.binning is not None else
+                       f"{list(col.categories)[:10]}{' ...' if col.size > 10 else ''}")
+            raise OutOfDomainError(f"column {c!r} of {what}: {int(b)} row(s) have values outside the Domain "
+                                   f"(allowed: {allowed})")
     if missing == "error" and null.any():
         per = {c: int(z) for c, z in zip(used, null) if z}
         raise MissingValueError(f"missing values in {what}: {per} (column: rows); give those columns a {MISSING!r} "

@@ -56,6 +56,10 @@ def spark_session():
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    from pyspark import SparkContext
+
+    # a context of the user's that is not this thread's active session is theirs to configure
+    ours = SparkContext._active_spark_context is None
     try:
         # A session started here is synthinfer's own: no web UI, no console progress bars (they
         # would cut through the command's own progress lines) and only Spark's errors logged
@@ -67,7 +71,8 @@ def spark_session():
     except Exception as e:  # no Java, a master that does not answer, ...
         raise SynthinferError(f"Spark could not start ({MASTER_ENV}={os.environ.get(MASTER_ENV, 'local[*]')}): "
                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    session.sparkContext.setLogLevel("ERROR")
+    if ours:
+        session.sparkContext.setLogLevel("ERROR")
     return session
 
 

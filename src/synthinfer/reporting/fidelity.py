@@ -26,6 +26,8 @@ import itertools
 
 import numpy as np
 
+from synthinfer.errors import ParameterError
+
 #: Rows of each table the propensity model sees at most (a fixed, seeded sample above it), so
 #: that the report's cost is bounded on large tables.
 PMSE_MAX_ROWS = 20_000
@@ -48,7 +50,7 @@ def marginal_tables(codes: np.ndarray,
     """Counts of every 1-way marginal (a vector per column) and every 2-way one (an
     ``(shape[i], shape[j])`` table per pair ``i < j``) of one table of codes: each column is
     copied out once, so a table of millions of rows is read column by column, not strided."""
-    cols = [np.ascontiguousarray(codes[:, c]) for c in range(len(shape))]
+    cols = [np.asarray(codes[:, c], dtype=np.int64) for c in range(len(shape))]  # products below must not overflow
     one = [np.bincount(c, minlength=s) for c, s in zip(cols, shape)]
     two = {(i, j): np.bincount(cols[i] * shape[j] + cols[j], minlength=shape[i] * shape[j]).reshape(
         shape[i], shape[j]) for i, j in itertools.combinations(range(len(shape)), 2)}
@@ -71,6 +73,8 @@ def fidelity_matrices(real: np.ndarray, synthetics: list[np.ndarray],
                       shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """:func:`tv_matrix` and :func:`association_differences` together, from each dataset's
     :func:`marginal_tables` counted once."""
+    if not synthetics:
+        raise ParameterError("no synthetic datasets to compare with the real table")
     k = len(shape)
     real_one, real_two = marginal_tables(real, shape)
     real_v = {pair: _cramers_v(table) for pair, table in real_two.items()}

@@ -68,8 +68,9 @@ def fit_regularised_logreg(x_real: np.ndarray, x_synth: np.ndarray, lam: float, 
 
     lam = _check_lam(lam)
     # CSR features (FeatureMap.transform(sparse=True)) keep a fit on millions of rows in memory
-    sparse = scipy.sparse.issparse(x_real)
-    x = scipy.sparse.vstack([x_real, x_synth], format="csr") if sparse else np.vstack([x_real, x_synth])
+    sparse = scipy.sparse.issparse(x_real) or scipy.sparse.issparse(x_synth)
+    x = (scipy.sparse.vstack([scipy.sparse.csr_array(x_real), scipy.sparse.csr_array(x_synth)], format="csr")
+         if sparse else np.vstack([x_real, x_synth]))
     y = np.r_[np.ones(x_real.shape[0]), np.zeros(x_synth.shape[0])]
     sign = 2 * y - 1
     n_d, dim = x_real.shape[0], x.shape[1]

@@ -50,7 +50,7 @@ def marginal_tables(codes: np.ndarray,
     """Counts of every 1-way marginal (a vector per column) and every 2-way one (an
     ``(shape[i], shape[j])`` table per pair ``i < j``) of one table of codes: each column is
     copied out once, so a table of millions of rows is read column by column, not strided."""
-    cols = [np.asarray(codes[:, c], dtype=np.int64) for c in range(len(shape))]  # products below must not overflow
+    cols = [np.ascontiguousarray(codes[:, c], dtype=np.int64) for c in range(len(shape))]  # int64: no overflow below
     one = [np.bincount(c, minlength=s) for c, s in zip(cols, shape)]
     two = {(i, j): np.bincount(cols[i] * shape[j] + cols[j], minlength=shape[i] * shape[j]).reshape(
         shape[i], shape[j]) for i, j in itertools.combinations(range(len(shape)), 2)}

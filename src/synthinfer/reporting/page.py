@@ -262,6 +262,7 @@ def _as_released(private_data: pd.DataFrame, codes: np.ndarray, finite, domain, 
 def _coefficients(release, private_data, datasets, formula, model) -> dict[str, Any]:
     """The analyst's model on the real rows against Rubin's rules on the synthetic datasets."""
     from synthinfer.analysis import analyze
+    from synthinfer.analysis.fastglm import fast_path_applies, fit_fast
     from synthinfer.analysis.models import FitOptions, fit_dataset, resolve_model
     from synthinfer.errors import AnalysisError
     from synthinfer.reporting import figures
@@ -271,7 +272,11 @@ def _coefficients(release, private_data, datasets, formula, model) -> dict[str, 
     # a release with declared missing values holds NaN where the real rows had none: both sides
     # are compared on their complete cases, as statsmodels' formulas fit them, and the page says so
     complete = complete_cases(private_data, formula)
-    real = fit_dataset(0, private_data.loc[complete], resolve_model(model), FitOptions(formula), None, None)
+    rows, spec, opts = private_data.loc[complete], resolve_model(model), FitOptions(formula)
+    # the batched GLM fit on the distinct rows (as analyze fits the synthetic datasets; a census
+    # table has millions of rows but few distinct ones), statsmodels where it does not apply
+    real = (fit_fast([rows], spec, opts, None)[0] if fast_path_applies(spec, opts) else None) or fit_dataset(
+        0, rows, spec, opts, None, None)
     if not real.ok:
         raise AnalysisError(f"the model {formula!r} failed on the private data: {real.error}")
     res = analyze(datasets, formula, model=model, n=release.n, progress=False, seed=0, missing="drop")

@@ -1,3 +1,5 @@
+import re
+
 import pandas as pd
 from typer.testing import CliRunner
 
@@ -27,7 +29,18 @@ def test_domain_and_count(tmp_path):
     pd.DataFrame({"a": ["zz"], "b": [0]}).to_csv(bad, index=False)
     r = runner.invoke(app, ["count", str(bad), "--domain", str(dj), "--marginal", "a"])
     assert r.exit_code == 2
-    assert "outside the Domain" in r.output
+    assert "outside the Domain" in r.output and "allowed: ['x', 'y']" in r.output and "zz" not in r.output
+    # a quoted glob of files is one table, as generate reads it; no match is one error line
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, rows in enumerate([["x", "y"], ["y"]]):
+        pd.DataFrame({"a": rows, "b": [1] * len(rows)}).to_parquet(parts / f"p{i}.parquet")
+    r = runner.invoke(app, ["count", str(parts / "*.parquet"), "--domain", str(dj), "--marginal", "a"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"x\s.*\s1\s", r.output) and re.search(r"y\s.*\s2\s", r.output)
+    for missing in (parts / "*.csv", tmp_path / "none.csv"):
+        r = runner.invoke(app, ["count", str(missing), "--domain", str(dj), "--marginal", "a"])
+        assert r.exit_code == 2 and r.output.startswith("error: no ") and "Traceback" not in r.output
 
 
 def test_domain_shows_continuous_columns(tmp_path):

@@ -342,7 +342,7 @@ def _duckdb_source(path: Path) -> str:
         if not glob.glob(str(path)):
             raise FileNotFoundError(f"no file matches {path}")
     elif not path.exists():
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(f"no data file {path}")
     suffix = "".join(path.suffixes).lower()
     if ".parquet" in suffix or suffix.endswith(".pq"):
         return f"read_parquet({DUCKDB.string(str(path))})"

@@ -107,6 +107,9 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--reference", default="most_frequent", help="NapsuMQ's reference (default: its default)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "default_fit.json"))
+    ap.add_argument("--save", type=Path, default=None,
+                    help="folder to keep each fit (fit_SEED.npz) and its draws (draws_SEED.npy) in, for sampling its "
+                         "posterior again (NapsuMQ.load(...).resample_posterior) on the same noisy counts")
     a = ap.parse_args()
     from synthinfer._jax import jax
     from synthinfer.datasets import adult_domain, load_adult
@@ -139,6 +142,10 @@ def main() -> None:
         runs[-1]["utility"] = _tv_summary(tv_matrix(real_codes, synthetic, net.shape))  # 5 synthetic datasets
         runs[-1]["mbi"] = mbi_point_estimate(gen, real_codes)
         runs[-1]["slowest_parameters"] = slowest_parameters(gen)
+        if a.save is not None:  # the noisy measurements and the draws: no rows of the data
+            a.save.mkdir(parents=True, exist_ok=True)
+            gen.save(a.save / f"fit_{seed}.npz")
+            np.save(a.save / f"draws_{seed}.npy", np.asarray(gen.posterior_.posterior["theta"]))
         del gen
         jax.clear_caches()  # mbi's programs, one set per model, stay in JAX's global caches otherwise
         print(json.dumps(runs[-1]), flush=True)

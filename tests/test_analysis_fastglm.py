@@ -177,6 +177,20 @@ def test_stateful_transforms_take_their_state_from_each_dataset():
     _assert_equal(fast, _statsmodels(datasets, "logit", formula))
 
 
+def test_whole_column_expressions_see_every_row():
+    # x.mean(), .median() or pd.qcut summarise the column they are given: on the distinct rows
+    # (few values, each once) they differ from statsmodels' on every row
+    from synthinfer.analysis.fastglm import _rowwise
+
+    rng = np.random.default_rng(8)
+    datasets = [_data(rng, 3000, discrete=True) for _ in range(2)]
+    for formula in ["y ~ I(z - z.mean()) + C(g)", "y ~ I(z > z.median())", "y ~ pd.qcut(z, 3)"]:
+        assert not _rowwise(formula)
+        fast = fit_fast(datasets, resolve_model("logit"), FitOptions(formula=formula), None)
+        _assert_equal(fast, _statsmodels(datasets, "logit", formula))
+    assert _rowwise("y ~ np.log(z + 1) + I(z ** 2) + C(g, Treatment('b')) + z:g")
+
+
 @pytest.mark.parametrize("model", ["logit", "ols", "poisson"])
 def test_one_singular_dataset_leaves_the_others_on_the_batched_fit(model):
     # a stacked solve raises for the whole stack when one Gram matrix is singular: every

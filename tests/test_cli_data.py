@@ -38,7 +38,7 @@ def test_domain_and_count(tmp_path):
     r = runner.invoke(app, ["count", str(parts / "*.parquet"), "--domain", str(dj), "--marginal", "a"])
     assert r.exit_code == 0, r.output
     assert re.search(r"x\s.*\s1\s", r.output) and re.search(r"y\s.*\s2\s", r.output)
-    for missing in (parts / "*.csv", tmp_path / "none.csv"):
+    for missing in (parts / "*.csv", tmp_path / "none.csv", parts):  # a glob matching nothing, no file, a folder
         r = runner.invoke(app, ["count", str(missing), "--domain", str(dj), "--marginal", "a"])
         assert r.exit_code == 2 and r.output.startswith("error: no ") and "Traceback" not in r.output
 

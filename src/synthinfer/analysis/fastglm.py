@@ -137,6 +137,42 @@ def _distinct_rows(data: pd.DataFrame, cols: list) -> tuple[pd.DataFrame, np.nda
     return data.iloc[first], codes.reshape(n)
 
 
+#: Functions a factor may call and still be computed row by row (each row's value from that row
+#: alone): patsy's categorical wrappers and contrasts, and numpy's elementwise functions.
+_ROWWISE_CALLS = frozenset({"C", "I", "Q", "Treatment", "Sum", "Diff", "Helmert", "Poly"})
+_ROWWISE_NUMPY = frozenset({"log", "log1p", "log2", "log10", "exp", "expm1", "sqrt", "square", "abs", "power",
+                            "sin", "cos", "tanh", "maximum", "minimum", "clip", "where", "sign", "floor", "ceil"})
+
+
+def _rowwise(formula: str) -> bool:
+    """Whether every factor of ``formula`` gives each row a value from that row alone, so that
+    its design can be built on the distinct rows: names, constants, operators and the calls
+    above. Anything else (``x.mean()``, ``pd.qcut(x, 3)``, ``center(x)``) may summarise the
+    whole column, whose distinct values are not its rows."""
+    import ast
+
+    import patsy
+
+    def ok(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call):
+            f = node.func
+            allowed = (isinstance(f, ast.Name) and f.id in _ROWWISE_CALLS) or (
+                isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("np", "numpy")
+                and f.attr in _ROWWISE_NUMPY)
+            return allowed and all(ok(a) for a in node.args) and all(ok(k.value) for k in node.keywords)
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)) or isinstance(
+                node, (ast.comprehension, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+            return False
+        return all(ok(child) for child in ast.iter_child_nodes(node))
+
+    try:
+        desc = patsy.ModelDesc.from_formula(formula)
+        codes = {f.code for term in desc.lhs_termlist + desc.rhs_termlist for f in term.factors}
+        return all(ok(ast.parse(code, mode="eval")) for code in codes)
+    except Exception:  # noqa: BLE001 - a formula patsy or Python cannot read: the full path reports it
+        return False
+
+
 def _stateful(y_info, X_info) -> bool:
     """Whether a factor memorised a stateful transform (``center``, ``bs``, ...): its state
     comes from the data, so the design must be built on each full dataset."""
@@ -154,18 +190,19 @@ def _designs(formula: str, datasets: Sequence[pd.DataFrame], binary: bool) -> li
 
     infos: dict[tuple, tuple | None] = {}  # None: stateful, parse every dataset in full
     out: list[_Design | None] = []
+    rowwise = _rowwise(formula)
     for data in datasets:
         try:
             cols = _formula_columns(data, formula)
             key = _level_signature(data, cols, formula)
             if key in infos and infos[key] is not None:
-                rows, codes = _distinct_rows(data, cols)
+                rows, codes = _distinct_rows(data, cols) if rowwise else (data, np.arange(len(data)))
                 y, X = patsy.build_design_matrices(list(infos[key]), rows, NA_action="raise")
             elif key in infos:
                 y, X = patsy.dmatrices(formula, data, NA_action="raise")
                 codes = np.arange(len(data))
             else:
-                rows, codes = _distinct_rows(data, cols)
+                rows, codes = _distinct_rows(data, cols) if rowwise else (data, np.arange(len(data)))
                 y, X = patsy.dmatrices(formula, rows, NA_action="raise")
                 if _stateful(y.design_info, X.design_info):
                     infos[key] = None

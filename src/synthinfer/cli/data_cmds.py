@@ -51,7 +51,7 @@ def domain_cmd(domain: Path = typer.Argument(..., help="Domain JSON file.", exis
 
 def count_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file, or a quoted glob of files read as one table "
-                                          "('dir/*.parquet').", dir_okay=False),
+                                          "('dir/*.parquet')."),
     domain: Path = typer.Option(..., "--domain", help="Domain JSON file.", exists=True, dir_okay=False),
     marginal: str = typer.Option(..., "--marginal", help='Columns, comma separated, e.g. "age,income".'),
     drop_missing: bool = typer.Option(False, help="Drop rows with missing values instead of failing."),

@@ -80,7 +80,7 @@ class Engine(str, Enum):
 
 
 _DATA = typer.Argument(..., help="Private data: a CSV (or .parquet) file with every Domain column; for napsu also a "
-                                 "quoted glob of files read as one table ('dir/*.parquet').", dir_okay=False)
+                                 "quoted glob of files read as one table ('dir/*.parquet').")
 _DOMAIN = typer.Option(..., "--domain", help="Public Domain JSON file.", exists=True, dir_okay=False)
 _OUT = typer.Option(..., "--out", help="Release directory to write (a .zip path writes a zip file).")
 _DELTA = typer.Option(
@@ -283,7 +283,8 @@ def _generate_release(
             if generator != "napsu":
                 raise ParameterError(f"a glob of files is read by NAPSU-MQ's counting only, not by --generator {generator}")
         elif not data.is_file():
-            raise FileNotFoundError(f"no data file {data}")
+            raise FileNotFoundError(f"no data file {data}" + (" (it is a folder; a quoted glob 'folder/*.parquet' "
+                                                              "reads its files as one table)" if data.is_dir() else ""))
         # NAPSU-MQ reads only marginal counts: DuckDB scans the file and no row is loaded
         # (private bins need the values themselves, so the table is read for them)
         from_file = generator == "napsu" and not private_columns(dom)

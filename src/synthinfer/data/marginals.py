@@ -341,8 +341,9 @@ def _duckdb_source(path: Path) -> str:
 
         if not glob.glob(str(path)):
             raise FileNotFoundError(f"no file matches {path}")
-    elif not path.exists():
-        raise FileNotFoundError(f"no data file {path}")
+    elif not path.is_file():
+        raise FileNotFoundError(f"no data file {path}" + (" (it is a folder; a quoted glob 'folder/*.parquet' reads "
+                                                          "its files as one table)" if path.is_dir() else ""))
     suffix = "".join(path.suffixes).lower()
     if ".parquet" in suffix or suffix.endswith(".pq"):
         return f"read_parquet({DUCKDB.string(str(path))})"

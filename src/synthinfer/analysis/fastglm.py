@@ -151,7 +151,7 @@ def _rowwise(formula: str) -> bool:
     whole column, whose distinct values are not its rows."""
     import ast
 
-    import patsy
+    from synthinfer.analysis.support import factor_codes
 
     def ok(node: ast.AST) -> bool:
         if isinstance(node, ast.Call):
@@ -166,9 +166,7 @@ def _rowwise(formula: str) -> bool:
         return all(ok(child) for child in ast.iter_child_nodes(node))
 
     try:
-        desc = patsy.ModelDesc.from_formula(formula)
-        codes = {f.code for term in desc.lhs_termlist + desc.rhs_termlist for f in term.factors}
-        return all(ok(ast.parse(code, mode="eval")) for code in codes)
+        return all(ok(ast.parse(code, mode="eval")) for code in factor_codes(formula))
     except Exception:  # noqa: BLE001 - a formula patsy or Python cannot read: the full path reports it
         return False
 

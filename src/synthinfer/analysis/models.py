@@ -189,18 +189,15 @@ def _factor_only_columns(formula: str, data: pd.DataFrame) -> list[str]:
     as text does; none when the formula does not parse (patsy's own error follows)."""
     import re
 
-    import patsy
-
-    from synthinfer.analysis.support import _variables
+    from synthinfer.analysis.support import _variables, factor_codes
 
     try:
-        desc = patsy.ModelDesc.from_formula(formula)
-    except patsy.PatsyError:
+        codes = factor_codes(formula)
+    except ParameterError:
         return []
     columns = [str(c) for c in data.columns]
     uses: dict[str, bool] = {}
-    for factor in {f for term in desc.lhs_termlist + desc.rhs_termlist for f in term.factors}:
-        code = factor.name()
+    for code in codes:
         for c in _variables(code, columns):
             plain = code == c or re.fullmatch(rf"C\(\s*{re.escape(c)}\s*(,.*)?\)", code, flags=re.S) is not None
             uses[c] = uses.get(c, True) and plain

@@ -103,18 +103,24 @@ def _variables(code: str, columns: Sequence[str]) -> set[str]:
     return {c for c in columns if c in names}
 
 
-def formula_columns(formula: str, columns: Sequence[str]) -> list[str]:
-    """The ``columns`` that ``formula`` names, outcome and predictors (in ``columns``' order);
-    a formula that does not parse raises :class:`ParameterError`."""
+def factor_codes(formula: str) -> list[str]:
+    """The code of each distinct factor of ``formula``, outcome and predictors (e.g.
+    ``"C(x, Treatment('a'))"``, ``"np.log(z)"``); a formula that does not parse raises
+    :class:`ParameterError`."""
     import patsy
 
     try:
         desc = patsy.ModelDesc.from_formula(formula)
     except patsy.PatsyError as e:
         raise ParameterError(formula_message(formula, e)) from None
+    return list(dict.fromkeys(f.name() for t in desc.lhs_termlist + desc.rhs_termlist for f in t.factors))
+
+
+def formula_columns(formula: str, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that ``formula`` names, outcome and predictors (in ``columns``' order);
+    a formula that does not parse raises :class:`ParameterError`."""
     columns = [str(c) for c in columns]
-    named = set().union(*(_variables(f.name(), columns) for t in desc.lhs_termlist + desc.rhs_termlist
-                          for f in t.factors))
+    named = set().union(*(_variables(code, columns) for code in factor_codes(formula)))
     return [c for c in columns if c in named]
 
 

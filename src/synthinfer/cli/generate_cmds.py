@@ -251,6 +251,7 @@ def _generate_release(
     the fit until the release is written, so two runs never both spend budget on one path."""
     from synthinfer.data import Domain
     from synthinfer.data.counting import FileCounter
+    from synthinfer.data.marginals import no_data_file
     from synthinfer.data.private_bins import private_columns
     from synthinfer.files import output_lock
     from synthinfer.privacy import PrivacyBudget, PrivacyLedger, default_delta
@@ -283,8 +284,7 @@ def _generate_release(
             if generator != "napsu":
                 raise ParameterError(f"a glob of files is read by NAPSU-MQ's counting only, not by --generator {generator}")
         elif not data.is_file():
-            raise FileNotFoundError(f"no data file {data}" + (" (it is a folder; a quoted glob 'folder/*.parquet' "
-                                                              "reads its files as one table)" if data.is_dir() else ""))
+            raise no_data_file(data)
         # NAPSU-MQ reads only marginal counts: DuckDB scans the file and no row is loaded
         # (private bins need the values themselves, so the table is read for them)
         from_file = generator == "napsu" and not private_columns(dom)

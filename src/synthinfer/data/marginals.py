@@ -333,6 +333,12 @@ def file_columns(path: str | os.PathLike) -> list[str]:
         con.close()
 
 
+def no_data_file(path: Path) -> FileNotFoundError:
+    """The error for a data path that is no file (a folder: with the glob form that reads it)."""
+    hint = " (it is a folder; a quoted glob 'folder/*.parquet' reads its files as one table)" if path.is_dir() else ""
+    return FileNotFoundError(f"no data file {path}{hint}")
+
+
 def _duckdb_source(path: Path) -> str:
     """DuckDB's table function reading ``path`` (every value of a CSV as text), after checking
     that the file or the glob's files exist and that a CSV has a usable header."""
@@ -342,8 +348,7 @@ def _duckdb_source(path: Path) -> str:
         if not glob.glob(str(path)):
             raise FileNotFoundError(f"no file matches {path}")
     elif not path.is_file():
-        raise FileNotFoundError(f"no data file {path}" + (" (it is a folder; a quoted glob 'folder/*.parquet' reads "
-                                                          "its files as one table)" if path.is_dir() else ""))
+        raise no_data_file(path)
     suffix = "".join(path.suffixes).lower()
     if ".parquet" in suffix or suffix.endswith(".pq"):
         return f"read_parquet({DUCKDB.string(str(path))})"

@@ -147,7 +147,7 @@ def test_a_resumed_run_goes_on_from_the_chains_with_a_new_step_size(problem):
     window = 200 - (int(np.nonzero(slow)[0][-1]) + 1)
     assert (first.warmup, fresh.warmup, again.warmup) == (200, 200, window) and 0 < window < 200
     assert again.draws.shape == first.draws.shape and np.all(np.isfinite(again.draws))
-    assert again.step_size.max() < first.step_size.min()  # adapted towards 0.95, not kept at 0.8's
+    assert np.all(again.step_size < first.step_size)  # each chain's adapted towards 0.95, not kept at 0.8's
     # the mass matrices went on: each chain's is the one it had, not re-estimated
     for a, b in zip(again.states, first.states):
         np.testing.assert_array_equal(a.inverse_mass_matrix, b.inverse_mass_matrix)

@@ -93,7 +93,7 @@ class PosteriorProblem:
             return np.asarray(self.noisy_counts), np.broadcast_to(np.asarray(self.sigma, float), np.shape(self.noisy_counts))
         from synthinfer.napsu.structured import canonical_summary
 
-        return canonical_summary(self.network.queries, self.layout, self.noisy_counts, self.sigma)
+        return canonical_summary(self.network.queries.canonical, self.layout, self.noisy_counts, self.sigma)
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,8 @@ class LaplaceBackend:
 class NUTSBackend:
     """NUTS whitened by the Laplace fit (:func:`synthinfer.napsu.nuts.nuts_sample`); under the
     paper's prior alone (``PosteriorProblem.plateaus``) with the one-sided map and plateau jumps of
-    near-empty cells, which the cell prior makes unnecessary. Its program compiles on the
+    near-empty cells, which the cell prior makes unnecessary; under the others with jumps along
+    the axes of near-empty cells' parameters that have a second region. Its program compiles on the
     other core while the Laplace fit runs. Where its draws have divergent transitions it samples
     again at each of ``settings.retry_target_accept`` in turn, the chains going on from where
     they stopped with their step size adapted anew (``nuts_sample(resume=...)``; the draws of
@@ -285,8 +286,9 @@ class NUTSBackend:
         from synthinfer.napsu.reparam import map_options, one_sided_cells
 
         net = problem.network
-        # plateau jumps, like the map, only under the N(0, prior_sd^2) prior alone
-        jump_moves = problem.plateaus and bool(one_sided_cells(*problem.canonical).any())
+        # jumps where near-empty cells may give a second region: plateau jumps under the
+        # N(0, prior_sd^2) prior alone (with the map), jumps along their axes under the others
+        jump_moves = bool(one_sided_cells(*problem.canonical).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                      max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")

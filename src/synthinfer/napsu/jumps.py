@@ -30,11 +30,27 @@ the plateau is the bulk, NUTS on the map moves freely: the other side is a wall,
 second region.) Each update costs one log-density evaluation (no gradient), and one gradient
 recomputation per iteration when any update was accepted.
 
+Under the interaction or cell prior (no one-sided map: :func:`axis_jumps`). A cell's parameter
+can still have two regions there. On Adult, with Husband as relationship's reference, a divorced
+person's interactions with every relationship make up for the structurally empty (Divorced,
+Husband) cell; where one of those cells is small, e.g. (Divorced, Other-relative), 222 against a
+noise sd of 45, its interaction has a bulk near 4.7 and a second mode near the interaction
+prior's centre 0, where the cell is empty, behind a drop of ~5.6 nats. A fifth of the mass sits
+there, and NUTS crossed between the two only a few times per pass (docs/napsu-sampler.md). The
+update then moves ``theta_j`` itself, the other parameters held fixed: the NUTS position ``u``
+maps linearly to ``theta = loc + L u``, so the line ``u + t L^{-1} e_j`` is where only
+``theta_j`` changes, and the update is an exact Metropolis-within-Gibbs step on ``theta_j``'s
+conditional. Its histogram comes from that conditional's profile at the Laplace mean, the log
+posterior itself evaluated on a grid along the axis, for the parameters of cells 2 to 5 noise sd
+above zero whose profile rises again below the bulk (a second mode). A long tail that only falls
+away from the mode gets no jump: NUTS crosses it well.
+
 This move is our addition; the paper's NUTS (Section 5.2) has none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,21 +65,48 @@ _GRID = np.linspace(-40.0, 20.0, 24001)  # phi; T has slope >= 1, so this covers
 
 @dataclass(frozen=True)
 class PlateauJumps:
-    """Cells to update (``index[:count]``) and their histogram edges ``edges[j]`` in ``phi_j``."""
+    """Coordinates to update (``index[:count]``) and their histogram edges ``edges[j]``.
+
+    The updated value of coordinate ``j`` is ``x_j = start[j] + rows[j] . u`` and a move to
+    ``x'`` is ``u + (x' - x_j) directions[j]`` (``rows[j] . directions[j] = 1``): for the one-sided
+    map's cells the NUTS coordinate ``u_j`` itself (zero, the identity's rows), under the other
+    priors the parameter ``theta_j`` (the Laplace mean, the whitening's rows and the columns of
+    its inverse).
+    """
 
     index: np.ndarray  # (d,) int, the updated coordinates first
     count: int
     edges: np.ndarray  # (d, BINS + 1), increasing in each row that is used
+    start: np.ndarray  # (d,)
+    rows: np.ndarray  # (d, d)
+    directions: np.ndarray  # (d, d)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The proposal's numbers, traced arguments of the compiled sampler (NumPy arrays of
         fixed dtypes, as :meth:`OneSidedMap.arrays`)."""
         return (np.asarray(self.index, dtype=np.int32), np.asarray(self.count, dtype=np.int32),
-                np.asarray(self.edges, dtype=np.float64))
+                *(np.asarray(a, dtype=np.float64) for a in (self.edges, self.start, self.rows, self.directions)))
 
     @classmethod
     def none(cls, d: int) -> PlateauJumps:
-        return cls(np.arange(d), 0, np.tile(np.linspace(0.0, 1.0, BINS + 1), (d, 1)))
+        return cls(np.arange(d), 0, np.tile(np.linspace(0.0, 1.0, BINS + 1), (d, 1)), np.zeros(d), np.eye(d), np.eye(d))
+
+
+def _histogram_edges(grid: np.ndarray, logp: np.ndarray) -> np.ndarray:
+    """``BINS + 1`` edges of equal mass under ``0.8 p + 0.2 p^{1/4} / Z`` on ``grid`` (increasing,
+    not necessarily evenly spaced; ``logp`` unnormalised): the tempered part keeps proposals where
+    the profile understates the posterior."""
+    p = np.exp(logp - logp.max())
+    tempered = np.exp(0.25 * (logp - logp.max()))
+    widths = np.diff(grid)
+
+    def integral(f: np.ndarray) -> float:  # trapezoid rule on the grid
+        return float(np.sum(0.5 * (f[1:] + f[:-1]) * widths))
+
+    g = 0.8 * p / integral(p) + 0.2 * tempered / integral(tempered)
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (g[1:] + g[:-1]) * widths)])
+    cdf /= cdf[-1]
+    return np.interp(np.linspace(1e-9, 1 - 1e-9, BINS + 1), cdf, grid)
 
 
 def _profile(phi: np.ndarray, s: float, sigma_dp: float, count_at_mode: float, theta_mode: float,
@@ -94,26 +137,100 @@ def plateau_jumps(umap: OneSidedMap, s_tilde: np.ndarray, sigma_dp: float | np.n
         plateau = float(p[count < sd[j] / 2].sum())
         if not 1e-4 < plateau < 0.5:
             continue
-        tempered = np.exp(0.25 * (logp - logp.max()))
-        g = 0.8 * p + 0.2 * tempered / tempered.sum()
-        cdf = np.concatenate([[0.0], np.cumsum(0.5 * (g[1:] + g[:-1]))])
-        cdf /= cdf[-1]
-        row = np.interp(np.linspace(1e-9, 1 - 1e-9, BINS + 1), cdf, _GRID)
+        row = _histogram_edges(_GRID, logp)
         if np.all(np.diff(row) > 0):
             edges[j] = row
             chosen.append(j)
     rest = sorted(set(range(d)) - set(chosen))
-    return PlateauJumps(np.array(chosen + rest, dtype=np.int64), len(chosen), edges)
+    return PlateauJumps(np.array(chosen + rest, dtype=np.int64), len(chosen), edges, np.zeros(d), np.eye(d), np.eye(d))
+
+
+#: Points of :func:`axis_jumps`'s profiles below a parameter's bulk: a coarse one for every
+#: candidate, a fine one where the coarse one has a second mode.
+COARSE_POINTS, PROFILE_POINTS = 8, 32
+#: Most parameters :func:`axis_jumps` updates: each costs a log-density value per iteration.
+MAX_AXIS_JUMPS = 16
+
+
+def _rise(logp: np.ndarray) -> float:
+    """How far a profile on an increasing grid rises again after its running minimum from the
+    right (its last point, nearest the mode): 0 for one that only falls away from the mode."""
+    return float(np.max(logp - np.minimum.accumulate(logp[::-1])[::-1], initial=0.0))
+
+
+def axis_jumps(log_density: Callable[[np.ndarray], np.ndarray], loc: np.ndarray, linear: np.ndarray,
+               candidates: np.ndarray, *, prior_scale: float | None, max_jumps: int = MAX_AXIS_JUMPS) -> PlateauJumps:
+    """Jumps along the parameter axes for NUTS's linear whitening ``theta = loc + linear u``
+    (``loc`` the Laplace mean): for the ``candidates`` (e.g. the parameters of cells 2-5 noise
+    sd above zero, :func:`synthinfer.napsu.reparam.one_sided_cells`) whose conditional
+    posterior at ``loc`` has a second mode below its bulk (module docstring), at most
+    ``max_jumps`` of them. ``log_density`` maps points ``(k, d)`` of ``theta`` to the
+    unnormalised log posterior ``(k,)``.
+
+    With ``sd_j = H_jj^{-1/2}`` (``H = (linear linear^T)^{-1}``, the conditional sd), each
+    candidate's profile is evaluated on :data:`COARSE_POINTS` points from 4 sd below the mode
+    down to ``min(mode - 8 sd, -3 prior_scale)`` (a cell that can empty has its second mode
+    towards the prior's centre 0; ``prior_scale`` the interaction prior's sd, ``None``: 16 sd
+    below the mode). Where it rises again away from the bulk by more than 0.01 nat (a second
+    mode; a long tail that only falls, which NUTS crosses well, gets no jump), the profile is
+    evaluated again on :data:`PROFILE_POINTS` points, the bulk's side up to 6 sd above the mode
+    added, and the parameter gets a jump if that still rises and between ``1e-3`` and ``1/2`` of
+    its mass lies more than 4 sd below the mode."""
+    loc = np.asarray(loc, dtype=np.float64)
+    linear = np.asarray(linear, dtype=np.float64)
+    d = loc.size
+    inverse = np.linalg.inv(linear)
+    sd = 1.0 / np.linalg.norm(inverse, axis=0)  # H = inverse^T inverse: H_jj is column j's squared norm
+    cand = np.flatnonzero(np.asarray(candidates, dtype=bool))
+    edges = PlateauJumps.none(d).edges
+
+    def grids(points: int) -> np.ndarray:  # (candidates, points), increasing towards the bulk
+        low = (np.minimum(loc[cand] - 8.0 * sd[cand], -3.0 * prior_scale) if prior_scale
+               else loc[cand] - 16.0 * sd[cand])
+        return np.linspace(low, loc[cand] - 4.0 * sd[cand], points, axis=1)
+
+    def along(js: np.ndarray, grid: np.ndarray) -> np.ndarray:  # profiles of parameters js on their grids
+        points = np.repeat(loc[None], grid.size, axis=0)
+        points[np.arange(grid.size), np.repeat(js, grid.shape[1])] = grid.ravel()
+        out = np.asarray(log_density(points), dtype=np.float64).reshape(grid.shape)
+        return np.where(np.isfinite(out), out, -np.inf)
+
+    chosen: list[tuple[float, int]] = []
+    if cand.size:
+        coarse = along(cand, grids(COARSE_POINTS))
+        second = np.array([_rise(row) > 0.01 for row in coarse], dtype=bool)
+        fine = grids(PROFILE_POINTS)[second]
+        for j, grid in zip(cand[second], fine, strict=True):
+            below = along(np.array([j]), grid[None])[0]
+            if not _rise(below) > 0.01:
+                continue
+            bulk = np.linspace(loc[j] - 4.0 * sd[j], loc[j] + 6.0 * sd[j], 21)[1:]
+            full, logp = np.concatenate([grid, bulk]), np.concatenate([below, along(np.array([j]), bulk[None])[0]])
+            p = np.exp(logp - logp.max())
+            mass = np.concatenate([[0.0], np.cumsum(0.5 * (p[1:] + p[:-1]) * np.diff(full))])
+            share = float(mass[PROFILE_POINTS - 1] / mass[-1])
+            if 1e-3 < share < 0.5:
+                row = _histogram_edges(full, np.maximum(logp, logp.max() - 700.0))
+                if np.all(np.diff(row) > 0):
+                    edges[j] = row
+                    chosen.append((share, int(j)))
+    keep = [j for _, j in sorted(chosen, reverse=True)[:max_jumps]]
+    rest = sorted(set(range(d)) - set(keep))
+    return PlateauJumps(np.array(keep + rest, dtype=np.int64), len(keep), edges, loc.copy(), linear, inverse.T.copy())
 
 
 def jump_sweep(key: jax.Array, u: jax.Array, logp: jax.Array, logdensity, index: jax.Array, count: jax.Array,
-               edges: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One independence Metropolis-Hastings update of each ``u[index[i]]``, ``i < count``.
+               edges: jax.Array, start: jax.Array, rows: jax.Array,
+               directions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One independence Metropolis-Hastings update of each coordinate ``index[i]``, ``i < count``
+    (its value ``x = start[j] + rows[j] . u``, moved along ``directions[j]``: :class:`PlateauJumps`).
 
-    Returns ``(u, log density at u, number accepted)``. ``q(phi)`` is ``1 / (BINS * width)``
-    inside the histogram and 0 outside; the acceptance ratio is ``p(u') q(phi_j) / (p(u)
-    q(phi'))``, which is 0 when the current ``phi_j`` is outside (the reverse move is
-    impossible) and rejects a NaN log density.
+    Returns ``(u, log density at u, number accepted)``. ``q(x)`` is ``1 / (BINS * width)``
+    inside the histogram and 0 outside; the acceptance ratio is ``p(u') q(x) / (p(u)
+    q(x'))``, which is 0 when the current ``x`` is outside (the reverse move is
+    impossible) and rejects a NaN log density. The move is a translation along a line on which
+    ``x`` is the coordinate with unit slope, so the target's density along it in ``x`` is
+    ``p(u)`` itself (no Jacobian).
     """
     bins = edges.shape[1] - 1
 
@@ -125,11 +242,11 @@ def jump_sweep(key: jax.Array, u: jax.Array, logp: jax.Array, logdensity, index:
         b = jax.random.randint(k_bin, (), 0, bins)
         new = e[b] + jax.random.uniform(k_pos, dtype=e.dtype) * (e[b + 1] - e[b])
         log_q_new = -jnp.log(e[b + 1] - e[b])
-        cur = u[j]
+        cur = start[j] + rows[j] @ u
         k = jnp.clip(jnp.searchsorted(e, cur) - 1, 0, bins - 1)
         inside = (cur >= e[0]) & (cur <= e[bins])
         log_q_cur = jnp.where(inside, -jnp.log(e[k + 1] - e[k]), -jnp.inf)
-        proposal = u.at[j].set(new)
+        proposal = u + (new - cur) * directions[j]
         logp_new = logdensity(proposal)
         ok = jnp.log(jax.random.uniform(k_acc, dtype=e.dtype)) < (logp_new - log_q_new) - (logp - log_q_cur)
         return jnp.where(ok, proposal, u), jnp.where(ok, logp_new, logp), accepted + ok.astype(jnp.int32)

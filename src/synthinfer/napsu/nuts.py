@@ -20,11 +20,11 @@ from synthinfer._jax import float64, jax, jnp, uses_float64
 from synthinfer._system import usable_cores
 from synthinfer.errors import ParameterError
 from synthinfer.mcmc import import_arviz
-from synthinfer.napsu.jumps import PlateauJumps, jump_sweep, plateau_jumps
+from synthinfer.napsu.jumps import PlateauJumps, axis_jumps, jump_sweep, plateau_jumps
 from synthinfer.napsu.laplace import LaplaceResult
-from synthinfer.napsu.likelihood import PRIOR_SD, objective, posterior_args
+from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, objective, posterior_args, values
 from synthinfer.napsu.network import compiles_quick
-from synthinfer.napsu.reparam import OneSidedMap, one_sided_map, to_theta
+from synthinfer.napsu.reparam import OneSidedMap, one_sided_cells, one_sided_map, to_theta
 from synthinfer.napsu.structured import canonical_summary, layout_size
 from synthinfer.privacy.randomness import jax_key_data, jax_key_data_spec
 from synthinfer.progress import ProgressCounter
@@ -313,10 +313,14 @@ def nuts_sample(
     Metropolis-Hastings updates that jump one-sided cells between their bulk and their
     empty-cell plateau (:mod:`synthinfer.napsu.jumps`; a barrier NUTS alone crosses a few
     times per chain), one log-density evaluation per such cell and iteration.
-    The map and the jumps are shaped for the plateaus of the ``N(0, prior_sd^2)`` prior; with the
+    The map and these jumps are shaped for the plateaus of the ``N(0, prior_sd^2)`` prior; with the
     cell prior (``cell_prior > 0``, :func:`synthinfer.napsu.likelihood.log_cell_prior`) or the
-    interaction prior (``interaction_sd``), which have none, plain whitened NUTS is faster (``one_sided_threshold=-inf, jump_moves=False``; measured
-    in docs/napsu-sampler.md), and either way the target is the posterior.
+    interaction prior (``interaction_sd``), which have none, whitened NUTS without the map is faster
+    (``one_sided_threshold=-inf``; measured in docs/napsu-sampler.md). There ``jump_moves``
+    updates the parameters of near-empty cells (:func:`synthinfer.napsu.reparam.one_sided_cells`)
+    whose conditional posterior has a second region below its bulk, along their own axes
+    (:func:`synthinfer.napsu.jumps.axis_jumps`, at most 16 of them; screening them costs a
+    few log-density values per near-empty cell before sampling). Either way the target is the posterior.
     Stan-style window adaptation then tunes the step size and a diagonal mass matrix during
     the ``num_warmup`` draws (a dense one was slower on Adult; see docs/).
     Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position
@@ -378,9 +382,19 @@ def nuts_sample(
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
-    jump_moves = bool(jump_moves and umap.mask.any())
-    jumps = plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves else PlateauJumps.none(d)
-    data = (posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd), umap.arrays(), jumps.arrays())
+    args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
+    if umap.mask.any() or not np.isinf(one_sided_threshold):  # the map's cells: plateau jumps
+        jump_moves = bool(jump_moves and umap.mask.any())
+        jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves
+                 else PlateauJumps.none(d))
+    elif jump_moves:  # no map (the interaction or cell prior): jumps along the near-empty cells' axes
+        program, size = values(network, "neg_log_posterior", layout), batch_size(network)
+        jumps = axis_jumps(lambda points: -evaluate_in_batches(program, points, args, size), umap.loc, umap.linear,
+                           one_sided_cells(s_map, sigma_map) & ~one_sided_cells(s_map, sigma_map, 2.0),
+                           prior_scale=interaction_sd)
+    else:
+        jumps = PlateauJumps.none(d)
+    data = (args, umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
     t0 = time.perf_counter()

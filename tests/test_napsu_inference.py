@@ -474,6 +474,67 @@ def test_axis_jump_sweep_moves_one_parameter_and_leaves_its_conditional_invarian
         assert abs(np.quantile(x, q) - np.interp(q, np.cumsum(p), grid)) < 4.0 * se + 2 * (grid[1] - grid[0]), q
 
 
+def test_a_jump_from_outside_its_histogram_is_never_accepted():
+    """The reverse of a jump that lands inside the histogram from outside it is impossible (its
+    proposal density is 0 there), so such a jump must be rejected, however likely its target."""
+    from synthinfer.napsu.jumps import BINS, PlateauJumps, jump_sweep
+
+    d = 2
+    jumps = PlateauJumps(np.array([0, 1]), 1, np.tile(np.linspace(-1.0, 1.0, BINS + 1), (d, 1)), np.zeros(d),
+                         np.eye(d), np.eye(d))
+    arrays = tuple(jnp.asarray(a) for a in jumps.arrays())
+
+    def logdensity(u):  # far likelier inside the histogram than at the start, 5
+        return -0.5 * jnp.sum(u**2)
+
+    u = jnp.asarray([5.0, 0.3])
+
+    def step(carry, key):
+        u, lp, n = carry
+        u, lp, accepted = jump_sweep(key, u, lp, logdensity, *arrays)
+        return (u, lp, n + accepted), None
+
+    (end, _, accepted), _ = jax.lax.scan(jax.jit(step), (u, logdensity(u), jnp.asarray(0, jnp.int32)),
+                                         jax.random.split(jax.random.key(0), 200))
+    assert int(accepted) == 0
+    np.testing.assert_array_equal(np.asarray(end), np.asarray(u))
+
+
+def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
+    """NUTS under the interaction prior with a jump forced on one parameter (a histogram over its
+    conditional's +-6 sd: the jumps are accepted often) against plain NUTS on the same noisy counts:
+    each parameter's mean agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over
+    the 7): the jumps as the compiled sampler interleaves them with NUTS, after its warmup
+    adapted around them, leave the posterior as it was."""
+    import arviz as az
+    from synthinfer.napsu import jumps as jumps_module
+    from synthinfer.napsu import nuts as nuts_module
+
+    net = _network(DOMAIN, [Marginal(m) for m in MARGINALS])
+    counts = np.array([120.0, 12.0, 90.0, 60.0, 80.0, 40.0, 70.0])
+    sigma, n = 5.0, 500
+    s_tilde = counts + np.random.default_rng(0).normal(0.0, sigma, counts.shape)
+    prior = {"interaction_sd": 1.0}
+    lap = laplace_approximation(net, s_tilde, sigma, n, rng=np.random.default_rng(1), **prior)
+    sd = 1.0 / np.sqrt(np.diag(np.linalg.inv(lap.cov)))  # conditional sds
+
+    def forced(log_density, loc, linear, candidates, *, prior_scale):
+        made = jumps_module.axis_jumps(log_density, loc, linear, np.zeros_like(candidates), prior_scale=prior_scale)
+        edges = made.edges.copy()
+        edges[3] = np.linspace(loc[3] - 6 * sd[3], loc[3] + 6 * sd[3], jumps_module.BINS + 1)
+        return jumps_module.PlateauJumps(np.r_[3, np.delete(np.arange(loc.size), 3)], 1, edges, made.start,
+                                         made.rows, made.directions)
+
+    monkeypatch.setattr(nuts_module, "axis_jumps", forced)
+    kw = dict(n_chains=4, num_warmup=300, num_samples=1500, one_sided_threshold=-np.inf, **prior)
+    jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), **kw)
+    plain = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(3), jump_moves=False, **kw)
+    assert jumped.n_jump_cells == 1 and jumped.n_jumps_accepted > 1000 and plain.n_jump_cells == 0
+    se = [np.asarray(az.mcse(to_inference_data(r.draws), method="mean")["theta"]) for r in (jumped, plain)]
+    z = (jumped.draws.mean((0, 1)) - plain.draws.mean((0, 1))) / np.hypot(*se)
+    assert np.all(np.abs(z) < 4.0), z
+
+
 def _importance_reference(net, s_tilde, sigma, n, lap, one_sided, size, rng):
     """Self-normalised importance sampling from the exact posterior: each one-sided theta_j from
     an equal mixture of N(m_j, (2 sd_j)^2) and Uniform(-50, m_j + 2) (bulk and plateau), the

@@ -361,7 +361,7 @@ def test_nuts_fit_reports_progress_and_diagnostics(toy):
     assert nuts["gradient_evaluations"] > nuts["gradient_evaluations_warmup"] > 0
     assert nuts["gradient_evaluations_per_draw"] == pytest.approx(nuts["gradient_evaluations"] / (3 * 300))
     assert len(nuts["step_size"]) == 3
-    # under the default cell prior NUTS runs plain: no one-sided map, no plateau jumps
+    # under the default cell prior NUTS runs without the one-sided map, and this model has no second mode to jump to
     assert gen.cell_prior == 1.0 and nuts["one_sided_parameters"] == nuts["plateau_jump_parameters"] == 0
     assert f"max R-hat {nuts['rhat_max']:.4f}" in gen.summary() and "NUTS: 3 x (100 + 200) draws (as given)" in gen.summary()
     assert ("N(0, 10^2) on main effects and N(0, 1^2) on interactions x cell prior (Dirichlet(1) on each column's "

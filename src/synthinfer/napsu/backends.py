@@ -13,8 +13,9 @@ Built in:
   interaction prior (:class:`AutoBackend`);
 * ``"laplace"``: Gaussian at the MAP (Supplement E), with a check of how far the posterior is
   from Gaussian along the approximation's axes (:func:`synthinfer.napsu.laplace.laplace_gap`);
-* ``"nuts"``: NUTS preconditioned by the Laplace fit (Section 5.2), with the one-sided map and
-  plateau jumps of near-empty cells;
+* ``"nuts"``: NUTS preconditioned by the Laplace fit (Section 5.2), with jumps between the
+  bulk and a second region of near-empty cells' parameters (and the one-sided map under the
+  paper's prior alone);
 * ``"importance"``: Pareto-smoothed importance sampling from a proposal built on the Laplace
   fit (:mod:`synthinfer.napsu.importance`), falling back to NUTS when PSIS refuses it;
 * ``"mle"``: the non-noise-aware PGM point estimate (Supplement D), a baseline only.
@@ -282,13 +283,14 @@ class NUTSBackend:
     takes_measurements = True
 
     def run(self, problem, settings, *, rng, progress, spare_core) -> BackendResult:
-        from synthinfer.napsu.nuts import compile_nuts, nuts_sample
-        from synthinfer.napsu.reparam import map_options, one_sided_cells
+        from synthinfer.napsu.nuts import compile_nuts, jump_candidates, nuts_sample
+        from synthinfer.napsu.reparam import map_options
 
         net = problem.network
         # jumps where near-empty cells may give a second region: plateau jumps under the
         # N(0, prior_sd^2) prior alone (with the map), jumps along their axes under the others
-        jump_moves = bool(one_sided_cells(*problem.canonical).any())
+        jump_moves = bool(jump_candidates(net, problem.noisy_counts, problem.sigma, layout=problem.layout,
+                                          plateaus=problem.plateaus).any())
         compile_nuts(net, num_warmup=settings.num_warmup, num_samples=settings.num_samples,
                      max_tree_depth=settings.max_tree_depth, layout=problem.layout, jump_moves=jump_moves)
         progress("Laplace approximation")

@@ -1201,8 +1201,8 @@ class NapsuMQ(Generator):
                              f"{run['divergences']} divergent transitions: sampled again with smaller steps "
                              f"(the line above is the run at {nu['target_accept']})")
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
-                lines.append(f"  jumps between a bulk and a second region on {nu['plateau_jump_parameters']} "
-                             "parameters, "
+                jumped = nu["plateau_jump_parameters"]
+                lines.append(f"  jumps between a bulk and a second region on {jumped} parameters, "
                              f"{nu['plateau_jump_acceptance']:.0%} accepted")
         return "\n".join(lines)
 

@@ -148,6 +148,8 @@ def plateau_jumps(umap: OneSidedMap, s_tilde: np.ndarray, sigma_dp: float | np.n
 #: Points of :func:`axis_jumps`'s profiles below a parameter's bulk: a coarse one for every
 #: candidate, a fine one where the coarse one has a second mode.
 COARSE_POINTS, PROFILE_POINTS = 8, 32
+#: The log density given to points where it is not finite.
+_FLOOR = -1e300
 #: Most parameters :func:`axis_jumps` updates: each costs a log-density value per iteration.
 MAX_AXIS_JUMPS = 16
 
@@ -170,9 +172,10 @@ def axis_jumps(log_density: Callable[[np.ndarray], np.ndarray], loc: np.ndarray,
     With ``sd_j = H_jj^{-1/2}`` (``H = (linear linear^T)^{-1}``, the conditional sd), each
     candidate's profile is evaluated on :data:`COARSE_POINTS` points from 4 sd below the mode
     down to ``min(mode - 8 sd, -3 prior_scale)`` (a cell that can empty has its second mode
-    towards the prior's centre 0; ``prior_scale`` the interaction prior's sd, ``None``: 16 sd
-    below the mode). Where it rises again away from the bulk by more than 0.01 nat (a second
-    mode; a long tail that only falls, which NUTS crosses well, gets no jump), the profile is
+    towards the prior's centre 0; ``prior_scale`` the interaction prior's sd; ``None``, the cell
+    prior alone, whose tails fall exponentially rather than rise again: 16 sd below the mode).
+    Where it rises again away from the bulk by more than 0.01 nat (a second mode; a long tail
+    that only falls, which NUTS crosses well, gets no jump), the profile is
     evaluated again on :data:`PROFILE_POINTS` points, the bulk's side up to 6 sd above the mode
     added, and the parameter gets a jump if that still rises and between ``1e-3`` and ``1/2`` of
     its mass lies more than 4 sd below the mode."""
@@ -185,15 +188,17 @@ def axis_jumps(log_density: Callable[[np.ndarray], np.ndarray], loc: np.ndarray,
     edges = PlateauJumps.none(d).edges
 
     def grids(points: int) -> np.ndarray:  # (candidates, points), increasing towards the bulk
-        low = (np.minimum(loc[cand] - 8.0 * sd[cand], -3.0 * prior_scale) if prior_scale
-               else loc[cand] - 16.0 * sd[cand])
+        if prior_scale is not None and prior_scale > 0:
+            low = np.minimum(loc[cand] - 8.0 * sd[cand], -3.0 * prior_scale)
+        else:
+            low = loc[cand] - 16.0 * sd[cand]
         return np.linspace(low, loc[cand] - 4.0 * sd[cand], points, axis=1)
 
     def along(js: np.ndarray, grid: np.ndarray) -> np.ndarray:  # profiles of parameters js on their grids
         points = np.repeat(loc[None], grid.size, axis=0)
         points[np.arange(grid.size), np.repeat(js, grid.shape[1])] = grid.ravel()
         out = np.asarray(log_density(points), dtype=np.float64).reshape(grid.shape)
-        return np.where(np.isfinite(out), out, -np.inf)
+        return np.where(np.isfinite(out), out, _FLOOR)  # finite: differences of two such stay 0, not NaN
 
     chosen: list[tuple[float, int]] = []
     if cand.size:

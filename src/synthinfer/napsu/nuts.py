@@ -49,11 +49,12 @@ class NUTSResult:
     step_size: np.ndarray  # (chains,)
     seconds: float  # warmup + sampling, including compilation on the first call
     n_one_sided: int = 0  # parameters sampled through the one-sided map
-    n_jump_cells: int = 0  # parameters with plateau jumps: as many log-density values (no gradient) per iteration
+    n_jump_cells: int = 0  # parameters with jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
     passes: int = 1  # sampling passes: num_samples draws per chain, then further ones while not converged
     warmup: int = 0  # warmup iterations per chain in this run (fewer when resumed)
     states: tuple = ()  # each chain's final state, on the host: what ``nuts_sample(resume=...)`` continues
+    jumps: PlateauJumps | None = None  # the jumps' proposals, which a resumed run reuses
 
 
 def _stan_schedule(num_warmup: int, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +85,7 @@ class _ChainState(NamedTuple):
     diverging: jax.Array  # (num_samples,)
     grads_warmup: jax.Array  # gradient evaluations so far, warmup
     grads: jax.Array  # and sampling
-    jumps_accepted: jax.Array  # post-warmup plateau jumps accepted
+    jumps_accepted: jax.Array  # post-warmup jumps accepted
 
 
 def _log_density(data, neg_log_posterior) -> Callable[[jax.Array], jax.Array]:
@@ -157,7 +158,7 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, ne
         st, info = kernel(k_nuts, c.nuts, logdensity, c.step_size, c.inverse_mass_matrix,
                           max_num_doublings=max_tree_depth)
         accepted = jnp.asarray(0, jnp.int32)
-        if jump_moves:  # plateau jumps (synthinfer.napsu.jumps); a new gradient only if one was accepted
+        if jump_moves:  # jumps (synthinfer.napsu.jumps); a new gradient only if one was accepted
             u, logp, accepted = jump_sweep(k_jump, st.position, st.logdensity, logdensity, *jump_arrays)
             st = jax.lax.cond(accepted > 0, lambda: nuts.init(u, logdensity), lambda: st)
         grads = info.num_integration_steps + (accepted > 0)
@@ -222,9 +223,9 @@ def compile_nuts(network: MarkovNetwork, *, num_warmup: int = 800, num_samples: 
     approximation, which :func:`nuts_sample` needs first, runs: on two cores the two overlap.
     Returns a future of the compiled program; :func:`nuts_sample` reuses it (one compilation
     per network and settings; the target acceptance rate is an argument of the program, so runs
-    at different rates share it). ``jump_moves=False`` compiles the program without plateau
-    jumps, for data with no one-sided cell (:func:`synthinfer.napsu.reparam.one_sided_cells`,
-    known before the Laplace fit): a smaller program, which on small models is most of the wait.
+    at different rates share it). ``jump_moves=False`` compiles the program without jumps, for
+    data with no parameter that could get one (:func:`jump_candidates`, known before the Laplace
+    fit): a smaller program, which on small models is most of the wait.
     ``layout``: as for :func:`nuts_sample`.
     """
     settings = dict(num_warmup=int(num_warmup), num_samples=int(num_samples), max_tree_depth=int(max_tree_depth),
@@ -319,8 +320,9 @@ def nuts_sample(
     (``one_sided_threshold=-inf``; measured in docs/napsu-sampler.md). There ``jump_moves``
     updates the parameters of near-empty cells (:func:`synthinfer.napsu.reparam.one_sided_cells`)
     whose conditional posterior has a second region below its bulk, along their own axes
-    (:func:`synthinfer.napsu.jumps.axis_jumps`, at most 16 of them; screening them costs a
-    few log-density values per near-empty cell before sampling). Either way the target is the posterior.
+    (:func:`synthinfer.napsu.jumps.axis_jumps`, at most ``MAX_AXIS_JUMPS``; screening them costs
+    a few log-density values per near-empty cell before sampling, once per run and its resumed
+    runs). Either way the target is the posterior.
     Stan-style window adaptation then tunes the step size and a diagonal mass matrix during
     the ``num_warmup`` draws (a dense one was slower on Adult; see docs/).
     Chains start at independent ``N(u*, I)`` draws around the Laplace mean's position
@@ -387,13 +389,15 @@ def nuts_sample(
         jump_moves = bool(jump_moves and umap.mask.any())
         jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves
                  else PlateauJumps.none(d))
-    elif jump_moves:  # no map (the interaction or cell prior): jumps along the near-empty cells' axes
-        program, size = values(network, "neg_log_posterior", layout), batch_size(network)
-        jumps = axis_jumps(lambda points: -evaluate_in_batches(program, points, args, size), umap.loc, umap.linear,
-                           one_sided_cells(s_map, sigma_map) & ~one_sided_cells(s_map, sigma_map, 2.0),
-                           prior_scale=interaction_sd)
-    else:
-        jumps = PlateauJumps.none(d)
+    elif jump_moves and (cell_prior > 0 or interaction_sd is not None):  # jumps along the parameters' axes
+        if resume is not None and resume.jumps is not None:
+            jumps = resume.jumps  # the same posterior and Laplace fit: the same proposals
+        else:
+            program, size = values(network, "neg_log_posterior", layout), batch_size(network)
+            jumps = axis_jumps(lambda points: -evaluate_in_batches(program, points, args, size), umap.loc,
+                               umap.linear, _axis_candidates(s_map, sigma_map), prior_scale=interaction_sd)
+    else:  # the paper's prior without the map: plain NUTS
+        jump_moves, jumps = False, PlateauJumps.none(d)
     data = (args, umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
@@ -474,7 +478,27 @@ def nuts_sample(
         passes=len(draws),
         warmup=num_warmup - begin,
         states=tuple(jax.tree.map(np.array, o) for o in outs),  # copies: the program donates its state
+        jumps=jumps,
     )
+
+
+def _axis_candidates(s: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Parameters whose cell is near-empty but 2 noise sd or more above zero (per parameter: a
+    tie's sum), the ones :func:`synthinfer.napsu.jumps.axis_jumps` screens: nearer zero the cell's
+    bulk is at the empty side, with no second mode to jump to."""
+    return one_sided_cells(s, sigma) & ~one_sided_cells(s, sigma, 2.0)
+
+
+def jump_candidates(network: MarkovNetwork, s_tilde: np.ndarray, sigma_dp: float | np.ndarray, *,
+                    layout: Layout | None = None, plateaus: bool) -> np.ndarray:
+    """Per parameter, whether :func:`nuts_sample` may give it jumps, from the noisy counts alone
+    (before the Laplace fit, so the program is compiled with jumps only where some may come):
+    under the paper's prior alone (``plateaus``) the one-sided map's cells, otherwise those
+    :func:`synthinfer.napsu.jumps.axis_jumps` screens."""
+    s, sigma = (s_tilde, sigma_dp) if layout is None else canonical_summary(network.queries.canonical, layout,
+                                                                          s_tilde, sigma_dp)
+    s, sigma = network.queries.summarise(s, sigma)
+    return one_sided_cells(s, sigma) if plateaus else _axis_candidates(s, sigma)
 
 
 def _step_size_adaptation_start(step_size):

@@ -377,9 +377,7 @@ def nuts_sample(
     """
     d = int(network.dimension)
     # the one-sided map and the jumps read a noisy count and noise sd per parameter
-    s_map, sigma_map = ((s_tilde, sigma_dp) if layout is None
-                        else canonical_summary(network.queries.canonical, layout, s_tilde, sigma_dp))
-    s_map, sigma_map = network.queries.summarise(s_map, sigma_map)  # per parameter (a tie: its sum)
+    s_map, sigma_map = _per_parameter(network, s_tilde, sigma_dp, layout)
     mu_mode = np.asarray(network.mean_and_cov(jnp.asarray(laplace.mean))[0])
     jd = None if dropped_cell_jacobian is None else np.asarray(dropped_cell_jacobian(jnp.asarray(laplace.mean)))
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
@@ -495,10 +493,17 @@ def jump_candidates(network: MarkovNetwork, s_tilde: np.ndarray, sigma_dp: float
     (before the Laplace fit, so the program is compiled with jumps only where some may come):
     under the paper's prior alone (``plateaus``) the one-sided map's cells, otherwise those
     :func:`synthinfer.napsu.jumps.axis_jumps` screens."""
+    s, sigma = _per_parameter(network, s_tilde, sigma_dp, layout)
+    return one_sided_cells(s, sigma) if plateaus else _axis_candidates(s, sigma)
+
+
+def _per_parameter(network: MarkovNetwork, s_tilde: np.ndarray, sigma_dp: float | np.ndarray,
+                   layout: Layout | None) -> tuple[np.ndarray, np.ndarray]:
+    """A noisy count and noise sd per parameter (a tie: its sum), from the canonical queries'
+    (``layout=None``) or the measured values'."""
     s, sigma = (s_tilde, sigma_dp) if layout is None else canonical_summary(network.queries.canonical, layout,
                                                                           s_tilde, sigma_dp)
-    s, sigma = network.queries.summarise(s, sigma)
-    return one_sided_cells(s, sigma) if plateaus else _axis_candidates(s, sigma)
+    return network.queries.summarise(s, sigma)
 
 
 def _step_size_adaptation_start(step_size):

@@ -383,7 +383,7 @@ def nuts_sample(
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
-    if umap.mask.any() or not np.isinf(one_sided_threshold):  # the map's cells: plateau jumps
+    if one_sided_threshold > -np.inf:  # the map (a threshold of -inf flags no cell): plateau jumps
         jump_moves = bool(jump_moves and umap.mask.any())
         jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves
                  else PlateauJumps.none(d))

@@ -474,6 +474,92 @@ def test_axis_jump_sweep_moves_one_parameter_and_leaves_its_conditional_invarian
         assert abs(np.quantile(x, q) - np.interp(q, np.cumsum(p), grid)) < 4.0 * se + 2 * (grid[1] - grid[0]), q
 
 
+def _ridge(theta, xp=np):
+    """A posterior whose second region needs both parameters to move: 0.8 N((4.7, 0), diag(0.25,
+    0.3)^2) + 0.2 N((0.5, 3), 0.6^2 I). Along theta_0's axis at the first mode the second holds
+    ~e^-15 of the mass (its centre is 10 of theta_1's sd away): no axis jump; along the line
+    through both it holds a fifth."""
+    x, y = theta[..., 0], theta[..., 1]
+    return xp.logaddexp(np.log(0.8) - 0.5 * (((x - 4.7) / 0.25) ** 2 + (y / 0.3) ** 2) - np.log(0.075),
+                        np.log(0.2) - 0.5 * ((x - 0.5) ** 2 + (y - 3.0) ** 2) / 0.36 - np.log(0.36))
+
+
+def _ridge_draws(size: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    second = rng.random(size) < 0.2
+    return np.where(second[:, None], rng.normal([0.5, 3.0], 0.6, (size, 2)),
+                    rng.normal([4.7, 0.0], [0.25, 0.3], (size, 2)))
+
+
+def test_line_jumps_find_a_second_region_along_the_draws_regression_line():
+    """No axis jump for the ridge's parameter (its second region is off the axis), but a line
+    jump from draws that visited both regions: along ``(1, v_1)``, ``v_1`` the draws' regression
+    slope of theta_1 on theta_0, with a histogram spanning both modes. A Gaussian posterior's
+    draws, however correlated, give none."""
+    from synthinfer.napsu.jumps import axis_jumps, line_jumps
+
+    loc, linear = np.array([4.7, 0.0]), np.diag([0.25, 0.3])
+    axis = axis_jumps(_ridge, loc, linear, np.ones(2, bool), prior_scale=1.0)
+    assert axis.count == 0
+    draws = _ridge_draws(4000, 0)
+    jumps = line_jumps(_ridge, axis, draws, np.array([0]))
+    assert jumps.count == 1 and jumps.index[0] == 0
+    slope = np.cov(draws.T)[0, 1] / draws[:, 0].var(ddof=1)
+    np.testing.assert_allclose(linear @ jumps.directions[0], [1.0, slope], rtol=1e-9, atol=1e-12)
+    assert jumps.edges[0, 0] < 0.0 and jumps.edges[0, -1] > 5.0 and np.all(np.diff(jumps.edges[0]) > 0)
+    assert line_jumps(_ridge, jumps, draws, np.array([0])) is jumps  # one jump per parameter
+
+    cov = np.array([[1.0, 0.9], [0.9, 1.0]])
+    gaussian = np.random.default_rng(1).multivariate_normal([0.0, 0.0], cov, 4000)
+
+    def log_gaussian(theta):
+        return -0.5 * np.einsum("ki,ij,kj->k", theta, np.linalg.inv(cov), theta)
+
+    none = axis_jumps(log_gaussian, np.zeros(2), np.linalg.cholesky(cov), np.zeros(2, bool), prior_scale=1.0)
+    assert line_jumps(log_gaussian, none, gaussian, np.array([0, 1])).count == 0
+
+
+def test_line_jump_sweep_leaves_the_posterior_invariant():
+    """20,000 exact draws of the ridge, each moved by 25 sweeps of its line jump alone (whitening
+    ``theta = loc + L u`` non-diagonal): still the posterior. The second region's share stays 0.2
+    (|z| < 4 of the binomial se; a chance failure < 1e-4) and theta_0's quartiles within 4 se of
+    the exact; an update that left out the proposal's density ratio would sample ~ p q along the
+    line and empty the second region."""
+    from synthinfer.napsu.jumps import axis_jumps, jump_sweep, line_jumps
+
+    loc, linear = np.array([4.7, 0.0]), np.array([[0.25, 0.0], [0.1, 0.3]])
+    jumps = line_jumps(_ridge, axis_jumps(_ridge, loc, linear, np.zeros(2, bool), prior_scale=1.0),
+                       _ridge_draws(4000, 0), np.array([0]))
+    assert jumps.count == 1
+    arrays = tuple(jnp.asarray(a) for a in jumps.arrays())
+    lin, at = jnp.asarray(linear), jnp.asarray(loc)
+
+    def logdensity(u):
+        return _ridge(at + lin @ u, jnp)
+
+    def sweeps(u, key):
+        def step(carry, k):
+            u, lp, n = carry
+            u, lp, accepted = jump_sweep(k, u, lp, logdensity, *arrays)
+            return (u, lp, n + accepted), None
+
+        (u, _, n), _ = jax.lax.scan(step, (u, logdensity(u), jnp.asarray(0, jnp.int32)), jax.random.split(key, 25))
+        return u, n
+
+    start = _ridge_draws(20_000, 1)
+    u0 = jnp.asarray(np.linalg.solve(linear, (start - loc).T).T)
+    u, accepted = jax.jit(jax.vmap(sweeps))(u0, jax.random.split(jax.random.key(0), len(start)))
+    theta = np.asarray(at + u @ lin.T)
+    assert int(accepted.sum()) > 0.2 * 25 * len(start)  # the jumps move
+    moved = theta[:, 0] < 2.6
+    assert 0.1 < np.mean(moved != (start[:, 0] < 2.6))  # across the regions, not only within them
+    assert abs(moved.mean() - 0.2) < 4.0 * np.sqrt(0.16 / len(start))
+    exact = np.sort(_ridge_draws(400_000, 2)[:, 0])
+    for q in (0.25, 0.5, 0.75):
+        se = np.sqrt(q * (1 - q) / len(start)) / 0.25  # quartiles sit in the first mode, density ~ 0.8 / (0.25 sqrt(2 pi))
+        assert abs(np.quantile(theta[:, 0], q) - np.quantile(exact, q)) < 4.0 * se, q
+
+
 def test_a_jump_from_outside_its_histogram_is_never_accepted():
     """The reverse of a jump that lands inside the histogram from outside it is impossible (its
     proposal density is 0 there), so such a jump must be rejected, however likely its target."""
@@ -502,10 +588,12 @@ def test_a_jump_from_outside_its_histogram_is_never_accepted():
 
 def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
     """NUTS under the interaction prior with a jump forced on one parameter (a histogram over its
-    conditional's +-6 sd: the jumps are accepted often) against plain NUTS on the same noisy counts:
-    each parameter's mean agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over
-    the 7): the jumps as the compiled sampler interleaves them with NUTS, after its warmup
-    adapted around them, leave the posterior as it was."""
+    conditional's +-6 sd: the jumps are accepted often) and, after a first check made to fail, a
+    line jump forced on another (along its regression line in the first pass's draws, a histogram
+    over +-4 of their sd), against plain NUTS on the same noisy counts: each parameter's mean
+    agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over the 7): the jumps as the
+    compiled sampler interleaves them with NUTS, after its warmup adapted around them, and the
+    jump added between passes leave the posterior as it was."""
     import arviz as az
     from synthinfer.napsu import jumps as jumps_module
     from synthinfer.napsu import nuts as nuts_module
@@ -525,11 +613,32 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
         return jumps_module.PlateauJumps(np.r_[3, np.delete(np.arange(loc.size), 3)], 1, edges, made.start,
                                          made.rows, made.directions)
 
+    def forced_line(log_density, jumps, draws, parameters):
+        assert len(draws) == 4 * 1500 and len(parameters) == nuts_module.LINE_JUMP_CANDIDATES
+        centred = draws - draws.mean(0)
+        v = centred.T @ centred[:, 5] / (centred[:, 5] @ centred[:, 5])
+        edges, directions = jumps.edges.copy(), jumps.directions.copy()
+        centre, spread = draws[:, 5].mean(), 4 * draws[:, 5].std()
+        edges[5] = np.linspace(centre - spread, centre + spread, jumps_module.BINS + 1)
+        directions[5] = np.linalg.solve(jumps.rows, v)
+        index = np.r_[3, 5, np.delete(np.arange(v.size), [3, 5])]
+        return jumps_module.PlateauJumps(index, 2, edges, jumps.start, jumps.rows, directions)
+
     monkeypatch.setattr(nuts_module, "axis_jumps", forced)
+    monkeypatch.setattr(nuts_module, "line_jumps", forced_line)
+    checks = []
+
+    def unconverged(draws):  # the first check fails, the second passes
+        checks.append(draws.shape)
+        return ["made to fail"] if len(checks) == 1 else []
+
     kw = dict(n_chains=4, num_warmup=300, num_samples=1500, one_sided_threshold=-np.inf, **prior)
-    jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), **kw)
+    jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), max_passes=2,
+                         unconverged=unconverged, pass_draws=lambda draws: 1000, **kw)
     plain = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(3), jump_moves=False, **kw)
-    assert jumped.n_jump_cells == 1 and jumped.n_jumps_accepted > 1000 and plain.n_jump_cells == 0
+    assert checks == [(4, 1500, 7), (4, 2500, 7)] and jumped.passes == 2 and jumped.draws.shape == (4, 2500, 7)
+    assert jumped.n_jump_cells == 2 and jumped.n_jump_updates == 4 * (1500 + 2 * 1000)
+    assert jumped.n_jumps_accepted > 1000 and plain.n_jump_cells == 0 and plain.n_jump_updates == 0
     se = [np.asarray(az.mcse(to_inference_data(r.draws), method="mean")["theta"]) for r in (jumped, plain)]
     z = (jumped.draws.mean((0, 1)) - plain.draws.mean((0, 1))) / np.hypot(*se)
     assert np.all(np.abs(z) < 4.0), z

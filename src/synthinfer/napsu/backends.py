@@ -338,8 +338,7 @@ class NUTSBackend:
             "step_size": res.step_size.tolist(),
             "one_sided_parameters": res.n_one_sided,
             "plateau_jump_parameters": res.n_jump_cells,
-            "plateau_jump_acceptance": (res.n_jumps_accepted / (res.n_jump_cells * draws_total)
-                                        if res.n_jump_cells else None),
+            "plateau_jump_acceptance": res.n_jumps_accepted / res.n_jump_updates if res.n_jump_updates else None,
             "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * res.warmup + draws_total),
             "passes": res.passes,
             "draws_per_chain": int(res.draws.shape[1]),

@@ -19,8 +19,8 @@ import numpy as np
 from synthinfer._jax import float64, jax, jnp, uses_float64
 from synthinfer._system import usable_cores
 from synthinfer.errors import ParameterError
-from synthinfer.mcmc import import_arviz
-from synthinfer.napsu.jumps import PlateauJumps, axis_jumps, jump_sweep, plateau_jumps
+from synthinfer.mcmc import batched_ess, import_arviz
+from synthinfer.napsu.jumps import PlateauJumps, axis_jumps, jump_sweep, line_jumps, plateau_jumps
 from synthinfer.napsu.laplace import LaplaceResult
 from synthinfer.napsu.likelihood import PRIOR_SD, batch_size, evaluate_in_batches, objective, posterior_args, values
 from synthinfer.napsu.network import compiles_quick
@@ -32,6 +32,10 @@ from synthinfer.progress import ProgressCounter
 if TYPE_CHECKING:
     from synthinfer.napsu.network import MarkovNetwork
     from synthinfer.napsu.structured import Layout
+
+#: Parameters (those with the smallest bulk ESS) examined for jumps along their regression lines
+#: after a failed convergence check (:func:`synthinfer.napsu.jumps.line_jumps`).
+LINE_JUMP_CANDIDATES = 4
 
 #: NUTS's target acceptance rate for step-size adaptation by default: Stan's and BlackJAX's 0.8
 #: (Hoffman & Gelman 2014, Section 3.2; higher means smaller steps and fewer divergences)
@@ -51,6 +55,7 @@ class NUTSResult:
     n_one_sided: int = 0  # parameters sampled through the one-sided map
     n_jump_cells: int = 0  # parameters with jumps: as many log-density values (no gradient) per iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
+    n_jump_updates: int = 0  # post-warmup jump proposals, all chains (jumps may be added between passes)
     passes: int = 1  # sampling passes: num_samples draws per chain, then further ones while not converged
     warmup: int = 0  # warmup iterations per chain in this run (fewer when resumed)
     states: tuple = ()  # each chain's final state, on the host: what ``nuts_sample(resume=...)`` continues
@@ -348,8 +353,15 @@ def nuts_sample(
     still missing), until the check passes on all the draws so far or the chains hold
     ``max_passes * num_samples`` draws each (the progress stage names the failures; "run the
     chains longer", the remedy Stan's diagnostics advise: the adaptation is over, so later
-    draws are from the same kernel). The program is the same (its sampling iterations run
-    again on a new key, a shorter pass stopping early), so nothing recompiles. With
+    draws are from the same kernel). Where the axis jumps run, before each further pass the
+    :data:`LINE_JUMP_CANDIDATES` parameters with the smallest bulk ESS so far are screened for a
+    second region along their regression lines in those draws, and those that have one get a
+    jump along it from then on (:func:`synthinfer.napsu.jumps.line_jumps`): each pass's kernel
+    leaves the posterior invariant and the kernel changes at most ``max_passes - 1`` times
+    (finite adaptation: Roberts & Rosenthal 2007, "Coupling and ergodicity of adaptive MCMC",
+    J. Appl. Probab. 44: after the last change the chains are a fixed ergodic kernel's). The
+    program is the same (its sampling iterations run again on a new key, a shorter pass
+    stopping early; the jumps are traced arguments), so nothing recompiles. With
     ``until_divergent``, no further pass runs once the draws have a divergent transition: a
     caller that then samples again with smaller steps (``resume``) would set them aside.
 
@@ -388,14 +400,20 @@ def nuts_sample(
         jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves
                  else PlateauJumps.none(d))
     elif jump_moves and (cell_prior > 0 or interaction_sd is not None):  # jumps along the parameters' axes
+        values_program, size = values(network, "neg_log_posterior", layout), batch_size(network)
+
+        def log_posterior(points: np.ndarray) -> np.ndarray:
+            return -evaluate_in_batches(values_program, points, args, size)
+
         if resume is not None and resume.jumps is not None:
             jumps = resume.jumps  # the same posterior and Laplace fit: the same proposals
         else:
-            program, size = values(network, "neg_log_posterior", layout), batch_size(network)
-            jumps = axis_jumps(lambda points: -evaluate_in_batches(program, points, args, size), umap.loc,
-                               umap.linear, _axis_candidates(s_map, sigma_map), prior_scale=interaction_sd)
+            jumps = axis_jumps(log_posterior, umap.loc, umap.linear, _axis_candidates(s_map, sigma_map),
+                               prior_scale=interaction_sd)
     else:  # the paper's prior without the map: plain NUTS
         jump_moves, jumps = False, PlateauJumps.none(d)
+    # along regression lines after a failed check: where the jumps move theta (the axis jumps')
+    line_moves = jump_moves and one_sided_threshold == -np.inf
     data = (args, umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
@@ -440,6 +458,7 @@ def nuts_sample(
         outs = list(pool.map(lambda c: run(c, starts[c], keys[c], begin, counter), range(n_chains)))
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
+        jump_updates = jumps.count * num_samples * n_chains  # post-warmup, for the acceptance rate
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
         left = (max_passes - 1) * num_samples  # further draws per chain the passes may still take
         while left > 0 and unconverged is not None and not (until_divergent and any(x.any() for x in diverging)):
@@ -450,6 +469,11 @@ def nuts_sample(
             # first k of them (a shorter pass fills the start of the draws buffer)
             k = min(left, num_samples if pass_draws is None else int(np.clip(pass_draws(so_far), 1, num_samples)))
             left -= k
+            if line_moves:  # the parameters that mixed worst, jumps along their lines in the draws so far
+                slowest = np.argsort(batched_ess(np.moveaxis(so_far, -1, 0)))[:LINE_JUMP_CANDIDATES]
+                jumps = line_jumps(log_posterior, jumps, so_far.reshape(-1, d), slowest)
+                data = (args, umap.arrays(), jumps.arrays())
+            jump_updates += jumps.count * k * n_chains
             more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1}: {'; '.join(failures)})",
                                    n_chains, k, "draws", progress, part_name="chains")
             more.start()
@@ -473,6 +497,7 @@ def nuts_sample(
         n_one_sided=umap.n_one_sided,
         n_jump_cells=jumps.count,
         n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)) - before[2],
+        n_jump_updates=jump_updates,
         passes=len(draws),
         warmup=num_warmup - begin,
         states=tuple(jax.tree.map(np.array, o) for o in outs),  # copies: the program donates its state

@@ -590,7 +590,7 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
     """NUTS under the interaction prior with a jump forced on one parameter (a histogram over its
     conditional's +-6 sd: the jumps are accepted often) and, after a first check made to fail, a
     line jump forced on another (along its regression line in the first pass's draws, a histogram
-    over +-4 of their sd), against plain NUTS on the same noisy counts: each parameter's mean
+    over +-4 of their sd; those draws then set aside), against plain NUTS on the same noisy counts: each parameter's mean
     agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over the 7): the jumps as the
     compiled sampler interleaves them with NUTS, after its warmup adapted around them, and the
     jump added between passes leave the posterior as it was."""
@@ -633,11 +633,13 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
         return ["made to fail"] if len(checks) == 1 else []
 
     kw = dict(n_chains=4, num_warmup=300, num_samples=1500, one_sided_threshold=-np.inf, **prior)
-    jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), max_passes=2,
+    jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), max_passes=3,
                          unconverged=unconverged, pass_draws=lambda draws: 1000, **kw)
     plain = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(3), jump_moves=False, **kw)
-    assert checks == [(4, 1500, 7), (4, 2500, 7)] and jumped.passes == 2 and jumped.draws.shape == (4, 2500, 7)
-    assert jumped.n_jump_cells == 2 and jumped.n_jump_updates == 4 * (1500 + 2 * 1000)
+    # the first pass's draws, without the line jump, set aside: a whole pass with it, not the sized 1000
+    assert checks == [(4, 1500, 7), (4, 1500, 7)] and jumped.passes == 2 and jumped.set_aside == 1500
+    assert jumped.draws.shape == (4, 1500, 7)
+    assert jumped.n_jump_cells == 2 and jumped.n_jump_updates == 4 * (1500 + 2 * 1500)
     assert jumped.n_jumps_accepted > 1000 and plain.n_jump_cells == 0 and plain.n_jump_updates == 0
     se = [np.asarray(az.mcse(to_inference_data(r.draws), method="mean")["theta"]) for r in (jumped, plain)]
     z = (jumped.draws.mean((0, 1)) - plain.draws.mean((0, 1))) / np.hypot(*se)

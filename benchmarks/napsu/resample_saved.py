@@ -13,6 +13,9 @@ divergences, Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Ca
     PYTHONPATH=src python benchmarks/napsu/resample_saved.py runs/eps1_repeat11.npz \
         --targets 0.8,0.9,0.95 --seeds 0,1 --out runs/eps1_repeat11_resampled.json
 
+``--line-jumps 0,default`` runs each seed without and with the jumps along regression lines
+added between passes (``synthinfer.napsu.nuts.LINE_JUMP_CANDIDATES``), one after the other.
+
 ``--targets default`` samples as a fit does (the library's rate, sampled again at a higher one
 after divergent transitions, further passes while the checks fail). ``--reference-draws`` names
 the draws ``(chains, draws, d)`` of an earlier run on the same fit (``default_fit.py --save``
@@ -69,11 +72,21 @@ def main() -> None:
     ap.add_argument("--watch", type=int, default=None, help="parameter compared in quantiles (default: the "
                     "reference's slowest)")
     ap.add_argument("--plot", type=Path, default=None, help="PNG of the watched parameter's histograms")
+    ap.add_argument("--line-jumps", default="default",
+                    help="comma-separated numbers of slowest parameters screened for jumps along their regression "
+                         "lines after a failed check (nuts.LINE_JUMP_CANDIDATES; 0: none, as before such jumps); "
+                         "each seed runs with each")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
     from synthinfer.mcmc import batched_ess
+    from synthinfer.napsu import nuts as nuts_module
+
+    library = nuts_module.LINE_JUMP_CANDIDATES
+    settings = [(target, seed, library if lines == "default" else int(lines))
+                for target in (None if t == "default" else float(t) for t in a.targets.split(","))
+                for seed in (int(s) for s in a.seeds.split(",")) for lines in a.line_jumps.split(",")]
 
     gen = NapsuMQ.load(a.path)
     names = lambda j: parameter_name(gen.queries_, j)  # noqa: E731
@@ -87,41 +100,42 @@ def main() -> None:
                       "watch_name": names(watch), "watch_ess_bulk": float(ess[watch]),
                       "watch_quantiles": np.quantile(ref_flat[:, watch], quantiles).tolist()}
     runs, watched = [], []
-    for target in (None if t == "default" else float(t) for t in a.targets.split(",")):
-        for seed in (int(s) for s in a.seeds.split(",")):
-            t, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()
-            # a given rate: one run, no retry; "default" (None): as a fit samples
-            gen.set_params(target_accept=target).resample_posterior(seed)
-            nuts = gen.diagnostics_["nuts"]
-            draws = np.asarray(gen.posterior_.posterior["theta"].values)
-            theta = draws.reshape(-1, gen.network_.dimension)
-            diverging = np.asarray(gen.posterior_.sample_stats["diverging"].values).reshape(-1)
-            ess = batched_ess(np.moveaxis(draws, 2, 0), "bulk")
-            run = {"target_accept": target, "final_target_accept": nuts["target_accept"], "seed": seed,
-                   "divergences": nuts["divergences"], "passes": nuts["passes"],
-                   "draws_per_chain": nuts["draws_per_chain"], "rhat_max": nuts["rhat_max"],
-                   "ess_bulk_min": nuts["ess_bulk_min"],
-                   "gradient_evaluations_per_draw": nuts["gradient_evaluations_per_draw"],
-                   "jump_parameters": nuts.get("plateau_jump_parameters"),
-                   "jump_acceptance": nuts.get("plateau_jump_acceptance"),
-                   "earlier_runs": nuts.get("earlier_runs", []),
-                   "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - cpu,
-                   "loadavg_before": load, "loadavg_after": os.getloadavg(),
-                   "slowest": [{"parameter": int(j), "name": names(int(j)), "ess_bulk": float(ess[j])}
-                               for j in np.argsort(ess)[:5]],
-                   "where_divergent": where_divergent(theta, diverging, names, a.top)}
-            if reference is not None:
-                sd = np.where(ref_flat.std(0) > 0, ref_flat.std(0), 1.0)
-                shift = np.abs(theta.mean(0) - ref_flat.mean(0)) / sd
-                run["max_mean_difference_in_reference_sd"] = float(shift.max())
-                run["watch_ess_bulk"] = float(ess[watch])
-                run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
-                watched.append((run, theta[:, watch]))
-            runs.append(run)
-            print(f"target {target or 'default'} seed {seed}: {run['divergences']} divergent, {run['passes']} passes, "
-                  f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
-            for w in run["where_divergent"][:3]:
-                print(f"    {w['shift_in_sd']:+.2f} sd  {w['name']}")
+    for target, seed, lines in settings:
+        nuts_module.LINE_JUMP_CANDIDATES = lines
+        t, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()
+        # a given rate: one run, no retry; "default" (None): as a fit samples
+        gen.set_params(target_accept=target).resample_posterior(seed)
+        nuts = gen.diagnostics_["nuts"]
+        draws = np.asarray(gen.posterior_.posterior["theta"].values)
+        theta = draws.reshape(-1, gen.network_.dimension)
+        diverging = np.asarray(gen.posterior_.sample_stats["diverging"].values).reshape(-1)
+        ess = batched_ess(np.moveaxis(draws, 2, 0), "bulk")
+        run = {"target_accept": target, "final_target_accept": nuts["target_accept"], "seed": seed,
+               "divergences": nuts["divergences"], "passes": nuts["passes"],
+               "draws_per_chain": nuts["draws_per_chain"], "rhat_max": nuts["rhat_max"],
+               "ess_bulk_min": nuts["ess_bulk_min"],
+               "gradient_evaluations_per_draw": nuts["gradient_evaluations_per_draw"],
+               "jump_parameters": nuts.get("plateau_jump_parameters"),
+               "jump_acceptance": nuts.get("plateau_jump_acceptance"),
+               "earlier_runs": nuts.get("earlier_runs", []),
+               "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - cpu,
+               "loadavg_before": load, "loadavg_after": os.getloadavg(),
+               "slowest": [{"parameter": int(j), "name": names(int(j)), "ess_bulk": float(ess[j])}
+                           for j in np.argsort(ess)[:5]],
+               "where_divergent": where_divergent(theta, diverging, names, a.top)}
+        if reference is not None:
+            sd = np.where(ref_flat.std(0) > 0, ref_flat.std(0), 1.0)
+            shift = np.abs(theta.mean(0) - ref_flat.mean(0)) / sd
+            run["max_mean_difference_in_reference_sd"] = float(shift.max())
+            run["watch_ess_bulk"] = float(ess[watch])
+            run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
+            watched.append((run, theta[:, watch]))
+        runs.append(run)
+        print(f"target {target or 'default'} seed {seed} line jumps {lines}: {run['divergences']} divergent, "
+              f"{run['passes']} passes, "
+              f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
+        for w in run["where_divergent"][:3]:
+            print(f"    {w['shift_in_sd']:+.2f} sd  {w['name']}")
     if a.plot is not None and reference is not None:
         _plot(a.plot, ref_flat[:, watch], ref_record, watched)
     if a.out is not None:
@@ -145,7 +159,8 @@ def _plot(path: Path, ref: np.ndarray, ref_record: dict, watched: list) -> None:
             label=f"reference ({ref_record['shape'][1]} draws per chain), ESS {ref_record['watch_ess_bulk']:.0f}")
     for run, x in watched:
         ax.hist(x, bins=bins, density=True, histtype="step",
-                label=f"seed {run['seed']}: {run['passes']} pass(es), {run['draws_per_chain']} draws per chain, "
+                label=f"seed {run['seed']}, line jumps {'on' if run['line_jump_candidates'] else 'off'}: "
+                      f"{run['passes']} pass(es), {run['draws_per_chain']} draws per chain, "
                       f"ESS {run['watch_ess_bulk']:.0f}, jumps {run['jump_parameters']}")
     ax.set_xlabel(f"parameter {ref_record['watch']}: {ref_record['watch_name']}")
     ax.set_ylabel("density")

@@ -339,8 +339,10 @@ class NUTSBackend:
             "one_sided_parameters": res.n_one_sided,
             "plateau_jump_parameters": res.n_jump_cells,
             "plateau_jump_acceptance": res.n_jumps_accepted / res.n_jump_updates if res.n_jump_updates else None,
-            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * res.warmup + draws_total),
+            "gradient_evaluations_per_draw": res.n_grad_evals / (settings.n_chains * (res.warmup + res.set_aside)
+                                                                 + draws_total),
             "passes": res.passes,
+            "draws_set_aside": res.set_aside,
             "draws_per_chain": int(res.draws.shape[1]),
             "max_passes": settings.max_passes,
             "target_accept": target,

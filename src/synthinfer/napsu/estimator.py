@@ -1203,7 +1203,9 @@ class NapsuMQ(Generator):
             if nu.get("plateau_jump_parameters"):  # absent from fits saved before plateau jumps
                 jumped = nu["plateau_jump_parameters"]
                 lines.append(f"  jumps between a bulk and a second region on {jumped} parameters, "
-                             f"{nu['plateau_jump_acceptance']:.0%} accepted")
+                             f"{nu['plateau_jump_acceptance']:.0%} accepted"
+                             + (f"; the {nu['draws_set_aside']} draws per chain before some were added set aside "
+                                "as warmup" if nu.get("draws_set_aside") else ""))
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> None:

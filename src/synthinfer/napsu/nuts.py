@@ -57,6 +57,7 @@ class NUTSResult:
     n_jumps_accepted: int = 0  # post-warmup, all chains
     n_jump_updates: int = 0  # post-warmup jump proposals, all chains (jumps may be added between passes)
     passes: int = 1  # sampling passes: num_samples draws per chain, then further ones while not converged
+    set_aside: int = 0  # draws per chain of the passes before jumps were added, set aside as warmup
     warmup: int = 0  # warmup iterations per chain in this run (fewer when resumed)
     states: tuple = ()  # each chain's final state, on the host: what ``nuts_sample(resume=...)`` continues
     jumps: PlateauJumps | None = None  # the jumps' proposals, which a resumed run reuses
@@ -461,6 +462,7 @@ def nuts_sample(
         jump_updates = jumps.count * num_samples * n_chains  # post-warmup, for the acceptance rate
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
         left = (max_passes - 1) * num_samples  # further draws per chain the passes may still take
+        passes, set_aside = 1, 0
         while left > 0 and unconverged is not None and not (until_divergent and any(x.any() for x in diverging)):
             so_far = np.concatenate(draws, axis=1)
             if not (failures := unconverged(so_far)):
@@ -468,13 +470,20 @@ def nuts_sample(
             # the same program's sampling iterations again, from each chain's last state: the
             # first k of them (a shorter pass fills the start of the draws buffer)
             k = min(left, num_samples if pass_draws is None else int(np.clip(pass_draws(so_far), 1, num_samples)))
-            left -= k
             if line_moves:  # the parameters that mixed worst, jumps along their lines in the draws so far
                 slowest = np.argsort(batched_ess(np.moveaxis(so_far, -1, 0)))[:LINE_JUMP_CANDIDATES]
-                jumps = line_jumps(log_posterior, jumps, so_far.reshape(-1, d), slowest)
-                data = (args, umap.arrays(), jumps.arrays())
+                lined = line_jumps(log_posterior, jumps, so_far.reshape(-1, d), slowest)
+                if lined is not jumps:
+                    jumps, data = lined, (args, umap.arrays(), lined.arrays())
+                    if not any(x.any() for x in diverging):  # (draws with divergences stay, for the retry)
+                        # a new kernel: the draws so far, which mixed without it, become warmup, and
+                        # the check starts again on a whole pass of the new kernel's draws
+                        set_aside, draws, diverging = set_aside + so_far.shape[1], [], []
+                        k = min(left, num_samples)
+            left -= k
+            passes += 1
             jump_updates += jumps.count * k * n_chains
-            more = ProgressCounter(f"NUTS, more draws (pass {len(draws) + 1}: {'; '.join(failures)})",
+            more = ProgressCounter(f"NUTS, more draws (pass {passes}: {'; '.join(failures)})",
                                    n_chains, k, "draws", progress, part_name="chains")
             more.start()
             keys = jax_key_data(rng, n_chains)
@@ -498,7 +507,8 @@ def nuts_sample(
         n_jump_cells=jumps.count,
         n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)) - before[2],
         n_jump_updates=jump_updates,
-        passes=len(draws),
+        passes=passes,
+        set_aside=set_aside,
         warmup=num_warmup - begin,
         states=tuple(jax.tree.map(np.array, o) for o in outs),  # copies: the program donates its state
         jumps=jumps,

@@ -590,10 +590,10 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
     """NUTS under the interaction prior with a jump forced on one parameter (a histogram over its
     conditional's +-6 sd: the jumps are accepted often) and, after a first check made to fail, a
     line jump forced on another (along its regression line in the first pass's draws, a histogram
-    over +-4 of their sd; those draws then set aside), against plain NUTS on the same noisy counts: each parameter's mean
-    agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over the 7): the jumps as the
-    compiled sampler interleaves them with NUTS, after its warmup adapted around them, and the
-    jump added between passes leave the posterior as it was."""
+    over +-4 of their sd; those draws then set aside), against plain NUTS on the same noisy
+    counts: each parameter's mean agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3
+    over the 7): the jumps as the compiled sampler interleaves them with NUTS, after its warmup
+    adapted around them, and the jump added between passes leave the posterior as it was."""
     import arviz as az
     from synthinfer.napsu import jumps as jumps_module
     from synthinfer.napsu import nuts as nuts_module

@@ -240,6 +240,22 @@ def test_resampling_a_tied_fit_keeps_its_model():
     assert "tied in" in gen.summary() and "sampled again" in gen.summary()
 
 
+def test_summary_says_which_draws_were_set_aside_for_jumps_added_between_passes():
+    """The summary's NUTS lines read the backend's record: jumps, their acceptance, and the draws
+    per chain set aside when line jumps were added (none: no such clause)."""
+    df, domain = _sparse_table()
+    gen = NapsuMQ([("c", "d")], epsilon=0.5, inference="laplace", seed=3).fit(df, domain=domain)
+    nuts = {"rhat_max": 1.004, "rhat_threshold": 1.01, "rhat_limit_max": 1.01, "ess_bulk_min": 512.0,
+            "passes": 2, "draws_per_chain": 400, "divergences": 0, "gradient_evaluations": 12345,
+            "earlier_runs": [], "target_accept": 0.8, "plateau_jump_parameters": 2,
+            "plateau_jump_acceptance": 0.31, "draws_set_aside": 400}
+    gen.diagnostics_ = {**gen.diagnostics_, "nuts": nuts}
+    assert ("jumps between a bulk and a second region on 2 parameters, 31% accepted; the 400 draws per chain "
+            "before some were added set aside as warmup") in gen.summary()
+    gen.diagnostics_["nuts"] = {**nuts, "draws_set_aside": 0}
+    assert "31% accepted\n" in gen.summary() + "\n" and "set aside as warmup" not in gen.summary()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"tie_below": 0}, "tie_below"),
     ({"tie_below": "3"}, "tie_below"),

@@ -111,6 +111,7 @@ def main() -> None:
         diverging = np.asarray(gen.posterior_.sample_stats["diverging"].values).reshape(-1)
         ess = batched_ess(np.moveaxis(draws, 2, 0), "bulk")
         run = {"target_accept": target, "final_target_accept": nuts["target_accept"], "seed": seed,
+               "line_jump_candidates": lines,
                "divergences": nuts["divergences"], "passes": nuts["passes"],
                "draws_per_chain": nuts["draws_per_chain"], "rhat_max": nuts["rhat_max"],
                "ess_bulk_min": nuts["ess_bulk_min"],

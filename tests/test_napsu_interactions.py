@@ -240,6 +240,8 @@ def test_resampling_a_tied_fit_keeps_its_model():
     assert "tied in" in gen.summary() and "sampled again" in gen.summary()
 
 
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::synthinfer.errors.SynthinferWarning")
 def test_summary_says_which_draws_were_set_aside_for_jumps_added_between_passes():
     """The summary's NUTS lines read the backend's record: jumps, their acceptance, and the draws
     per chain set aside when line jumps were added (none: no such clause)."""

@@ -119,6 +119,20 @@ def _histogram_edges(grid: np.ndarray, logp: np.ndarray) -> np.ndarray:
     return np.interp(np.linspace(1e-9, 1 - 1e-9, BINS + 1), cdf, grid)
 
 
+def _share_below(grid: np.ndarray, logp: np.ndarray, i: int) -> float:
+    """The share of a profile's mass (trapezoid rule, ``logp`` unnormalised) on ``grid[:i + 1]``."""
+    p = np.exp(logp - logp.max())
+    mass = np.concatenate([[0.0], np.cumsum(0.5 * (p[1:] + p[:-1]) * np.diff(grid))])
+    return float(mass[i] / mass[-1])
+
+
+def _profile_edges(grid: np.ndarray, logp: np.ndarray) -> np.ndarray | None:
+    """:func:`_histogram_edges` of a log-posterior profile (floored 700 nats below its top, where
+    ``exp`` underflows), or None where the edges are not strictly increasing."""
+    row = _histogram_edges(grid, np.maximum(logp, logp.max() - 700.0))
+    return row if np.all(np.diff(row) > 0) else None
+
+
 def _profile(phi: np.ndarray, s: float, sigma_dp: float, count_at_mode: float, theta_mode: float,
              offset: float, kappa: float, prior_sd: float) -> tuple[np.ndarray, np.ndarray]:
     """Log profile density of ``phi_j`` (unnormalised) and the expected count along ``phi``."""
@@ -228,14 +242,10 @@ def axis_jumps(log_density: Callable[[np.ndarray], np.ndarray], loc: np.ndarray,
                 continue
             bulk = np.linspace(loc[j] - 4.0 * sd[j], loc[j] + 6.0 * sd[j], 21)[1:]
             full, logp = np.concatenate([grid, bulk]), np.concatenate([below, along(np.array([j]), bulk[None])[0]])
-            p = np.exp(logp - logp.max())
-            mass = np.concatenate([[0.0], np.cumsum(0.5 * (p[1:] + p[:-1]) * np.diff(full))])
-            share = float(mass[PROFILE_POINTS - 1] / mass[-1])
-            if 1e-3 < share < 0.5:
-                row = _histogram_edges(full, np.maximum(logp, logp.max() - 700.0))
-                if np.all(np.diff(row) > 0):
-                    edges[j] = row
-                    chosen.append((share, int(j)))
+            share = _share_below(full, logp, PROFILE_POINTS - 1)
+            if 1e-3 < share < 0.5 and (row := _profile_edges(full, logp)) is not None:
+                edges[j] = row
+                chosen.append((share, int(j)))
     keep = [j for _, j in sorted(chosen, reverse=True)[:max_jumps]]
     rest = sorted(set(range(d)) - set(keep))
     return PlateauJumps(np.array(keep + rest, dtype=np.int64), len(keep), edges, loc.copy(), linear, inverse.T.copy())
@@ -324,13 +334,9 @@ def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJu
             continue
         side = left >= right
         low = _dip(logp[:top + 1]) if side else len(logp) - 1 - _dip(logp[top:][::-1])
-        p = np.exp(logp - logp.max())
-        mass = np.concatenate([[0.0], np.cumsum(0.5 * (p[1:] + p[:-1]) * np.diff(grid))])
-        share = float(mass[low] / mass[-1]) if side else float(1.0 - mass[low] / mass[-1])
-        if not 1e-3 < share < 1.0 - 1e-3:
-            continue
-        row = _histogram_edges(grid, np.maximum(logp, logp.max() - 700.0))
-        if np.all(np.diff(row) > 0):
+        below = _share_below(grid, logp, low)
+        share = below if side else 1.0 - below
+        if 1e-3 < share < 1.0 - 1e-3 and (row := _profile_edges(grid, logp)) is not None:
             edges[j], directions[j] = row, np.linalg.solve(rows, v)
             added.append(j)
     if not added:

@@ -396,6 +396,7 @@ def nuts_sample(
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
+    line_moves = False  # jumps along regression lines after a failed check: where the axis jumps run
     if one_sided_threshold > -np.inf:  # the map (a threshold of -inf flags no cell): plateau jumps
         jump_moves = bool(jump_moves and umap.mask.any())
         jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves
@@ -411,10 +412,9 @@ def nuts_sample(
         else:
             jumps = axis_jumps(log_posterior, umap.loc, umap.linear, _axis_candidates(s_map, sigma_map),
                                prior_scale=interaction_sd)
+        line_moves = True
     else:  # the paper's prior without the map: plain NUTS
         jump_moves, jumps = False, PlateauJumps.none(d)
-    # along regression lines after a failed check: where the jumps move theta (the axis jumps')
-    line_moves = jump_moves and one_sided_threshold == -np.inf
     data = (args, umap.arrays(), jumps.arrays())
     z0 = umap.to_u(laplace.mean) + rng.standard_normal((n_chains, d))
     keys = jax_key_data(rng, n_chains)
@@ -459,8 +459,8 @@ def nuts_sample(
         outs = list(pool.map(lambda c: run(c, starts[c], keys[c], begin, counter), range(n_chains)))
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
-        jump_updates = jumps.count * num_samples * n_chains  # post-warmup, for the acceptance rate
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
+        jump_updates = jumps.count * num_samples * n_chains  # post-warmup, for the acceptance rate
         left = (max_passes - 1) * num_samples  # further draws per chain the passes may still take
         passes, set_aside = 1, 0
         while left > 0 and unconverged is not None and not (until_divergent and any(x.any() for x in diverging)):

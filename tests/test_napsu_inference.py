@@ -503,7 +503,8 @@ def test_line_jumps_find_a_second_region_along_the_draws_regression_line():
     assert axis.count == 0
     draws = _ridge_draws(4000, 0)
     jumps = line_jumps(_ridge, axis, draws, np.array([0]))
-    assert jumps.count == 1 and jumps.index[0] == 0
+    # one parameter, tried LINE_TRIES times per iteration, as often as d = 2 leaves room for
+    assert jumps.parameters == 1 and jumps.count == 2 and jumps.index.tolist() == [0, 0]
     slope = np.cov(draws.T)[0, 1] / draws[:, 0].var(ddof=1)
     np.testing.assert_allclose(linear @ jumps.directions[0], [1.0, slope], rtol=1e-9, atol=1e-12)
     assert jumps.edges[0, 0] < 0.0 and jumps.edges[0, -1] > 5.0 and np.all(np.diff(jumps.edges[0]) > 0)
@@ -520,7 +521,7 @@ def test_line_jumps_find_a_second_region_along_the_draws_regression_line():
 
 
 def test_line_jump_sweep_leaves_the_posterior_invariant():
-    """20,000 exact draws of the ridge, each moved by 25 sweeps of its line jump alone (whitening
+    """20,000 exact draws of the ridge, each moved by 25 sweeps of its line jump alone (two tries each; whitening
     ``theta = loc + L u`` non-diagonal): still the posterior. The second region's share stays 0.2
     (|z| < 4 of the binomial se; a chance failure < 1e-4) and theta_0's quartiles within 4 se of
     the exact; an update that left out the proposal's density ratio would sample ~ p q along the
@@ -530,7 +531,7 @@ def test_line_jump_sweep_leaves_the_posterior_invariant():
     loc, linear = np.array([4.7, 0.0]), np.array([[0.25, 0.0], [0.1, 0.3]])
     jumps = line_jumps(_ridge, axis_jumps(_ridge, loc, linear, np.zeros(2, bool), prior_scale=1.0),
                        _ridge_draws(4000, 0), np.array([0]))
-    assert jumps.count == 1
+    assert jumps.parameters == 1 and jumps.count == 2  # two tries a sweep: as many as d = 2 leaves room for
     arrays = tuple(jnp.asarray(a) for a in jumps.arrays())
     lin, at = jnp.asarray(linear), jnp.asarray(loc)
 
@@ -588,12 +589,13 @@ def test_a_jump_from_outside_its_histogram_is_never_accepted():
 
 def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
     """NUTS under the interaction prior with a jump forced on one parameter (a histogram over its
-    conditional's +-6 sd: the jumps are accepted often) and, after a first check made to fail, a
-    line jump forced on another (along its regression line in the first pass's draws, a histogram
-    over +-4 of their sd; those draws then set aside), against plain NUTS on the same noisy
-    counts: each parameter's mean agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3
-    over the 7): the jumps as the compiled sampler interleaves them with NUTS, after its warmup
-    adapted around them, and the jump added between passes leave the posterior as it was."""
+    conditional's +-6 sd: the jumps are accepted often), a line jump forced on a second at the
+    warmup's screen (along its regression line in the last slow window's positions, a histogram
+    over +-4 of their sd) and, after a first check made to fail, one on a third (in the first
+    pass's draws, which are then set aside), against plain NUTS on the same noisy counts: each
+    parameter's mean agrees (|z| < 4 with ArviZ's MCSE of both; chance failure < 1e-3 over the
+    7): the jumps as the compiled sampler interleaves them with NUTS, after its warmup adapted
+    around them, and the jumps added during warmup and between passes leave the posterior as it was."""
     import arviz as az
     from synthinfer.napsu import jumps as jumps_module
     from synthinfer.napsu import nuts as nuts_module
@@ -613,16 +615,21 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
         return jumps_module.PlateauJumps(np.r_[3, np.delete(np.arange(loc.size), 3)], 1, edges, made.start,
                                          made.rows, made.directions)
 
+    screens = []
+
     def forced_line(log_density, jumps, draws, parameters):
-        assert len(draws) == 4 * 1500 and len(parameters) == nuts_module.LINE_JUMP_CANDIDATES
+        screens.append(len(draws))
+        assert np.all(np.any(draws != 0.0, axis=1))  # positions, not the buffer's zeros
+        assert len(parameters) == nuts_module.LINE_JUMP_CANDIDATES
+        j = 5 if len(screens) == 1 else 6  # the warmup's screen, then the failed check's
         centred = draws - draws.mean(0)
-        v = centred.T @ centred[:, 5] / (centred[:, 5] @ centred[:, 5])
+        v = centred.T @ centred[:, j] / (centred[:, j] @ centred[:, j])
         edges, directions = jumps.edges.copy(), jumps.directions.copy()
-        centre, spread = draws[:, 5].mean(), 4 * draws[:, 5].std()
-        edges[5] = np.linspace(centre - spread, centre + spread, jumps_module.BINS + 1)
-        directions[5] = np.linalg.solve(jumps.rows, v)
-        index = np.r_[3, 5, np.delete(np.arange(v.size), [3, 5])]
-        return jumps_module.PlateauJumps(index, 2, edges, jumps.start, jumps.rows, directions)
+        centre, spread = draws[:, j].mean(), 4 * draws[:, j].std()
+        edges[j] = np.linspace(centre - spread, centre + spread, jumps_module.BINS + 1)
+        directions[j] = np.linalg.solve(jumps.rows, v)
+        index = np.r_[jumps.index[:jumps.count], j, np.setdiff1d(jumps.index[jumps.count:], [j])]
+        return jumps_module.PlateauJumps(index, jumps.count + 1, edges, jumps.start, jumps.rows, directions)
 
     monkeypatch.setattr(nuts_module, "axis_jumps", forced)
     monkeypatch.setattr(nuts_module, "line_jumps", forced_line)
@@ -636,10 +643,12 @@ def test_nuts_with_axis_jumps_samples_the_same_posterior(monkeypatch):
     jumped = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(2), max_passes=3,
                          unconverged=unconverged, pass_draws=lambda draws: 1000, **kw)
     plain = nuts_sample(net, s_tilde, sigma, n, lap, rng=np.random.default_rng(3), jump_moves=False, **kw)
-    # the first pass's draws, without the line jump, set aside: a whole pass with it, not the sized 1000
+    # the warmup's screen saw the last slow window (iterations 150-249 of 300); the first pass's
+    # draws, without the second line jump, set aside: a whole pass with it, not the sized 1000
+    assert screens == [4 * 100, 4 * 1500]
     assert checks == [(4, 1500, 7), (4, 1500, 7)] and jumped.passes == 2 and jumped.set_aside == 1500
     assert jumped.draws.shape == (4, 1500, 7)
-    assert jumped.n_jump_cells == 2 and jumped.n_jump_updates == 4 * (1500 + 2 * 1500)
+    assert jumped.n_jump_cells == 3 and jumped.n_jump_updates == 4 * (2 * 1500 + 3 * 1500)
     assert jumped.n_jumps_accepted > 1000 and plain.n_jump_cells == 0 and plain.n_jump_updates == 0
     se = [np.asarray(az.mcse(to_inference_data(r.draws), method="mean")["theta"]) for r in (jumped, plain)]
     z = (jumped.draws.mean((0, 1)) - plain.draws.mean((0, 1))) / np.hypot(*se)

@@ -14,7 +14,9 @@ divergences, Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Ca
         --targets 0.8,0.9,0.95 --seeds 0,1 --out runs/eps1_repeat11_resampled.json
 
 ``--line-jumps 0,default`` runs each seed without and with the jumps along regression lines
-added between passes (``synthinfer.napsu.nuts.LINE_JUMP_CANDIDATES``), one after the other.
+(``synthinfer.napsu.nuts.LINE_JUMP_CANDIDATES``: screened after warmup's last slow window and
+after each failed check), one after the other; ``--line-tries 1,default`` with one proposal
+per iteration of each such jump and with the library's number (``jumps.LINE_TRIES``).
 
 ``--targets default`` samples as a fit does (the library's rate, sampled again at a higher one
 after divergent transitions, further passes while the checks fail). ``--reference-draws`` names
@@ -74,19 +76,26 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, default=None, help="PNG of the watched parameter's histograms")
     ap.add_argument("--line-jumps", default="default",
                     help="comma-separated numbers of slowest parameters screened for jumps along their regression "
-                         "lines after a failed check (nuts.LINE_JUMP_CANDIDATES; 0: none, as before such jumps); "
-                         "each seed runs with each")
+                         "lines after warmup and after a failed check (nuts.LINE_JUMP_CANDIDATES; 0: none, as "
+                         "before such jumps); each seed runs with each")
+    ap.add_argument("--line-tries", default="default",
+                    help="comma-separated proposals per iteration of each line jump (jumps.LINE_TRIES); each "
+                         "seed runs with each where line jumps are screened")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     from synthinfer.generate import NapsuMQ
     from synthinfer.mcmc import batched_ess
+    from synthinfer.napsu import jumps as jumps_module
     from synthinfer.napsu import nuts as nuts_module
 
-    library = nuts_module.LINE_JUMP_CANDIDATES
-    settings = [(target, seed, library if lines == "default" else int(lines))
+    library = nuts_module.LINE_JUMP_CANDIDATES, jumps_module.LINE_TRIES
+    line_jumps = [library[0] if x == "default" else int(x) for x in a.line_jumps.split(",")]
+    line_tries = [library[1] if x == "default" else int(x) for x in a.line_tries.split(",")]
+    settings = [(target, seed, lines, tries if lines else library[1])
                 for target in (None if t == "default" else float(t) for t in a.targets.split(","))
-                for seed in (int(s) for s in a.seeds.split(",")) for lines in a.line_jumps.split(",")]
+                for seed in (int(s) for s in a.seeds.split(",")) for lines in line_jumps
+                for tries in (line_tries if lines else line_tries[:1])]
 
     gen = NapsuMQ.load(a.path)
     names = lambda j: parameter_name(gen.queries_, j)  # noqa: E731
@@ -100,8 +109,8 @@ def main() -> None:
                       "watch_name": names(watch), "watch_ess_bulk": float(ess[watch]),
                       "watch_quantiles": np.quantile(ref_flat[:, watch], quantiles).tolist()}
     runs, watched = [], []
-    for target, seed, lines in settings:
-        nuts_module.LINE_JUMP_CANDIDATES = lines
+    for target, seed, lines, tries in settings:
+        nuts_module.LINE_JUMP_CANDIDATES, jumps_module.LINE_TRIES = lines, tries
         t, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()
         # a given rate: one run, no retry; "default" (None): as a fit samples
         gen.set_params(target_accept=target).resample_posterior(seed)
@@ -111,9 +120,10 @@ def main() -> None:
         diverging = np.asarray(gen.posterior_.sample_stats["diverging"].values).reshape(-1)
         ess = batched_ess(np.moveaxis(draws, 2, 0), "bulk")
         run = {"target_accept": target, "final_target_accept": nuts["target_accept"], "seed": seed,
-               "line_jump_candidates": lines,
+               "line_jump_candidates": lines, "line_tries": tries if lines else None,
                "divergences": nuts["divergences"], "passes": nuts["passes"],
-               "draws_per_chain": nuts["draws_per_chain"], "rhat_max": nuts["rhat_max"],
+               "draws_per_chain": nuts["draws_per_chain"], "draws_set_aside": nuts.get("draws_set_aside", 0),
+               "rhat_max": nuts["rhat_max"],
                "ess_bulk_min": nuts["ess_bulk_min"],
                "gradient_evaluations_per_draw": nuts["gradient_evaluations_per_draw"],
                "jump_parameters": nuts.get("plateau_jump_parameters"),
@@ -132,7 +142,7 @@ def main() -> None:
             run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
             watched.append((run, theta[:, watch]))
         runs.append(run)
-        print(f"target {target or 'default'} seed {seed} line jumps {lines}: {run['divergences']} divergent, "
+        print(f"target {target or 'default'} seed {seed} line jumps {lines} x {tries}: {run['divergences']} divergent, "
               f"{run['passes']} passes, "
               f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
         for w in run["where_divergent"][:3]:
@@ -160,7 +170,8 @@ def _plot(path: Path, ref: np.ndarray, ref_record: dict, watched: list) -> None:
             label=f"reference ({ref_record['shape'][1]} draws per chain), ESS {ref_record['watch_ess_bulk']:.0f}")
     for run, x in watched:
         ax.hist(x, bins=bins, density=True, histtype="step",
-                label=f"seed {run['seed']}, line jumps {'on' if run['line_jump_candidates'] else 'off'}: "
+                label=f"seed {run['seed']}, line jumps "
+                      f"{'x %d' % run['line_tries'] if run['line_jump_candidates'] else 'off'}: "
                       f"{run['passes']} pass(es), {run['draws_per_chain']} draws per chain, "
                       f"ESS {run['watch_ess_bulk']:.0f}, jumps {run['jump_parameters']}")
     ax.set_xlabel(f"parameter {ref_record['watch']}: {ref_record['watch_name']}")

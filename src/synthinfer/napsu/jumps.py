@@ -75,7 +75,8 @@ _GRID = np.linspace(-40.0, 20.0, 24001)  # phi; T has slope >= 1, so this covers
 
 @dataclass(frozen=True)
 class PlateauJumps:
-    """Coordinates to update (``index[:count]``) and their histogram edges ``edges[j]``.
+    """Coordinates to update (``index[:count]``, in turn, a coordinate as often as it appears)
+    and their histogram edges ``edges[j]``.
 
     The updated value of coordinate ``j`` is ``x_j = start[j] + rows[j] . u`` and a move to
     ``x'`` is ``u + (x' - x_j) directions[j]`` (``rows[j] . directions[j] = 1``): for the one-sided
@@ -90,6 +91,11 @@ class PlateauJumps:
     start: np.ndarray  # (d,)
     rows: np.ndarray  # (d, d)
     directions: np.ndarray  # (d, d)
+
+    @property
+    def parameters(self) -> int:
+        """How many coordinates get jumps (a line jump's is in ``index[:count]`` once per try)."""
+        return len(set(np.asarray(self.index[:self.count]).tolist()))
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The proposal's numbers, traced arguments of the compiled sampler (NumPy arrays of
@@ -288,10 +294,16 @@ def jump_sweep(key: jax.Array, u: jax.Array, logp: jax.Array, logdensity, index:
 
 #: Points of :func:`line_jumps`' profiles along a regression line.
 LINE_POINTS = 96
+#: Proposals per iteration of each line jump (one log-density value each). The profile at the
+#: Laplace mean is only an approximation of the conditional along the line at the chain's
+#: position (the ridge curves), so one proposal is accepted about a third of the time; several
+#: in a row come near a draw from that conditional, where the two regions' shares are moderate
+#: from most positions (docs/napsu-sampler.md).
+LINE_TRIES = 4
 
 
 def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJumps, draws: np.ndarray,
-               parameters: np.ndarray, *, max_jumps: int = MAX_AXIS_JUMPS) -> PlateauJumps:
+               parameters: np.ndarray, *, max_jumps: int = MAX_AXIS_JUMPS, tries: int | None = None) -> PlateauJumps:
     """``jumps`` (of :func:`axis_jumps`: ``theta = start + rows u``) with a jump added for each of
     ``parameters`` (e.g. those whose draws mixed worst) whose posterior has a second region along
     its regression line in the ``draws`` ``(k, d)`` of ``theta`` so far, at most ``max_jumps`` in all.
@@ -307,7 +319,10 @@ def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJu
     jump along that line: ``theta_j`` the updated value, moved along ``u + t rows^{-1} v``
     (``rows . rows^{-1} v = v_j = 1``: a translation along a fixed line, exact as the axis
     jumps), with the histogram of the profile. The line is chosen from earlier draws and then
-    held fixed, so each later transition still leaves the posterior invariant."""
+    held fixed, so each later transition still leaves the posterior invariant. Each such jump
+    is made ``tries`` (default :data:`LINE_TRIES`) times per iteration (its parameter that many
+    times in ``index[:count]``, as many as ``d`` leaves room for): each is an exact update, and so
+    is their sequence."""
     draws = np.asarray(draws, dtype=np.float64)
     loc, rows = np.asarray(jumps.start, dtype=np.float64), np.asarray(jumps.rows, dtype=np.float64)
     index, count = np.asarray(jumps.index).copy(), int(jumps.count)
@@ -317,7 +332,7 @@ def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJu
     have = set(index[:count].tolist())
     added: list[int] = []
     for j in (int(p) for p in parameters):
-        if count + len(added) >= max_jumps or j in have:
+        if len(have) + len(added) >= max_jumps or j in have:
             continue
         var = float(centred[:, j] @ centred[:, j]) / len(draws)
         if not var > 0:
@@ -341,6 +356,6 @@ def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJu
             added.append(j)
     if not added:
         return jumps
-    keep = [*index[:count].tolist(), *added]
-    rest = sorted(set(range(loc.size)) - set(keep))
-    return PlateauJumps(np.array(keep + rest, dtype=np.int64), len(keep), edges, loc, rows, directions)
+    keep = [*index[:count].tolist(), *(j for j in added for _ in range(max(1, tries or LINE_TRIES)))][:loc.size]
+    rest = sorted(set(range(loc.size)) - set(keep))  # the index's remaining places: unused
+    return PlateauJumps(np.array((keep + rest)[:loc.size], dtype=np.int64), len(keep), edges, loc, rows, directions)

@@ -53,7 +53,7 @@ class NUTSResult:
     step_size: np.ndarray  # (chains,)
     seconds: float  # warmup + sampling, including compilation on the first call
     n_one_sided: int = 0  # parameters sampled through the one-sided map
-    n_jump_cells: int = 0  # parameters with jumps: as many log-density values (no gradient) per iteration
+    n_jump_cells: int = 0  # parameters with jumps: a log-density value (no gradient) per proposal, each iteration
     n_jumps_accepted: int = 0  # post-warmup, all chains
     n_jump_updates: int = 0  # post-warmup jump proposals, all chains (jumps may be added between passes)
     passes: int = 1  # sampling passes: num_samples draws per chain, then further ones while not converged
@@ -176,11 +176,12 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, ne
         eps = jnp.where(last, jnp.exp(ss.log_step_size_avg), jnp.exp(ss.log_step_size))
         adapted = pick(warm, (ss, mm, eps, mm.inverse_mass_matrix),
                        (c.step_size_adaptation, c.mass_adaptation, c.step_size, c.inverse_mass_matrix))
-        j = jnp.clip(i - num_warmup, 0, num_samples - 1)
-        theta = to_theta(st.position, map_arrays)[0]
+        # theta after every iteration: warmup ones in turn in the draws' buffer (:func:`_warmup_rows`
+        # reads them back for the line-jump screen), overwritten by the sampling ones
+        j = jnp.where(warm, i % num_samples, jnp.clip(i - num_warmup, 0, num_samples - 1))
         return _ChainState(
             st, *adapted,
-            draws=c.draws.at[j].set(jnp.where(warm, c.draws[j], theta)),
+            draws=c.draws.at[j].set(to_theta(st.position, map_arrays)[0]),
             diverging=c.diverging.at[j].set(jnp.where(warm, c.diverging[j], info.is_divergent)),
             grads_warmup=c.grads_warmup + jnp.where(warm, grads, 0),
             grads=c.grads + jnp.where(warm, 0, grads),
@@ -354,11 +355,14 @@ def nuts_sample(
     still missing), until the check passes on all the draws so far or the chains hold
     ``max_passes * num_samples`` draws each (the progress stage names the failures; "run the
     chains longer", the remedy Stan's diagnostics advise: the adaptation is over, so later
-    draws are from the same kernel). Where the axis jumps run, before each further pass the
-    :data:`LINE_JUMP_CANDIDATES` parameters with the smallest bulk ESS so far are screened for a
-    second region along their regression lines in those draws, and those that have one get a
-    jump along it from then on (:func:`synthinfer.napsu.jumps.line_jumps`): each pass's kernel
-    leaves the posterior invariant and the kernel changes at most ``max_passes - 1`` times
+    draws are from the same kernel). Where the axis jumps run, the :data:`LINE_JUMP_CANDIDATES`
+    parameters with the smallest bulk ESS are screened for a second region along their
+    regression lines in the draws so far, and those that have one get a jump along it from then
+    on (:func:`synthinfer.napsu.jumps.line_jumps`): first on the positions of warmup's last slow
+    window (the chains wait for each other there; jumps found then are part of the sampling
+    kernel from its first draw, the final fast window adapting the step size to them), then
+    before each further pass. Each pass's kernel leaves the posterior invariant and it changes
+    at most ``max_passes - 1`` times
     (finite adaptation: Roberts & Rosenthal 2007, "Coupling and ergodicity of adaptive MCMC",
     J. Appl. Probab. 44: after the last change the chains are a fixed ergodic kernel's). The
     program is the same (its sampling iterations run again on a new key, a shorter pass
@@ -455,8 +459,20 @@ def nuts_sample(
 
     counter.start()
     workers = max(1, min(n_chains, max_workers or usable_cores()))
+    # where the line jumps run (not on resuming, whose run keeps the earlier one's jumps), the
+    # chains stop after warmup's last slow window for a first screen of its positions
+    window = _last_slow_window(num_warmup) if line_moves and not begin else None
+    start = begin
     with ThreadPoolExecutor(workers) as pool:
-        outs = list(pool.map(lambda c: run(c, starts[c], keys[c], begin, counter), range(n_chains)))
+        if window is not None:
+            first, stop = window
+            outs = list(pool.map(lambda c: run(c, starts[c], keys[c], 0, counter, stop), range(n_chains)))
+            rows = np.arange(max(first, stop - num_samples), stop) % num_samples  # where _nuts_chain put them
+            lined = _screen_lines(log_posterior, jumps, np.stack([np.asarray(o.draws)[rows] for o in outs]))
+            if lined is not jumps:  # still warmup: the final fast window adapts the step size to them
+                jumps, data = lined, (args, umap.arrays(), lined.arrays())
+            starts, start = outs, stop
+        outs = list(pool.map(lambda c: run(c, starts[c], keys[c], start, counter), range(n_chains)))
         # copies (np.stack): a next pass donates the states' buffers to the program
         draws = [np.stack([np.asarray(o.draws) for o in outs])]
         diverging = [np.stack([np.asarray(o.diverging, dtype=bool) for o in outs])]
@@ -470,9 +486,8 @@ def nuts_sample(
             # the same program's sampling iterations again, from each chain's last state: the
             # first k of them (a shorter pass fills the start of the draws buffer)
             k = min(left, num_samples if pass_draws is None else int(np.clip(pass_draws(so_far), 1, num_samples)))
-            if line_moves:  # the parameters that mixed worst, jumps along their lines in the draws so far
-                slowest = np.argsort(batched_ess(np.moveaxis(so_far, -1, 0)))[:LINE_JUMP_CANDIDATES]
-                lined = line_jumps(log_posterior, jumps, so_far.reshape(-1, d), slowest)
+            if line_moves:
+                lined = _screen_lines(log_posterior, jumps, so_far)
                 if lined is not jumps:
                     jumps, data = lined, (args, umap.arrays(), lined.arrays())
                     if not any(x.any() for x in diverging):  # (draws with divergences stay, for the retry)
@@ -504,7 +519,7 @@ def nuts_sample(
         step_size=np.array([float(o.step_size) for o in outs]),
         seconds=seconds,
         n_one_sided=umap.n_one_sided,
-        n_jump_cells=jumps.count,
+        n_jump_cells=jumps.parameters,
         n_jumps_accepted=int(sum(int(o.jumps_accepted) for o in outs)) - before[2],
         n_jump_updates=jump_updates,
         passes=passes,
@@ -513,6 +528,27 @@ def nuts_sample(
         states=tuple(jax.tree.map(np.array, o) for o in outs),  # copies: the program donates its state
         jumps=jumps,
     )
+
+
+def _last_slow_window(num_warmup: int) -> tuple[int, int] | None:
+    """The iterations ``[first, stop)`` of Stan's last slow warmup window (``None`` without one:
+    a warmup too short for the schedule). Its positions come from a kernel whose mass matrix is
+    already adapted to the posterior's scales: a fair first look at how the parameters move."""
+    slow, end = _stan_schedule(num_warmup, 0)
+    ends = np.nonzero(slow & end)[0]
+    if not ends.size:
+        return None
+    before = ends[-2] + 1 if len(ends) > 1 else int(np.argmax(slow))
+    return int(before), int(ends[-1]) + 1
+
+
+def _screen_lines(log_posterior: Callable[[np.ndarray], np.ndarray], jumps: PlateauJumps,
+                  draws: np.ndarray) -> PlateauJumps:
+    """``jumps`` with line jumps (:func:`synthinfer.napsu.jumps.line_jumps`) for those of the
+    :data:`LINE_JUMP_CANDIDATES` parameters that mixed worst in ``draws`` ``(chains, k, d)`` (the
+    smallest bulk ESS) which have a second region along their regression lines in them."""
+    slowest = np.argsort(batched_ess(np.moveaxis(draws, -1, 0)))[:LINE_JUMP_CANDIDATES]
+    return line_jumps(log_posterior, jumps, draws.reshape(-1, draws.shape[-1]), slowest)
 
 
 def _axis_candidates(s: np.ndarray, sigma: np.ndarray) -> np.ndarray:

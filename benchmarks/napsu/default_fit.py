@@ -23,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -132,7 +133,8 @@ def main() -> None:
                      "timings": gen.diagnostics_.get("timings"),
                      "rhat_max": nuts.get("rhat_max"), "rhat_limit_max": nuts.get("rhat_limit_max"),
                      "ess_bulk_min": nuts.get("ess_bulk_min"),
-                     "passes": nuts.get("passes"), "divergences": nuts.get("divergences"),
+                     "passes": nuts.get("passes"), "draws_set_aside": nuts.get("draws_set_aside"),
+                     "jump_parameters": nuts.get("plateau_jump_parameters"), "divergences": nuts.get("divergences"),
                      "target_accept": nuts.get("target_accept"), "earlier_runs": nuts.get("earlier_runs"),
                      "gradients_per_draw": nuts.get("gradient_evaluations_per_draw"),
                      "warnings": [str(w.message)[:120] for w in caught]})
@@ -149,8 +151,9 @@ def main() -> None:
         del gen
         jax.clear_caches()  # mbi's programs, one set per model, stay in JAX's global caches otherwise
         print(json.dumps(runs[-1]), flush=True)
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     Path(a.out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/napsu/default_fit.py", *sys.argv[1:]]),
-                                       "nproc": os.cpu_count(), "runs": runs}, indent=1))
+                                       "commit": code, "nproc": os.cpu_count(), "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":

@@ -176,8 +176,8 @@ def _nuts_chain(state, key_data, z_init, data, start, stop, target_accept, *, ne
         eps = jnp.where(last, jnp.exp(ss.log_step_size_avg), jnp.exp(ss.log_step_size))
         adapted = pick(warm, (ss, mm, eps, mm.inverse_mass_matrix),
                        (c.step_size_adaptation, c.mass_adaptation, c.step_size, c.inverse_mass_matrix))
-        # theta after every iteration: warmup ones in turn in the draws' buffer (:func:`_warmup_rows`
-        # reads them back for the line-jump screen), overwritten by the sampling ones
+        # theta after every iteration: warmup ones in turn in the draws' buffer (:func:`nuts_sample`
+        # reads the last slow window's back for the line-jump screen), overwritten by the sampling ones
         j = jnp.where(warm, i % num_samples, jnp.clip(i - num_warmup, 0, num_samples - 1))
         return _ChainState(
             st, *adapted,

@@ -356,6 +356,7 @@ def line_jumps(log_density: Callable[[np.ndarray], np.ndarray], jumps: PlateauJu
             added.append(j)
     if not added:
         return jumps
-    keep = [*index[:count].tolist(), *(j for j in added for _ in range(max(1, tries or LINE_TRIES)))][:loc.size]
+    tries = LINE_TRIES if tries is None else max(1, int(tries))
+    keep = [*index[:count].tolist(), *(j for j in added for _ in range(tries))][:loc.size]
     rest = sorted(set(range(loc.size)) - set(keep))  # the index's remaining places: unused
     return PlateauJumps(np.array((keep + rest)[:loc.size], dtype=np.int64), len(keep), edges, loc, rows, directions)

@@ -362,9 +362,9 @@ def nuts_sample(
     window (the chains wait for each other there; jumps found then are part of the sampling
     kernel from its first draw, the final fast window adapting the step size to them), then
     before each further pass. Each pass's kernel leaves the posterior invariant and it changes
-    at most ``max_passes - 1`` times
-    (finite adaptation: Roberts & Rosenthal 2007, "Coupling and ergodicity of adaptive MCMC",
-    J. Appl. Probab. 44: after the last change the chains are a fixed ergodic kernel's). The
+    at most ``max_passes - 1`` times (finite adaptation: Roberts & Rosenthal 2007, "Coupling and
+    ergodicity of adaptive MCMC", J. Appl. Probab. 44: after the last change the chains are a
+    fixed ergodic kernel's). The
     program is the same (its sampling iterations run again on a new key, a shorter pass
     stopping early; the jumps are traced arguments), so nothing recompiles. With
     ``until_divergent``, no further pass runs once the draws have a divergent transition: a
@@ -400,7 +400,7 @@ def nuts_sample(
     umap = one_sided_map(s_map, sigma_map, n, mu_mode, laplace.mean, laplace.cov,
                          prior_sd=prior_sd, threshold=one_sided_threshold, dropped_jacobian=jd)
     args = posterior_args(s_tilde, sigma_dp, n, prior_sd, cell_prior, interaction_sd)
-    line_moves = False  # jumps along regression lines after a failed check: where the axis jumps run
+    line_moves = False  # jumps along regression lines (after warmup, after a failed check): where the axis jumps run
     if one_sided_threshold > -np.inf:  # the map (a threshold of -inf flags no cell): plateau jumps
         jump_moves = bool(jump_moves and umap.mask.any())
         jumps = (plateau_jumps(umap, s_map, sigma_map, n, mu_mode, prior_sd=prior_sd) if jump_moves

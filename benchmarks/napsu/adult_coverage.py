@@ -308,6 +308,9 @@ def main() -> None:
                 "gradient_evaluations_per_draw": gen.diagnostics_.get("nuts", {}).get("gradient_evaluations_per_draw"),
                 "draws": gen.diagnostics_.get("nuts", {}).get("draws"),
                 "passes": gen.diagnostics_.get("nuts", {}).get("passes"),  # NUTS run longer until converged
+                # draws that became warmup when a line jump joined after a failed check, and the jumps' parameters
+                "draws_set_aside": gen.diagnostics_.get("nuts", {}).get("draws_set_aside"),
+                "jump_parameters": gen.diagnostics_.get("nuts", {}).get("plateau_jump_parameters"),
                 # NUTS sampled again at a higher target acceptance after divergences (those runs)
                 "target_accept": gen.diagnostics_.get("nuts", {}).get("target_accept"),
                 "earlier_runs": gen.diagnostics_.get("nuts", {}).get("earlier_runs"),

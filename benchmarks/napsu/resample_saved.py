@@ -142,7 +142,7 @@ def main() -> None:
             run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
             watched.append((run, theta[:, watch]))
         runs.append(run)
-        print(f"target {target or 'default'} seed {seed} line jumps {lines} x {tries}: {run['divergences']} divergent, "
+        print(f"target {target or 'default'} seed {seed} line jumps {f'{lines} x {tries}' if lines else 'off'}: {run['divergences']} divergent, "
               f"{run['passes']} passes, "
               f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
         for w in run["where_divergent"][:3]:

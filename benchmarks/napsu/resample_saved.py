@@ -18,6 +18,9 @@ divergences, Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Ca
 after each failed check), one after the other; ``--line-tries 1,default`` with one proposal
 per iteration of each such jump and with the library's number (``jumps.LINE_TRIES``).
 
+``--num-warmup 200,default`` runs each seed with 200 warmup iterations per chain and with the
+fit's own number (the library's choice for the model unless the fit set one).
+
 ``--targets default`` samples as a fit does (the library's rate, sampled again at a higher one
 after divergent transitions, further passes while the checks fail). ``--reference-draws`` names
 the draws ``(chains, draws, d)`` of an earlier run on the same fit (``default_fit.py --save``
@@ -81,6 +84,9 @@ def main() -> None:
     ap.add_argument("--line-tries", default="default",
                     help="comma-separated proposals per iteration of each line jump (jumps.LINE_TRIES); each "
                          "seed runs with each where line jumps are screened")
+    ap.add_argument("--num-warmup", default="default",
+                    help="comma-separated warmup iterations per chain (NapsuMQ.set_params(num_warmup=...); default: "
+                         "the fit's own setting); each seed runs with each")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -92,10 +98,11 @@ def main() -> None:
     library = nuts_module.LINE_JUMP_CANDIDATES, jumps_module.LINE_TRIES
     line_jumps = [library[0] if x == "default" else int(x) for x in a.line_jumps.split(",")]
     line_tries = [library[1] if x == "default" else int(x) for x in a.line_tries.split(",")]
-    settings = [(target, seed, lines, tries if lines else library[1])
+    warmups = [None if w == "default" else int(w) for w in a.num_warmup.split(",")]
+    settings = [(target, seed, lines, tries if lines else library[1], warmup)
                 for target in (None if t == "default" else float(t) for t in a.targets.split(","))
                 for seed in (int(s) for s in a.seeds.split(",")) for lines in line_jumps
-                for tries in (line_tries if lines else line_tries[:1])]
+                for tries in (line_tries if lines else line_tries[:1]) for warmup in warmups]
 
     gen = NapsuMQ.load(a.path)
     names = lambda j: parameter_name(gen.queries_, j)  # noqa: E731
@@ -109,8 +116,10 @@ def main() -> None:
                       "watch_name": names(watch), "watch_ess_bulk": float(ess[watch]),
                       "watch_quantiles": np.quantile(ref_flat[:, watch], quantiles).tolist()}
     runs, watched = [], []
-    for target, seed, lines, tries in settings:
+    fit_warmup = gen.num_warmup
+    for target, seed, lines, tries, warmup in settings:
         nuts_module.LINE_JUMP_CANDIDATES, jumps_module.LINE_TRIES = lines, tries
+        gen.set_params(num_warmup=fit_warmup if warmup is None else warmup)
         t, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()
         # a given rate: one run, no retry; "default" (None): as a fit samples
         gen.set_params(target_accept=target).resample_posterior(seed)
@@ -121,6 +130,9 @@ def main() -> None:
         ess = batched_ess(np.moveaxis(draws, 2, 0), "bulk")
         run = {"target_accept": target, "final_target_accept": nuts["target_accept"], "seed": seed,
                "line_jump_candidates": lines, "line_tries": tries if lines else None,
+               "num_warmup": gen.diagnostics_["draws"]["num_warmup"],
+               "gradient_evaluations": nuts["gradient_evaluations"],
+               "gradient_evaluations_warmup": nuts["gradient_evaluations_warmup"],
                "divergences": nuts["divergences"], "passes": nuts["passes"],
                "draws_per_chain": nuts["draws_per_chain"], "draws_set_aside": nuts.get("draws_set_aside", 0),
                "rhat_max": nuts["rhat_max"],
@@ -142,7 +154,7 @@ def main() -> None:
             run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
             watched.append((run, theta[:, watch]))
         runs.append(run)
-        print(f"target {target or 'default'} seed {seed} line jumps {f'{lines} x {tries}' if lines else 'off'}: {run['divergences']} divergent, "
+        print(f"target {target or 'default'} seed {seed} line jumps {f'{lines} x {tries}' if lines else 'off'}, warmup {run['num_warmup']}: {run['divergences']} divergent, "
               f"{run['passes']} passes, "
               f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
         for w in run["where_divergent"][:3]:

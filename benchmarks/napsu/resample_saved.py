@@ -154,8 +154,9 @@ def main() -> None:
             run["watch_quantiles"] = np.quantile(theta[:, watch], quantiles).tolist()
             watched.append((run, theta[:, watch]))
         runs.append(run)
-        print(f"target {target or 'default'} seed {seed} line jumps {f'{lines} x {tries}' if lines else 'off'}, warmup {run['num_warmup']}: {run['divergences']} divergent, "
-              f"{run['passes']} passes, "
+        jumps_label = f"{lines} x {tries}" if lines else "off"
+        print(f"target {target or 'default'} seed {seed} line jumps {jumps_label}, warmup {run['num_warmup']}: "
+              f"{run['divergences']} divergent, {run['passes']} passes, "
               f"R-hat {run['rhat_max']:.3f}, ESS {run['ess_bulk_min']:.0f}, {run['wall_s']:.0f} s", flush=True)
         for w in run["where_divergent"][:3]:
             print(f"    {w['shift_in_sd']:+.2f} sd  {w['name']}")

@@ -119,10 +119,10 @@ def main() -> None:
     fit_warmup = gen.num_warmup
     for target, seed, lines, tries, warmup in settings:
         nuts_module.LINE_JUMP_CANDIDATES, jumps_module.LINE_TRIES = lines, tries
-        gen.set_params(num_warmup=fit_warmup if warmup is None else warmup)
         t, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()
         # a given rate: one run, no retry; "default" (None): as a fit samples
-        gen.set_params(target_accept=target).resample_posterior(seed)
+        gen.set_params(target_accept=target, num_warmup=fit_warmup if warmup is None else warmup)
+        gen.resample_posterior(seed)
         nuts = gen.diagnostics_["nuts"]
         draws = np.asarray(gen.posterior_.posterior["theta"].values)
         theta = draws.reshape(-1, gen.network_.dimension)

@@ -364,11 +364,11 @@ def nuts_sample(
     before each further pass. Each pass's kernel leaves the posterior invariant and it changes
     at most ``max_passes - 1`` times (finite adaptation: Roberts & Rosenthal 2007, "Coupling and
     ergodicity of adaptive MCMC", J. Appl. Probab. 44: after the last change the chains are a
-    fixed ergodic kernel's). The
-    program is the same (its sampling iterations run again on a new key, a shorter pass
-    stopping early; the jumps are traced arguments), so nothing recompiles. With
-    ``until_divergent``, no further pass runs once the draws have a divergent transition: a
-    caller that then samples again with smaller steps (``resume``) would set them aside.
+    fixed ergodic kernel's). The program is the same (its sampling iterations run again on a
+    new key, a shorter pass stopping early; the jumps are traced arguments), so nothing
+    recompiles. With ``until_divergent``, no further pass runs once the draws have a divergent
+    transition: a caller that then samples again with smaller steps (``resume``) would set them
+    aside.
 
     ``resume``: an earlier run on the same posterior and settings (e.g. one whose draws had
     divergent transitions), whose chains go on from their final states instead of starting

@@ -595,24 +595,21 @@ def structured_log_likelihood(
             G = None
             U = -n * delta[:, None] * L
             Vt = Q.T
-        d0 = 1.0 + n * delta * p
-        Ud = U / d0[:, None]
-        S = jnp.eye(U.shape[1]) + Vt @ Ud
-        lu = jax.scipy.linalg.lu_factor(S)
-        logdet = jnp.sum(jnp.log(d0)) + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu[0]))))
-
-        def solve(Y):  # (I + JB)^{-1} Y by Woodbury
-            Yd = Y / d0[:, None]
-            return Yd - Ud @ jax.scipy.linalg.lu_solve(lu, Vt @ Yd)
-
         if cq.sep_map is None:
-            x_h = solve(h[:, None])[:, 0]
+            Y = h[:, None]
         else:
             JQ = delta[:, None] * Q
             if G is not None:
                 JQ = JQ + G @ (Wm @ (G.T @ Q))
-            X = solve(jnp.concatenate([JQ, h[:, None]], axis=1))
-            x_h = X[:, -1]
+            Y = jnp.concatenate([JQ, h[:, None]], axis=1)
+        # (I + JB)^{-1} Y by Woodbury, with I + JB = diag(d0) + U Vt
+        d0 = 1.0 + n * delta * p
+        Ud, Yd = U / d0[:, None], Y / d0[:, None]
+        logdet, Z = _logdet_solve(jnp.eye(U.shape[1]) + Vt @ Ud, Vt @ Yd)
+        logdet = logdet + jnp.sum(jnp.log(d0))
+        X = Yd - Ud @ Z
+        x_h = X[:, -1]
+        if cq.sep_map is not None:
             j_s = Q.T @ X[:, :-1]
             messages[c] = (0.5 * (j_s + j_s.T), Q.T @ x_h)
         bh = n * (p * h - L @ (Q.T @ h))  # B h
@@ -736,6 +733,39 @@ def _factorised_gram(table: tuple[int, ...], parts, p: jax.Array) -> tuple[jax.A
     return P_gg, P_gs
 
 
+def _lu_solve(lu: jax.Array, perm: jax.Array, B: jax.Array) -> jax.Array:
+    """``M^{-1} B`` from ``M[perm] = L U`` (:func:`jax.lax.linalg.lu`'s packed factors)."""
+    y = jax.lax.linalg.triangular_solve(lu, B[perm], left_side=True, lower=True, unit_diagonal=True)
+    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+
+
+@jax.custom_jvp
+def _logdet_solve(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""``(log |det M|, M^{-1} B)`` from one pivoted LU of the square ``M``.
+
+    Its derivative is given directly (Magnus and Neudecker 2019, Ch. 8):
+
+        d log |det M| = tr(M^{-1} dM),   d(M^{-1} B) = M^{-1} (dB - dM M^{-1} B),
+
+    so reverse mode costs one solve for ``M^{-1}`` and one transposed solve for the cotangent
+    of ``M^{-1} B``. JAX's own rules instead differentiate through the factorisation (the
+    triangular factors' tangents, then each triangular solve's), several ``r^3`` products more
+    per gradient (docs/napsu-sampler.md). Forward mode, as a custom JVP, keeps higher-order
+    derivatives (``jax.hessian``) working."""
+    lu, _, perm = jax.lax.linalg.lu(M)
+    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu)))), _lu_solve(lu, perm, B)
+
+
+@_logdet_solve.defjvp
+def _logdet_solve_jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
+    (M, B), (dM, dB) = primals, tangents
+    lu, _, perm = jax.lax.linalg.lu(M)
+    X = _lu_solve(lu, perm, B)
+    M_inv = _lu_solve(lu, perm, jnp.eye(M.shape[0], dtype=M.dtype))
+    out = (jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu)))), X)
+    return out, (jnp.sum(M_inv.T * dM), _lu_solve(lu, perm, dB - dM @ X))
+
+
 def _block_diagonal_times(W: Sequence[jax.Array], X: jax.Array, bounds: np.ndarray) -> jax.Array:
     """``blockdiag(W) X``, block by block. The rows of ``X`` are cut by one ``split``, whose
     reverse mode is one concatenation: with a slice per block, each slice's cotangent is padded
@@ -774,13 +804,13 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
 
     if cq.definite:
         return _projected_clique_definite(cq, W, A, F, e, total)
-    lu = jax.scipy.linalg.lu_factor(jnp.eye(cq.rank) + times_w(A))
-    logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(lu[0]))))
-    x = jax.scipy.linalg.lu_solve(lu, e)  # M^{-1} eta
+    rhs = e[:, None] if cq.sep_map is None else jnp.concatenate([e[:, None], times_w(F)], axis=1)
+    logdet, X = _logdet_solve(jnp.eye(cq.rank) + times_w(A), rhs)
+    x = X[:, 0]  # M^{-1} eta
     total = total + 0.5 * jnp.dot(e, A @ x) - 0.5 * logdet
     if cq.sep_map is None:
         return total, None
-    j_s = F.T @ jax.scipy.linalg.lu_solve(lu, times_w(F))
+    j_s = F.T @ X[:, 1:]
     return total, (0.5 * (j_s + j_s.T), F.T @ x)
 
 
@@ -860,37 +890,31 @@ def _projected_clique_eliminating(
     U = jnp.concatenate([n * w1[:, None] * F1] + [-Ru for Ru in R], axis=1)
     Vp = jnp.concatenate([V] + [times_a11(Ru) @ J for Ru, (_, J) in zip(R, low)], axis=1)
     Ud = U / d1[:, None]
-    lu_s = jax.scipy.linalg.lu_factor(jnp.eye(U.shape[1]) - Vp.T @ Ud)
-
-    def solve11(Z: jax.Array) -> jax.Array:
-        Zd = Z / d1[:, None]
-        return Zd + Ud @ jax.scipy.linalg.lu_solve(lu_s, Vp.T @ Zd)
-
-    logdet = jnp.sum(jnp.log(d1)) + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu_s[0]))))
     e_1, e_2 = eta[e1], (jnp.concatenate([eta[b] for b in rest]) if rest else jnp.zeros(0))
+    # Right-hand sides [eta, W F] of the block solve, and M_12 for Y: all of block 1's solves at once.
+    Z1 = [times_w1(A12)] if rest else []
+    Z1 += [e_1[:, None]] + ([times_w1(F1)] if cq.sep_map is not None else [])
+    Z2 = [e_2[:, None]] + ([times_w2(F2) if rest else F2] if cq.sep_map is not None else [])
+    Zd = jnp.concatenate(Z1, axis=1) / d1[:, None]
+    logdet, S_z = _logdet_solve(jnp.eye(U.shape[1]) - Vp.T @ Ud, Vp.T @ Zd)
+    z1 = Zd + Ud @ S_z  # M_11^{-1} Z1
+    logdet = logdet + jnp.sum(jnp.log(d1))
+    z2 = jnp.concatenate(Z2, axis=1)
     if rest:
-        Y = solve11(times_w1(A12))  # M_11^{-1} M_12
+        Y, z1 = z1[:, :len(i2)], z1[:, len(i2):]  # Y = M_11^{-1} M_12
         M21 = times_w2(A12.T)
-        lu_c = jax.scipy.linalg.lu_factor(jnp.eye(len(i2)) + times_w2(A22) - M21 @ Y)
-        logdet = logdet + jnp.sum(jnp.log(jnp.abs(jnp.diag(lu_c[0]))))
-
-    def solve(Z1: jax.Array, Z2: jax.Array) -> tuple[jax.Array, jax.Array]:  # M^{-1} [Z1; Z2]
-        z1 = solve11(Z1)
-        if not rest:
-            return z1, Z2
-        x2 = jax.scipy.linalg.lu_solve(lu_c, Z2 - M21 @ z1)
-        return z1 - Y @ x2, x2
-
-    x1, x2 = solve(e_1[:, None], e_2[:, None])
-    x1, x2 = x1[:, 0], x2[:, 0]
-    ax1 = times_a11(x1[:, None])[:, 0] + A12 @ x2  # (A x)_1
-    ax2 = A12.T @ x1 + A22 @ x2
+        logdet_c, x2 = _logdet_solve(jnp.eye(len(i2)) + times_w2(A22) - M21 @ Y, z2 - M21 @ z1)
+        logdet = logdet + logdet_c
+        x1 = z1 - Y @ x2
+    else:
+        x1, x2 = z1, z2
+    ax1 = times_a11(x1[:, :1])[:, 0] + A12 @ x2[:, 0]  # (A x)_1 for x = M^{-1} eta
+    ax2 = A12.T @ x1[:, 0] + A22 @ x2[:, 0]
     total = total + 0.5 * (jnp.dot(e_1, ax1) + jnp.dot(e_2, ax2)) - 0.5 * logdet
     if cq.sep_map is None:
         return total, None
-    X1, X2 = solve(times_w1(F1), times_w2(F2) if rest else F2)
-    j_s = F1.T @ X1 + F2.T @ X2
-    return total, (0.5 * (j_s + j_s.T), F1.T @ x1 + F2.T @ x2)
+    j_s = F1.T @ x1[:, 1:] + F2.T @ x2[:, 1:]
+    return total, (0.5 * (j_s + j_s.T), F1.T @ x1[:, 0] + F2.T @ x2[:, 0])
 
 
 def _cells(clique: tuple[int, ...], scope: tuple[int, ...], shape) -> int:

@@ -377,37 +377,51 @@ def test_definite_cliques_by_cholesky_equal_the_lu_form_and_brute_force(shape, f
     assert not all(cq.definite for cq in some.cliques if cq.active and cq.gram_index is not None)
 
 
-def test_lu_logdet_and_solve_derivatives_equal_jax_rules():
-    """``_logdet_solve``'s own derivative rule (``tr(M^-1 dM)``, ``M^-1 (dB - dM M^-1 B)``)
-    against JAX differentiating the factorisation: gradient, forward-mode Jacobian and Hessian
-    of a scalar function of both outputs, on a matrix that needs row pivots and has a negative
-    determinant (the log of its absolute value)."""
-    from synthinfer.napsu.structured import _logdet_solve
+def _by_jax_lu(M, B):
+    lu = jax.scipy.linalg.lu_factor(M)
+    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu[0])))), jax.scipy.linalg.lu_solve(lu, B)
 
-    def by_jax(M, B):
-        lu = jax.scipy.linalg.lu_factor(M)
-        return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu[0])))), jax.scipy.linalg.lu_solve(lu, B)
+
+def _by_jax_cholesky(C, B):
+    L = jnp.linalg.cholesky(C)
+    return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L))), jax.scipy.linalg.cho_solve((L, True), B)
+
+
+@pytest.mark.parametrize("rule", ["lu", "cholesky"])
+def test_logdet_and_solve_derivatives_equal_jax_rules(rule):
+    """``_logdet_solve`` / ``_spd_logdet_solve``'s own derivative rule (``tr(M^-1 dM)``,
+    ``M^-1 (dB - dM M^-1 B)``) against JAX differentiating the factorisation: gradient,
+    forward-mode Jacobian and Hessian of a scalar function of both outputs, in every direction
+    of ``M`` (for Cholesky also the non-symmetric ones, which it reads as their symmetric part).
+    LU on a matrix that needs row pivots and has a negative determinant (the log of its
+    absolute value); Cholesky on a symmetric positive definite one."""
+    from synthinfer.napsu.structured import _logdet_solve, _spd_logdet_solve
 
     rng = np.random.default_rng(4)
-    M = np.eye(5) + 0.3 * rng.normal(size=(5, 5))
-    M[[0, 1]] = M[[1, 0]]  # a zero-free but pivot-needing, negative-determinant matrix
-    M[0, 0] = 0.0
+    if rule == "lu":
+        M = np.eye(5) + 0.3 * rng.normal(size=(5, 5))
+        M[[0, 1]] = M[[1, 0]]
+        M[0, 0] = 0.0  # pivots needed
+        assert np.linalg.det(M) < 0
+        ours, theirs = _logdet_solve, _by_jax_lu
+    else:
+        X = rng.normal(size=(5, 8))
+        M = X @ X.T / 8 + 0.1 * np.eye(5)
+        ours, theirs = _spd_logdet_solve, _by_jax_cholesky
     B, w = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
-    assert np.linalg.det(M) < 0
     x = np.concatenate([M.ravel(), B.ravel()])
 
-    def scalar(rule):
+    def scalar(logdet_solve):
         def f(x):
-            logdet, X = rule(x[:25].reshape(5, 5), x[25:].reshape(5, 3))
+            logdet, X = logdet_solve(x[:25].reshape(5, 5), x[25:].reshape(5, 3))
             return 1.7 * logdet + jnp.sum(w * X) + 0.5 * jnp.sum(X ** 2)
         return f
 
-    ld, X = _logdet_solve(M, B)
+    ld, X = ours(M, B)
     assert ld == pytest.approx(np.log(abs(np.linalg.det(M))), rel=1e-12)
     np.testing.assert_allclose(X, np.linalg.solve(M, B), rtol=1e-12, atol=1e-12)
     for derivative in (jax.grad, jax.jacfwd, jax.hessian):
-        np.testing.assert_allclose(derivative(scalar(_logdet_solve))(x), derivative(scalar(by_jax))(x),
-                                   rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(derivative(scalar(ours))(x), derivative(scalar(theirs))(x), rtol=1e-10, atol=1e-10)
 
 
 def _full(cols):

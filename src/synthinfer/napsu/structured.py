@@ -65,7 +65,7 @@ Numerics: every quantity is a probability, a conditional probability or a count,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -733,37 +733,56 @@ def _factorised_gram(table: tuple[int, ...], parts, p: jax.Array) -> tuple[jax.A
     return P_gg, P_gs
 
 
-def _lu_solve(lu: jax.Array, perm: jax.Array, B: jax.Array) -> jax.Array:
-    """``M^{-1} B`` from ``M[perm] = L U`` (:func:`jax.lax.linalg.lu`'s packed factors)."""
-    y = jax.lax.linalg.triangular_solve(lu, B[perm], left_side=True, lower=True, unit_diagonal=True)
-    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+def _lu(M: jax.Array) -> tuple[jax.Array, Callable[[jax.Array], jax.Array]]:
+    """``log |det M|`` and ``B -> M^{-1} B`` from one pivoted LU, ``M[perm] = L U``."""
+    lu, _, perm = jax.lax.linalg.lu(M)
+
+    def solve(B: jax.Array) -> jax.Array:
+        y = jax.lax.linalg.triangular_solve(lu, B[perm], left_side=True, lower=True, unit_diagonal=True)
+        return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+
+    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu)))), solve
 
 
-@jax.custom_jvp
-def _logdet_solve(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
-    r"""``(log |det M|, M^{-1} B)`` from one pivoted LU of the square ``M``.
+def _cholesky(C: jax.Array) -> tuple[jax.Array, Callable[[jax.Array], jax.Array]]:
+    """``log det C`` and ``B -> C^{-1} B`` from the Cholesky factor of the symmetric positive
+    definite ``C`` (as :func:`jnp.linalg.cholesky`, of ``(C + C^T) / 2``)."""
+    L = jnp.linalg.cholesky(C)
+    return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L))), lambda B: jax.scipy.linalg.cho_solve((L, True), B)
 
-    Its derivative is given directly (Magnus and Neudecker 2019, Ch. 8):
+
+def _logdet_solve_by(factor: Callable, symmetric: bool) -> Callable[..., tuple[jax.Array, jax.Array]]:
+    r"""``(M, B) -> (log |det M|, M^{-1} B)`` from one factorisation of ``M`` (``factor``: :func:`_lu`
+    or :func:`_cholesky`), with its derivative given directly (Magnus and Neudecker 2019, Ch. 8):
 
         d log |det M| = tr(M^{-1} dM),   d(M^{-1} B) = M^{-1} (dB - dM M^{-1} B),
 
     so reverse mode costs one solve for ``M^{-1}`` and one transposed solve for the cotangent
     of ``M^{-1} B``. JAX's own rules instead differentiate through the factorisation (the
-    triangular factors' tangents, then each triangular solve's), several ``r^3`` products more
-    per gradient (docs/napsu-sampler.md). Forward mode, as a custom JVP, keeps higher-order
-    derivatives (``jax.hessian``) working."""
-    lu, _, perm = jax.lax.linalg.lu(M)
-    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu)))), _lu_solve(lu, perm, B)
+    factors' tangents, then each triangular solve's): more small kernels and ``r^3`` products
+    per gradient (docs/napsu-sampler.md). As a custom JVP, forward mode and higher-order
+    derivatives (``jax.hessian``) keep working. ``symmetric``: the factorisation reads
+    ``(M + M^T) / 2``, and so the rule reads the tangent's symmetric part."""
+
+    @jax.custom_jvp
+    def logdet_solve(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
+        logdet, solve = factor(M)
+        return logdet, solve(B)
+
+    @logdet_solve.defjvp
+    def jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
+        (M, B), (dM, dB) = primals, tangents
+        if symmetric:
+            dM = 0.5 * (dM + dM.T)
+        logdet, solve = factor(M)
+        X, M_inv = solve(B), solve(jnp.eye(M.shape[0], dtype=M.dtype))
+        return (logdet, X), (jnp.sum(M_inv.T * dM), solve(dB - dM @ X))
+
+    return logdet_solve
 
 
-@_logdet_solve.defjvp
-def _logdet_solve_jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
-    (M, B), (dM, dB) = primals, tangents
-    lu, _, perm = jax.lax.linalg.lu(M)
-    X = _lu_solve(lu, perm, B)
-    M_inv = _lu_solve(lu, perm, jnp.eye(M.shape[0], dtype=M.dtype))
-    out = (jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu)))), X)
-    return out, (jnp.sum(M_inv.T * dM), _lu_solve(lu, perm, dB - dM @ X))
+_logdet_solve = _logdet_solve_by(_lu, symmetric=False)
+_spd_logdet_solve = _logdet_solve_by(_cholesky, symmetric=True)
 
 
 def _block_diagonal_times(W: Sequence[jax.Array], X: jax.Array, bounds: np.ndarray) -> jax.Array:
@@ -825,15 +844,16 @@ def _projected_clique_definite(cq: _Clique, W: list[jax.Array], A: jax.Array, F:
     by Cholesky factors of ``C`` and of ``W``'s small blocks. Why not the pivoted LU of ``M``:
     on the CPU, turning LAPACK's pivots into a permutation is an ``r``-step loop on every
     solve, and Cholesky needs no pivots and half the work (docs/continuous-columns.md)."""
-    chol_w = [jnp.linalg.cholesky(Wb) for Wb in W]
-    w_inv = jax.scipy.linalg.block_diag(*[jax.scipy.linalg.cho_solve((c, True), jnp.eye(c.shape[0])) for c in chol_w])
-    chol = jnp.linalg.cholesky(w_inv + 0.5 * (A + A.T))
-    logdet = 2.0 * (sum(jnp.sum(jnp.log(jnp.diagonal(c))) for c in chol_w) + jnp.sum(jnp.log(jnp.diagonal(chol))))
-    x = jax.scipy.linalg.cho_solve((chol, True), w_inv @ e)  # M^{-1} eta
+    inverses = [_spd_logdet_solve(Wb, jnp.eye(Wb.shape[0], dtype=Wb.dtype)) for Wb in W]
+    w_inv = jax.scipy.linalg.block_diag(*[inv for _, inv in inverses])
+    rhs = (w_inv @ e)[:, None] if cq.sep_map is None else jnp.concatenate([(w_inv @ e)[:, None], F], axis=1)
+    logdet, X = _spd_logdet_solve(w_inv + 0.5 * (A + A.T), rhs)
+    logdet = logdet + sum(ld for ld, _ in inverses)
+    x = X[:, 0]  # M^{-1} eta
     total = total + 0.5 * jnp.dot(e, A @ x) - 0.5 * logdet
     if cq.sep_map is None:
         return total, None
-    j_s = F.T @ jax.scipy.linalg.cho_solve((chol, True), F)
+    j_s = F.T @ X[:, 1:]
     return total, (0.5 * (j_s + j_s.T), F.T @ x)
 
 

@@ -1,22 +1,23 @@
-r"""The LU factorisations' derivative rules in NAPSU-MQ's gradient: the library's against JAX's.
+r"""The factorisations' derivative rules in NAPSU-MQ's gradient: the library's against JAX's.
 
-The noise-aware likelihood (:mod:`synthinfer.napsu.structured`) factorises one small non-symmetric
-matrix ``M`` per clique by pivoted LU and needs ``log |det M|`` and ``M^{-1} B``. The library
-differentiates that pair by its closed form (``structured._logdet_solve``: ``tr(M^{-1} dM)`` and
-``M^{-1} (dB - dM M^{-1} B)``); JAX's own rules differentiate through the factorisation and each
-triangular solve. This script loads fits saved by ``NapsuMQ.save`` (``default_fit.py --save``
+The noise-aware likelihood (:mod:`synthinfer.napsu.structured`) factorises one small matrix
+``M`` per clique (pivoted LU, or Cholesky where it is symmetric positive definite) and needs
+``log |det M|`` and ``M^{-1} B``. The library differentiates that pair by its closed form
+(``structured._logdet_solve`` and ``_spd_logdet_solve``: ``tr(M^{-1} dM)`` and
+``M^{-1} (dB - dM M^{-1} B)``); JAX's own rules differentiate through the factorisation and
+each triangular solve. This script loads fits saved by ``NapsuMQ.save`` (``default_fit.py --save``
 keeps them), builds the NUTS objective's value and gradient (``likelihood.objective``, XLA's
 default options, as NUTS compiles it) twice per fit: as the library does, and with
-``_logdet_solve`` replaced by the plain composition of ``jax.scipy.linalg.lu_factor`` /
-``lu_solve`` (JAX's rules), and records per fit: the two programs' value and gradient at the
+both replaced by the plain compositions of ``jax.scipy.linalg.lu_factor`` / ``lu_solve`` and
+``jnp.linalg.cholesky`` / ``cho_solve`` (JAX's rules), and records per fit: the two programs' value and gradient at the
 fit's last draw (largest relative difference), first call (trace + compile) seconds, HLO
 lines, and process CPU and wall time per call: ``--blocks`` blocks of ``--calls`` calls each,
 the two programs alternating block by block (so that the shared machine's drift falls on both
 alike), minimum and median of the per-call means. One CPU core (``os.sched_setaffinity``) and
 XLA's single-threaded Eigen, so CPU time is per core; load average before and after.
 
-    PYTHONPATH=src python benchmarks/napsu/lu_rules.py fits/fit_4.npz fits/fit_5.npz \
-        --out benchmarks/napsu/results/lu_rules.json
+    PYTHONPATH=src python benchmarks/napsu/derivative_rules.py fits/fit_4.npz fits/fit_5.npz \
+        --out benchmarks/napsu/results/derivative_rules.json
 """
 
 from __future__ import annotations
@@ -42,10 +43,19 @@ from synthinfer.napsu.likelihood import posterior_args  # noqa: E402
 from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, combine_repeated  # noqa: E402
 
 
-def jax_rules(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
+def lu_by_jax(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``_logdet_solve`` without its derivative rule: JAX differentiates the factorisation."""
     lu = jax.scipy.linalg.lu_factor(M)
     return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu[0])))), jax.scipy.linalg.lu_solve(lu, B)
+
+
+def cholesky_by_jax(C: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``_spd_logdet_solve`` without its derivative rule."""
+    L = jnp.linalg.cholesky(C)
+    return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L))), jax.scipy.linalg.cho_solve((L, True), B)
+
+
+RULES = {"_logdet_solve": lu_by_jax, "_spd_logdet_solve": cholesky_by_jax}
 
 
 def program(path: str, rules: str):
@@ -61,15 +71,17 @@ def program(path: str, rules: str):
     # the objective's loss built anew (``likelihood.objective`` keeps one per network, and both
     # programs here share the network), so that each program traces it with its own rule
     f = jax.jit(jax.value_and_grad(likelihood._OBJECTIVES["neg_log_posterior"](gen.network_, layout)[0]))
-    library = structured._logdet_solve
-    structured._logdet_solve = jax_rules if rules == "jax" else library
+    library = {name: getattr(structured, name) for name in RULES}
+    for name, plain in RULES.items():
+        setattr(structured, name, plain if rules == "jax" else library[name])
     try:  # traced and compiled here, with the chosen rule
         t, c = time.perf_counter(), time.process_time()
         out = jax.block_until_ready(f(theta, *args))
         first = {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
         hlo = f.lower(theta, *args).compile().as_text()
     finally:
-        structured._logdet_solve = library
+        for name, rule in library.items():
+            setattr(structured, name, rule)
     first["hlo_lines"] = sum(1 for line in hlo.splitlines() if " = " in line)
     return f, args, theta, out, first, gen.network_.dimension
 
@@ -79,7 +91,7 @@ def main() -> None:
     ap.add_argument("fits", nargs="+", help="fits saved by NapsuMQ.save")
     ap.add_argument("--blocks", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/napsu/results/lu_rules.json"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/napsu/results/derivative_rules.json"))
     a = ap.parse_args()
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

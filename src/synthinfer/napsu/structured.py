@@ -605,7 +605,7 @@ def structured_log_likelihood(
         # (I + JB)^{-1} Y by Woodbury, with I + JB = diag(d0) + U Vt
         d0 = 1.0 + n * delta * p
         Ud, Yd = U / d0[:, None], Y / d0[:, None]
-        logdet, Z = _logdet_solve(jnp.eye(U.shape[1]) + Vt @ Ud, Vt @ Yd)
+        logdet, Z = _logdet_solve(jnp.eye(U.shape[1], dtype=p.dtype) + Vt @ Ud, Vt @ Yd)
         logdet = logdet + jnp.sum(jnp.log(d0))
         X = Yd - Ud @ Z
         x_h = X[:, -1]
@@ -824,7 +824,7 @@ def _projected_clique(cq: _Clique, p: jax.Array, W: list[jax.Array], eta: list[j
     if cq.definite:
         return _projected_clique_definite(cq, W, A, F, e, total)
     rhs = e[:, None] if cq.sep_map is None else jnp.concatenate([e[:, None], times_w(F)], axis=1)
-    logdet, X = _logdet_solve(jnp.eye(cq.rank) + times_w(A), rhs)
+    logdet, X = _logdet_solve(jnp.eye(cq.rank, dtype=p.dtype) + times_w(A), rhs)
     x = X[:, 0]  # M^{-1} eta
     total = total + 0.5 * jnp.dot(e, A @ x) - 0.5 * logdet
     if cq.sep_map is None:
@@ -916,14 +916,14 @@ def _projected_clique_eliminating(
     Z1 += [e_1[:, None]] + ([times_w1(F1)] if cq.sep_map is not None else [])
     Z2 = [e_2[:, None]] + ([times_w2(F2) if rest else F2] if cq.sep_map is not None else [])
     Zd = jnp.concatenate(Z1, axis=1) / d1[:, None]
-    logdet, S_z = _logdet_solve(jnp.eye(U.shape[1]) - Vp.T @ Ud, Vp.T @ Zd)
+    logdet, S_z = _logdet_solve(jnp.eye(U.shape[1], dtype=p.dtype) - Vp.T @ Ud, Vp.T @ Zd)
     z1 = Zd + Ud @ S_z  # M_11^{-1} Z1
     logdet = logdet + jnp.sum(jnp.log(d1))
     z2 = jnp.concatenate(Z2, axis=1)
     if rest:
         Y, z1 = z1[:, :len(i2)], z1[:, len(i2):]  # Y = M_11^{-1} M_12
         M21 = times_w2(A12.T)
-        logdet_c, x2 = _logdet_solve(jnp.eye(len(i2)) + times_w2(A22) - M21 @ Y, z2 - M21 @ z1)
+        logdet_c, x2 = _logdet_solve(jnp.eye(len(i2), dtype=p.dtype) + times_w2(A22) - M21 @ Y, z2 - M21 @ z1)
         logdet = logdet + logdet_c
         x1 = z1 - Y @ x2
     else:

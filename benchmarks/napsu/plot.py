@@ -256,13 +256,14 @@ def aim_analysis_population() -> None:
 
 def default_reference(results: Path = R) -> None:
     """The default fit (``NapsuMQ(ANALYSIS, select_extra="aim")``, every other setting the
-    library's) in the population design under the two automatic reference codings: coverage by
-    level, 95% coverage per coefficient, and each fit's smallest bulk ESS against its time, the
-    fits that warned marked."""
+    library's) in the population design under the two automatic reference codings, and the most
+    frequent one's sampler as it grew (run longer; jumps): coverage by level, 95% coverage per
+    coefficient, and each fit's smallest bulk ESS against its time, the fits that warned marked."""
     runs = [(label, results / f"adult_coverage_default_{ref}_population.json")
             for label, ref in (("most frequent categories", "most_frequent"),
                                ("well measured (moved off structural zeros)", "well_measured"),
-                               ("most frequent, run longer until converged", "run_longer"))]
+                               ("most frequent, run longer until converged", "run_longer"),
+                               ("most frequent, the sampler now (its jumps between modes)", "line_jumps"))]
     runs = [(label, json.loads(f.read_text())) for label, f in runs if f.exists()]
     if not runs:
         return

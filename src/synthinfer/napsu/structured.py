@@ -842,8 +842,8 @@ def _projected_clique_definite(cq: _Clique, W: list[jax.Array], A: jax.Array, F:
         log det M = log det W + log det C,   M^{-1} eta = C^{-1} W^{-1} eta,   J_S = F^T C^{-1} F,
 
     by Cholesky factors of ``C`` and of ``W``'s small blocks. Why not the pivoted LU of ``M``:
-    on the CPU, turning LAPACK's pivots into a permutation is an ``r``-step loop on every
-    solve, and Cholesky needs no pivots and half the work (docs/continuous-columns.md)."""
+    on the CPU, turning LAPACK's pivots into a permutation is an ``r``-step loop, and Cholesky
+    needs no pivots and half the work (docs/continuous-columns.md)."""
     inverses = [_spd_logdet_solve(Wb, jnp.eye(Wb.shape[0], dtype=Wb.dtype)) for Wb in W]
     w_inv = jax.scipy.linalg.block_diag(*[inv for _, inv in inverses])
     rhs = (w_inv @ e)[:, None] if cq.sep_map is None else jnp.concatenate([(w_inv @ e)[:, None], F], axis=1)

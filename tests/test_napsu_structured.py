@@ -421,7 +421,8 @@ def test_logdet_and_solve_derivatives_equal_jax_rules(rule):
     assert ld == pytest.approx(np.log(abs(np.linalg.det(M))), rel=1e-12)
     np.testing.assert_allclose(X, np.linalg.solve(M, B), rtol=1e-12, atol=1e-12)
     for derivative in (jax.grad, jax.jacfwd, jax.hessian):
-        np.testing.assert_allclose(derivative(scalar(ours))(x), derivative(scalar(theirs))(x), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(derivative(scalar(ours))(x), derivative(scalar(theirs))(x),
+                                   rtol=1e-10, atol=1e-10)
 
 
 def _full(cols):

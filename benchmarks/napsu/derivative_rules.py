@@ -7,10 +7,10 @@ The noise-aware likelihood (:mod:`synthinfer.napsu.structured`) factorises one s
 ``M^{-1} (dB - dM M^{-1} B)``); JAX's own rules differentiate through the factorisation and
 each triangular solve. This script loads fits saved by ``NapsuMQ.save`` (``default_fit.py --save``
 keeps them), builds the NUTS objective's value and gradient (``likelihood.objective``, XLA's
-default options, as NUTS compiles it) twice per fit: as the library does, and with
-both replaced by the plain compositions of ``jax.scipy.linalg.lu_factor`` / ``lu_solve`` and
-``jnp.linalg.cholesky`` / ``cho_solve`` (JAX's rules), and records per fit: the two programs' value and gradient at the
-fit's last draw (largest relative difference), first call (trace + compile) seconds, HLO
+default options, as NUTS compiles it) twice per fit: as the library does, and with both
+replaced by the plain compositions of ``jax.scipy.linalg.lu_factor`` / ``lu_solve`` and
+``jnp.linalg.cholesky`` / ``cho_solve`` (JAX's rules), and records per fit: the two programs'
+value and gradient at the fit's last draw (largest relative difference), first call (trace + compile) seconds, HLO
 lines, and process CPU and wall time per call: ``--blocks`` blocks of ``--calls`` calls each,
 the two programs alternating block by block (so that the shared machine's drift falls on both
 alike), minimum and median of the per-call means. One CPU core (``os.sched_setaffinity``) and
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -40,7 +39,6 @@ from synthinfer.napsu import structured  # noqa: E402
 from synthinfer.napsu.estimator import NapsuMQ  # noqa: E402
 from synthinfer.napsu import likelihood  # noqa: E402
 from synthinfer.napsu.likelihood import posterior_args  # noqa: E402
-from synthinfer.napsu.measurements import INTEGER_ROUNDING_VARIANCE, combine_repeated  # noqa: E402
 
 
 def lu_by_jax(M: jax.Array, B: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -61,10 +59,7 @@ RULES = {"_logdet_solve": lu_by_jax, "_spd_logdet_solve": cholesky_by_jax}
 def program(path: str, rules: str):
     """The fit's NUTS objective's value and gradient, its arguments and the fit's last draw."""
     gen = NapsuMQ.load(path)
-    merged = combine_repeated(gen.measurements_, INTEGER_ROUNDING_VARIANCE)
-    layout = structured.measurement_layout(merged, gen.network_.queries.domain)
-    noisy = np.concatenate([m.values for m in merged])
-    sigma = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in merged])
+    layout, noisy, sigma = gen._likelihood_inputs()  # as the fit's own inference
     args = posterior_args(noisy, sigma, gen.n_, float(gen.prior_sd), float(gen.cell_prior),
                           None if gen.interaction_sd is None else float(gen.interaction_sd))
     theta = jnp.asarray(np.asarray(gen.posterior_.posterior["theta"].values)[0, -1])

@@ -853,22 +853,28 @@ class NapsuMQ(Generator):
             return d_fixed + k * sizes[0] * sizes[1], f"the marginals and MST's {k} extra 2-way marginals"
         return d_fixed, "the marginals' own count"
 
-    def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
-               near_empty_tied: bool = False, coarse_slopes: bool = False) -> None:
-        backend = get_backend(self.inference)
+    def _likelihood_inputs(self) -> tuple:
+        """``(layout, noisy values, noise sd)`` of the fit's likelihood: repeated measurements of one
+        marginal (AIM's rounds) combined into one each (the same posterior, a cheaper likelihood);
+        the noise sd per value, or one for all."""
         layout, noisy = self.layout_, self.noisy_counts_
         if self.measurements_ is not None:
-            # repeats (AIM's rounds) as one measurement each: the same posterior, a cheaper likelihood
             merged = combine_repeated(self.measurements_, INTEGER_ROUNDING_VARIANCE)
             if len(merged) < len(self.measurements_):
                 layout = measurement_layout(merged, self.network_.queries.domain)
                 noisy = np.concatenate([m.values for m in merged])
         if not self.noise_aware:
-            sigma_inf = NON_NOISE_AWARE_SIGMA
+            sigma = NON_NOISE_AWARE_SIGMA
         elif self.measurements_ is not None:
-            sigma_inf = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in merged])
+            sigma = np.concatenate([np.full(m.values.size, math.sqrt(m.variance)) for m in merged])
         else:
-            sigma_inf = math.sqrt(max(self.sigma_dp_**2, INTEGER_ROUNDING_VARIANCE))
+            sigma = math.sqrt(max(self.sigma_dp_**2, INTEGER_ROUNDING_VARIANCE))
+        return layout, noisy, sigma
+
+    def _infer(self, rng: np.random.Generator, stage: Callable[[str], None], timings: dict[str, float], *,
+               near_empty_tied: bool = False, coarse_slopes: bool = False) -> None:
+        backend = get_backend(self.inference)
+        layout, noisy, sigma_inf = self._likelihood_inputs()
         problem = PosteriorProblem(self.network_, noisy, sigma_inf, self.n_, float(self.prior_sd),
                                    layout=layout, cell_prior=float(self.cell_prior),
                                    interaction_sd=None if self.interaction_sd is None else float(self.interaction_sd),
